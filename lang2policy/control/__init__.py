@@ -1,0 +1,1 @@
+"""Low-level control: inverse kinematics, joint trajectories and motion primitives."""

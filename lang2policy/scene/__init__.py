@@ -1,0 +1,1 @@
+"""The MuJoCo tabletop world: robot descriptions, objects, layouts, scene assembly, rendering."""

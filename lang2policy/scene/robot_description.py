@@ -1,0 +1,129 @@
+"""Robot descriptions: which MJCF to load and how the world uses it (config/robots/<name>.yaml).
+
+Joint names and limits are read from the compiled model, never listed here; a description only
+says where the model comes from, where it is mounted, which site is the tool centre point, how
+the gripper maps to actuator commands, the home posture and the reachable workspace.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lang2policy.config import load_dataclass, read_yaml
+from lang2policy.errors import ConfigError
+from lang2policy.paths import config_dir, share_dir
+
+
+@dataclass(frozen=True)
+class GripperConfig:
+    """Gripper actuators and their control values when fully open and fully closed."""
+
+    actuators: list[str]
+    open: float
+    closed: float
+    # Control value used while holding an object (squeezes past contact for a firm grasp).
+    grasp: float
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """Where objects may be placed and targets reached, in the world frame (metres)."""
+
+    x: tuple[float, float]
+    y: tuple[float, float]
+    min_radius: float
+    max_radius: float
+
+
+@dataclass(frozen=True)
+class ObjectSizes:
+    """Object dimensions scaled to the arm (an SO-101 handles smaller blocks than a Panda)."""
+
+    block_half: float
+    bowl_radius: float
+    bowl_height: float
+
+
+@dataclass(frozen=True)
+class CameraConfig:
+    pos: tuple[float, float, float]
+    # Point the camera looks at (world frame); ignored when ``xyaxes`` is set.
+    target: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    xyaxes: tuple[float, float, float, float, float, float] | None = None
+    fovy: float = 45.0
+    body: str = ""  # empty: fixed in the world; otherwise mounted on this robot body
+
+
+@dataclass(frozen=True)
+class GraspConfig:
+    """Heights used by pick and place, relative to the object (metres)."""
+
+    approach_height: float
+    lift_height: float
+    # How far above the object's centre the tool centre point goes when grasping.
+    grasp_offset: float
+    # Rotation about the approach axis (radians) that aligns the jaws with the object faces.
+    yaw_offset: float
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    name: str
+    # "pkg:<python package>/<path>" for a model shipped inside a wheel, else a path under sim/.
+    mjcf: str
+    base_pos: tuple[float, float, float]
+    ee_site: str
+    # Unit vector, in the ee site's frame, that points out of the gripper (the approach axis).
+    approach_axis: tuple[float, float, float]
+    gripper: GripperConfig
+    home: dict[str, float]
+    workspace: WorkspaceConfig
+    objects: ObjectSizes
+    grasp: GraspConfig
+    cameras: dict[str, CameraConfig]
+    max_joint_speed: float
+    rename: dict[str, str] = field(default_factory=dict)
+    # Geoms whose collision bits are set to 1/1 (e.g. fingertip pads shipped inert).
+    enable_collision: list[str] = field(default_factory=list)
+    # Extra friction on the gripper's contact geoms (sliding, torsional, rolling).
+    finger_friction: tuple[float, float, float] = (1.5, 0.01, 0.0001)
+
+
+def available_robots() -> list[str]:
+    return sorted(p.stem for p in (config_dir() / "robots").glob("*.yaml"))
+
+
+def load_robot_description(name: str) -> RobotDescription:
+    """Load config/robots/<name>.yaml; an unknown name lists the robots that exist."""
+    path = config_dir() / "robots" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown robot '{name}'; available robots: {available_robots()}")
+    return load_dataclass(RobotDescription, read_yaml(path), str(path))
+
+
+def resolve_mjcf(ref: str) -> Path:
+    """Turn an ``mjcf`` reference into a file path, checking that the file exists."""
+    if ref.startswith("pkg:"):
+        package, _, rel = ref[4:].partition("/")
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(
+                f"robot model package '{package}' is not installed (needed for {ref}); "
+                "run scripts/setup.sh"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / rel
+    else:
+        path = share_dir() / ref
+    if not path.is_file():
+        raise ConfigError(f"robot model file not found: {path} (from '{ref}')")
+    return path
+
+
+def package_dir(package: str) -> Path:
+    """Directory of an installed Python package (used to locate meshes inside wheels)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"package '{package}' is not installed; run scripts/setup.sh")
+    return Path(next(iter(spec.submodule_search_locations)))
