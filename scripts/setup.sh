@@ -129,8 +129,9 @@ else
     "${PIP[@]}" install -q --no-deps -r requirements-assets.txt
     # --no-build-isolation: build with the pinned setuptools already in the venv (no
     # download of a fresh setuptools into a temporary build env on every run).
+    # (PYTHONWARNINGS=ignore silences setuptools' generic "Editable installation" notice.)
     say "installing lang2policy (editable)"
-    "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
+    PYTHONWARNINGS=ignore "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
 
     # torch must be the CPU build; a CUDA build would have dragged in nvidia-* packages.
     if "${PIP[@]}" list --format=freeze 2>/dev/null | grep -qi '^nvidia-'; then

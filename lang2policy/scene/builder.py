@@ -82,6 +82,9 @@ def load_robot_spec(description: RobotDescription) -> mujoco.MjSpec:
     else:
         spec = mujoco.MjSpec.from_file(str(path))
     _rename(spec, description.rename)
+    if description.gravity_compensation:
+        for body in spec.bodies[1:]:  # every body but the world body
+            body.gravcomp = 1.0
     for geom_name in description.enable_collision:
         geom = spec.geom(geom_name)
         if geom is None:

@@ -18,7 +18,8 @@ from lang2policy.paths import config_dir
 from lang2policy.scene.objects import COLORS, KINDS, ObjectSpec
 from lang2policy.scene.robot_description import ObjectSizes, WorkspaceConfig
 
-_MAX_TRIES = 2000
+_MAX_TRIES = 200
+_LAYOUT_TRIES = 100
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,12 @@ def load_layout(name: str) -> LayoutConfig:
     return load_dataclass(LayoutConfig, read_yaml(path), str(path))
 
 
-def choose_objects(rng: np.random.Generator, layout: LayoutConfig) -> list[str]:
-    """Draw how many blocks and bowls appear, and their colours."""
-    names = []
+def choose_objects(rng: np.random.Generator, layout: LayoutConfig, max_objects: int) -> list[str]:
+    """Draw how many blocks and bowls appear (at most ``max_objects`` in all), and their colours."""
+    names: list[str] = []
     for kind, (lo, hi) in (("block", layout.blocks), ("bowl", layout.bowls)):
-        count = int(rng.integers(lo, hi + 1))
+        room = max_objects - len(names) - (layout.bowls[0] if kind == "block" else 0)
+        count = int(rng.integers(lo, max(lo, min(hi, room)) + 1))
         colors = rng.choice(layout.colors, size=count, replace=False)
         names += [f"{c} {kind}" for c in colors]
     return names
@@ -91,14 +93,23 @@ def place_objects(
     if unknown:
         raise UnknownObjectError(f"objects {unknown} are not in the pool; valid: {sorted(known)}")
     ordered = sorted(names, key=lambda n: not n.endswith("bowl"))
-    placed: list[tuple[Placement, float]] = []
-    for name in ordered:
-        radius = footprint_radius(name, sizes)
-        placed.append((_place_one(rng, name, radius, placed, workspace, min_gap), radius))
-    return [p for p, _ in placed]
+    for _ in range(_LAYOUT_TRIES):  # a crowded early choice can block later objects: start over
+        placed: list[tuple[Placement, float]] = []
+        for name in ordered:
+            radius = footprint_radius(name, sizes)
+            spot = _place_one(rng, name, radius, placed, workspace, min_gap)
+            if spot is None:
+                break
+            placed.append((spot, radius))
+        else:
+            return [p for p, _ in placed]
+    raise ConfigError(
+        f"could not place {list(names)} without overlap in {_LAYOUT_TRIES} attempts; "
+        "use fewer objects or a larger workspace"
+    )
 
 
-def _place_one(rng, name, radius, placed, workspace: WorkspaceConfig, min_gap) -> Placement:
+def _place_one(rng, name, radius, placed, workspace: WorkspaceConfig, min_gap) -> Placement | None:
     for _ in range(_MAX_TRIES):
         x = rng.uniform(workspace.x[0] + radius, workspace.x[1] - radius)
         y = rng.uniform(workspace.y[0] + radius, workspace.y[1] - radius)
@@ -107,7 +118,4 @@ def _place_one(rng, name, radius, placed, workspace: WorkspaceConfig, min_gap) -
             continue
         if all(math.hypot(x - p.x, y - p.y) >= radius + r + min_gap for p, r in placed):
             return Placement(name, float(x), float(y), float(rng.uniform(-math.pi / 4, math.pi / 4)))
-    raise ConfigError(
-        f"could not place '{name}' without overlap after {_MAX_TRIES} tries; "
-        "use fewer objects or a larger workspace"
-    )
+    return None

@@ -1,12 +1,11 @@
 """Headless camera rendering and MP4 recording.
 
 Rendering on a machine without a GPU uses EGL with Mesa's llvmpipe: ``MUJOCO_GL=egl`` must be
-set before mujoco is imported, which ``ensure_headless_gl()`` does when nothing chose a backend.
+set before mujoco is imported, which importing ``lang2policy`` does when nothing chose a backend.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +13,12 @@ import numpy as np
 from lang2policy.errors import ConfigError
 
 
-def ensure_headless_gl() -> None:
-    """Pick EGL for offscreen rendering unless the user chose a backend already."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-
-
 class CameraRenderer:
     """Renders named cameras of a model at one resolution; one GL context per instance/thread."""
 
     def __init__(self, model, width: int = 224, height: int = 224) -> None:
-        ensure_headless_gl()
         import mujoco
 
-        self._mujoco = mujoco
         self.model = model
         self.width, self.height = width, height
         self.camera_names = [model.camera(i).name for i in range(model.ncam)]

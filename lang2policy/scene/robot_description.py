@@ -35,6 +35,8 @@ class WorkspaceConfig:
     y: tuple[float, float]
     min_radius: float
     max_radius: float
+    # Most objects a layout may put on the table for this arm (small arms have little room).
+    max_objects: int = 8
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,15 @@ class GraspConfig:
     lift_height: float
     # How far above the object's centre the tool centre point goes when grasping.
     grasp_offset: float
-    # Rotation about the approach axis (radians) that aligns the jaws with the object faces.
+    # Preferred grasp yaw relative to the radial direction from the base (radians); the yaw
+    # actually used is the one closest to it that aligns the jaws with the object's faces.
     yaw_offset: float
+    # Where a grasped object's centre sits, in the ee site's frame (asymmetric jaws need this).
+    center_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # Tilts (radians, leaning away from the base) tried in order when top-down is out of reach.
+    tilts: tuple[float, ...] = (0.0,)
+    # Gripper opening (0..1) before a grasp: wide enough for the object, not wider.
+    pre_grasp_opening: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,9 @@ class RobotDescription:
     cameras: dict[str, CameraConfig]
     max_joint_speed: float
     rename: dict[str, str] = field(default_factory=dict)
+    # Compensate gravity on the arm's links (stiff industrial servos barely sag; the simulated
+    # low-gain position servos would sag by centimetres without it).
+    gravity_compensation: bool = True
     # Geoms whose collision bits are set to 1/1 (e.g. fingertip pads shipped inert).
     enable_collision: list[str] = field(default_factory=list)
     # Extra friction on the gripper's contact geoms (sliding, torsional, rolling).

@@ -58,7 +58,9 @@ class World:
         """Arm to home, a seeded choice of objects placed on the table; returns their names."""
         rng = np.random.default_rng(seed)
         self.seed = seed
-        names = list(objects) if objects is not None else choose_objects(rng, self.layout)
+        names = list(objects) if objects is not None else choose_objects(
+            rng, self.layout, self.description.workspace.max_objects
+        )
         placements = place_objects(
             rng, names, self.layout.pool(), self.description.workspace,
             self.description.objects, self.layout.min_gap,
@@ -145,6 +147,9 @@ class World:
         """Half-size of a block, or radius of a bowl (metres)."""
         sizes = self.description.objects
         return sizes.block_half if self.handle(name).spec.kind == "block" else sizes.bowl_radius
+
+    def object_kind(self, name: str) -> str:
+        return self.handle(name).spec.kind
 
     def object_yaw(self, name: str) -> float:
         w, _, _, z = self.object_pose(name).quat

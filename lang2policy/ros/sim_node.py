@@ -1,0 +1,260 @@
+"""The MuJoCo simulation as a ROS 2 robot: the same topics a hardware driver offers.
+
+Publishes ``/clock``, ``/joint_states`` (arm joints + normalised ``gripper``) and, per camera,
+``/camera/<name>/image_raw`` + ``/camera/<name>/camera_info``; follows
+``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger). A steady-clock
+timer advances physics by one control period of sim time per tick (the timer period is that
+divided by ``real_time_factor``). Sim time on ``/clock`` never jumps back, across resets too.
+
+Cameras render in a thread of their own (a GL context belongs to the thread that created it,
+and rendering must not stall the control loop); when rendering falls behind, frames are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import threading
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
+from lang2policy.robots.sim_robot import SimRobot
+from lang2policy.ros import convert
+from lang2policy.ros.trajectory_follower import TrajectoryFollower
+from lang2policy.scene.render import CameraRenderer
+from lang2policy.scene.world import World
+
+TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+
+
+def camera_topics(name: str) -> tuple[str, str]:
+    return f"/camera/{name}/image_raw", f"/camera/{name}/camera_info"
+
+
+class SimNode(Node):
+    """``lang2policy_sim``: World + SimRobot behind the ros2_control-style topic contract."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_sim", **kwargs)
+        robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
+        layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>.yaml)")
+        self.seed = int(self._param("seed", 0, "seed of the first layout; reset n uses seed + n"))
+        self.control_rate = self._positive("control_rate", 50.0, "Hz of sim time: physics "
+                                           "steps, joint_states, command application")
+        self.camera_rate = self._positive("camera_rate", 10.0, "Hz of sim time; 0 disables "
+                                          "cameras", allow_zero=True)
+        width = int(self._positive("camera_width", 224, "image width (px)"))
+        height = int(self._positive("camera_height", 224, "image height (px)"))
+        rtf = self._positive("real_time_factor", 1.0, "sim seconds per wall second")
+
+        self.world = World(robot=robot, layout=layout)
+        scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
+        cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
+        self._check_cameras(cameras, scene_cameras, width, height)
+
+        self.objects = self.world.reset(self.seed)
+        self.resets = 0
+        self.rejected_trajectories = 0
+        self._period = 1.0 / self.control_rate
+        self._clock_offset = 0.0  # keeps /clock monotonic across world resets
+        self.robot = SimRobot(self.world, control_period=self._period)
+        self.robot.connect()
+        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+
+        self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
+        self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._camera = None
+        if self.camera_rate > 0 and cameras:
+            self._camera = _CameraThread(self, cameras, width, height)
+        self._next_frame = self.now()
+        # Wall-clock timer (steady): the node must not wait on the /clock it publishes itself.
+        self._timer = self.create_timer(self._period / rtf, self._tick,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.get_logger().info(
+            f"{robot} on '{layout}' seed {self.seed}: objects {self.objects}; joints "
+            f"{list(self.robot.limits.names)}; {self.control_rate:g} Hz control, cameras "
+            f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}"
+        )
+
+    # ----------------------------------------------------------------- parameters
+    def _param(self, name: str, default, description: str):
+        descriptor = ParameterDescriptor(description=description, read_only=True)
+        return self.declare_parameter(name, default, descriptor).value
+
+    def _positive(self, name: str, default: float, description: str, allow_zero=False) -> float:
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        value = self.declare_parameter(name, default, descriptor).value
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not (value >= 0 if allow_zero else value > 0):
+            bound = ">= 0" if allow_zero else "> 0"
+            raise ConfigError(f"parameter '{name}' must be a number {bound}, got {value!r}")
+        return float(value)
+
+    def _check_cameras(self, cameras, scene_cameras, width, height) -> None:
+        unknown = [c for c in cameras if c not in scene_cameras]
+        if unknown:
+            raise ConfigError(
+                f"parameter 'cameras': unknown {unknown}; the scene has {scene_cameras}"
+            )
+        vis = self.world.model.vis.global_
+        if width > vis.offwidth or height > vis.offheight:
+            raise ConfigError(
+                f"camera size {width}x{height} exceeds the scene's offscreen buffer "
+                f"{vis.offwidth}x{vis.offheight} (<visual><global offwidth/offheight>)"
+            )
+
+    # ----------------------------------------------------------------- control loop
+    def now(self) -> float:
+        """Sim time as published on /clock (seconds)."""
+        return self._clock_offset + self.world.time
+
+    def _position(self):
+        return self.robot.get_observation().position
+
+    def _tick(self) -> None:
+        self.robot.send_action(self.follower.target(self.now()))
+        self.world.step_seconds(self._period)
+        obs = self.robot.get_observation()
+        stamp = self.now()
+        self._clock_pub.publish(convert.clock(stamp))
+        self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
+        if self._camera is not None and stamp + 1e-9 >= self._next_frame:
+            self._next_frame = max(self._next_frame + 1.0 / self.camera_rate, stamp)
+            self._camera.submit(copy.copy(self.world.data), stamp)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            points = convert.trajectory_points(msg, self.robot.limits.names)
+        except InvalidCommandError as exc:
+            self.rejected_trajectories += 1
+            self.get_logger().error(
+                f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its current command"
+            )
+            return
+        self.follower.start(self.now(), points, self._position())
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
+        self.resets += 1
+        seed = self.seed + self.resets
+        before = self.now()
+        try:
+            self.objects = self.world.reset(seed)
+        except Lang2PolicyError as exc:
+            response.success, response.message = False, f"reset with seed {seed} failed: {exc}"
+            return response
+        self._clock_offset = before - self.world.time
+        self._next_frame = self.now()
+        self.follower.hold(self._position())
+        response.success = True
+        response.message = json.dumps({"seed": seed, "objects": self.objects})
+        self.get_logger().info(f"reset with seed {seed}: objects {self.objects}")
+        return response
+
+    def destroy_node(self) -> None:
+        self._timer.cancel()
+        if self._camera is not None:
+            self._camera.close()
+        self.robot.disconnect()
+        super().destroy_node()
+
+
+class _CameraThread:
+    """Renders and publishes camera frames in one thread, which owns the GL context."""
+
+    def __init__(self, node: SimNode, cameras: list[str], width: int, height: int) -> None:
+        self._node, self._cameras, self._size = node, cameras, (width, height)
+        self._pubs = {}
+        for camera in cameras:
+            image_topic, info_topic = camera_topics(camera)
+            self._pubs[camera] = (
+                node.create_publisher(Image, image_topic, 2),
+                node.create_publisher(CameraInfo, info_topic, 2),
+            )
+        self._pending = None  # the latest (MjData copy, stamp) not yet rendered
+        self._closed = False
+        self._wake = threading.Condition()
+        self.dropped = 0
+        self._ready = threading.Event()
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name="sim_cameras", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise ConfigError(f"cannot render cameras {cameras}: {self._error}") from self._error
+
+    def submit(self, data, stamp: float) -> None:
+        """Hand over a frame (a copy of MjData); replaces a frame not rendered yet."""
+        with self._wake:
+            self.dropped += self._pending is not None
+            self._pending = (data, stamp)
+            self._wake.notify()
+
+    def _next(self):
+        with self._wake:
+            self._wake.wait_for(lambda: self._closed or self._pending is not None)
+            item, self._pending = self._pending, None
+            return None if self._closed else item
+
+    def _run(self) -> None:
+        try:
+            renderer = CameraRenderer(self._node.world.model, *self._size)
+        except Exception as exc:  # no usable GL backend: reported by __init__
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        infos = {c: renderer.intrinsics(c) for c in self._cameras}
+        try:
+            while (item := self._next()) is not None:
+                data, stamp = item
+                for camera in self._cameras:
+                    frame = f"camera_{camera}_optical_frame"
+                    image_pub, info_pub = self._pubs[camera]
+                    image_pub.publish(convert.image(renderer.render(data, camera), stamp, frame))
+                    info_pub.publish(convert.camera_info(infos[camera], *self._size, frame, stamp))
+        finally:
+            renderer.close()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=10)
+
+
+def main(args=None) -> int:
+    """Console entry ``sim_node``: run the simulation node until Ctrl-C or ROS shutdown."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SimNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except (Lang2PolicyError, ParameterException) as exc:
+        print(f"sim_node: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
