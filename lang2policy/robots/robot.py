@@ -39,6 +39,7 @@ class Robot(abc.ABC):
         self.limits = limits
         self._connected = False
         self.last_clipped: tuple[str, ...] = ()
+        self._last_command: np.ndarray | None = None
 
     @property
     def action_features(self) -> dict[str, tuple[float, float]]:
@@ -64,6 +65,11 @@ class Robot(abc.ABC):
         if self._connected:
             self._disconnect()
         self._connected = False
+        self._last_command = None
+
+    def forget_last_command(self) -> None:
+        """Rate-limit the next command from the measured position (after a reset or a stop)."""
+        self._last_command = None
 
     def get_observation(self) -> Observation:
         self._require_connected()
@@ -73,9 +79,10 @@ class Robot(abc.ABC):
         """Clamp and send a position action; returns what was actually sent."""
         self._require_connected()
         current = self._read().position
-        result = clamp_action(action, current, self.limits)
+        result = clamp_action(action, current, self.limits, self._last_command)
         self.last_clipped = result.clipped
         self._write(result.action)
+        self._last_command = result.action
         return dict(zip(self.limits.names, (float(v) for v in result.action), strict=True))
 
     def sleep(self, seconds: float) -> None:

@@ -1,7 +1,9 @@
 """The one safety clamp every robot backend applies before anything moves.
 
 Pure and shared: it validates a joint-position action (names, finiteness) and clips it to the
-joint limits and to a maximum step from the current position. Clipping is reported, not hidden.
+joint limits, to a maximum step from the previous command (a rate limit) and to a maximum
+distance from the measured position (so a stuck or lagging arm is never commanded far ahead).
+Clipping is reported, not hidden.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ class JointLimits:
     names: tuple[str, ...]
     lower: np.ndarray
     upper: np.ndarray
-    max_step: np.ndarray  # largest change per command from the current position
+    max_step: np.ndarray  # largest change from the previous command
+    max_deviation: np.ndarray  # largest distance of a command from the measured position
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,22 @@ def action_vector(action: Mapping[str, float] | np.ndarray, limits: JointLimits)
 
 
 def clamp_action(
-    action: Mapping[str, float] | np.ndarray, current: np.ndarray, limits: JointLimits
+    action: Mapping[str, float] | np.ndarray,
+    current: np.ndarray,
+    limits: JointLimits,
+    previous: np.ndarray | None = None,
 ) -> ClampResult:
-    """Validate and clip ``action``; raises InvalidCommandError on NaN/inf or bad names."""
+    """Validate and clip ``action``; raises InvalidCommandError on NaN/inf or bad names.
+
+    ``current`` is the measured position, ``previous`` the last command sent (None at first).
+    """
     vector = action_vector(action, limits)
     bad = [n for n, v in zip(limits.names, vector, strict=True) if not np.isfinite(v)]
     if bad:
         raise InvalidCommandError(f"action has non-finite values for {bad}; nothing was sent")
-    low = np.maximum(limits.lower, current - limits.max_step)
-    high = np.minimum(limits.upper, current + limits.max_step)
-    clipped = np.clip(vector, low, high)
+    reference = current if previous is None else previous
+    clipped = np.clip(vector, reference - limits.max_step, reference + limits.max_step)
+    clipped = np.clip(clipped, current - limits.max_deviation, current + limits.max_deviation)
+    clipped = np.clip(clipped, limits.lower, limits.upper)
     changed = tuple(n for n, a, b in zip(limits.names, vector, clipped, strict=True) if a != b)
     return ClampResult(clipped, changed)

@@ -14,6 +14,10 @@ from lang2policy.scene.arm import GRIPPER, ArmLayout
 from lang2policy.scene.world import World
 
 
+# How far (rad) a command may lead the measured joint position.
+MAX_TRACKING_DEVIATION = 0.3
+
+
 def limits_for(arm: ArmLayout, max_joint_speed: float, control_period: float) -> JointLimits:
     """Action limits from the model: joint ranges, gripper 0..1, step = speed x period."""
     step = max_joint_speed * control_period
@@ -22,6 +26,7 @@ def limits_for(arm: ArmLayout, max_joint_speed: float, control_period: float) ->
         lower=np.append(arm.lower, 0.0),
         upper=np.append(arm.upper, 1.0),
         max_step=np.append(np.full(arm.dof, step), 1.0),
+        max_deviation=np.append(np.full(arm.dof, MAX_TRACKING_DEVIATION), 1.0),
     )
 
 

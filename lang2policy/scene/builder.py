@@ -54,19 +54,25 @@ def compile_scene(spec: mujoco.MjSpec) -> mujoco.MjModel:
         raise ConfigError(f"the scene does not compile: {exc}") from exc
 
 
+# Notes MuJoCo prints while attaching a robot that are expected here: the prefix-less attach,
+# and the Panda includes' own <size>/<compiler> settings, which the tabletop's override.
+_EXPECTED_NOTES = ("empty prefix", "keeping parent value", "Attach conflict")
+
+
 @contextmanager
 def _quiet_empty_prefix_warning() -> Iterator[None]:
     """Silence MuJoCo's note that a prefix-less attach cannot be saved; we never save it."""
     previous = mujoco.get_mju_user_warning()
 
     def handler(message: str) -> None:
-        if "empty prefix" not in message:
+        if not any(note in message for note in _EXPECTED_NOTES):
             (previous or print)(message)
 
     mujoco.set_mju_user_warning(handler)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*empty prefix.*", category=UserWarning)
+            for note in _EXPECTED_NOTES:
+                warnings.filterwarnings("ignore", message=f".*{note}.*", category=UserWarning)
             yield
     finally:
         mujoco.set_mju_user_warning(previous)
@@ -104,6 +110,9 @@ def _rename(spec: mujoco.MjSpec, renames: dict[str, str]) -> None:
                 found = True
         if not found:
             raise ConfigError(f"rename: no joint or actuator named '{old}' in the robot model")
+        for actuator in spec.actuators:  # references are by name: follow the rename
+            if actuator.target == old:
+                actuator.target = new
 
 
 def _add_cameras(
