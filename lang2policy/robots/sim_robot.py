@@ -6,11 +6,13 @@ steps the world from its own timer and only reads and writes through this class.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lang2policy.robots.robot import Observation, Robot
 from lang2policy.robots.safety import JointLimits
-from lang2policy.scene.arm import GRIPPER, ArmLayout
+from lang2policy.scene.arm import ArmLayout
 from lang2policy.scene.world import World
 
 
@@ -36,6 +38,8 @@ class SimRobot(Robot):
     def __init__(self, world: World, control_period: float = 0.02) -> None:
         self.world = world
         self.control_period = control_period
+        # Called after every sleep(), e.g. to capture video frames in simulated time.
+        self.observers: list[Callable[[], None]] = []
         super().__init__(limits_for(world.arm, world.description.max_joint_speed, control_period))
 
     def _connect(self) -> None:
@@ -55,7 +59,6 @@ class SimRobot(Robot):
 
     def sleep(self, seconds: float) -> None:
         self.world.step_seconds(seconds)
+        for observer in self.observers:
+            observer()
 
-
-def gripper_index(limits: JointLimits) -> int:
-    return limits.names.index(GRIPPER)

@@ -1,0 +1,45 @@
+"""``lang2policy bench pickplace``: scripted pick-and-place success over seeded layouts."""
+
+from __future__ import annotations
+
+import time
+
+from tqdm import tqdm
+
+from lang2policy.tasks import Session, pick_and_place
+
+
+def run(robot: str, episodes: int, first_seed: int = 0, progress: bool = True) -> dict:
+    session = Session(robot)
+    results = []
+    started = time.perf_counter()
+    bar = tqdm(range(first_seed, first_seed + episodes), desc=f"pickplace {robot}",
+               unit="ep", disable=not progress)
+    for seed in bar:
+        results.append(pick_and_place(session, seed))
+        bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
+    wall = time.perf_counter() - started
+    failures = [r.as_dict() for r in results if not r.success]
+    return {
+        "benchmark": "pickplace",
+        "robot": robot,
+        "episodes": episodes,
+        "first_seed": first_seed,
+        "successes": sum(r.success for r in results),
+        "success_rate": sum(r.success for r in results) / max(1, episodes),
+        "mean_sim_seconds": sum(r.sim_seconds for r in results) / max(1, episodes),
+        "wall_seconds": round(wall, 2),
+        "failures": failures,
+    }
+
+
+def format_text(report: dict) -> str:
+    lines = [
+        f"pick-and-place on {report['robot']}: {report['successes']}/{report['episodes']} "
+        f"succeeded (success_rate {report['success_rate']:.2f})",
+        f"  mean episode {report['mean_sim_seconds']:.1f} s simulated, "
+        f"{report['wall_seconds']:.1f} s wall for all episodes",
+    ]
+    lines += [f"  failed seed {f['seed']}: {f['block']} -> {f['bowl']} {f['error']}"
+              for f in report["failures"]]
+    return "\n".join(lines)
