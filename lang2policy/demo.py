@@ -1,4 +1,4 @@
-"""The scripted simulation demo: put every block into a bowl, recorded to an MP4."""
+"""The scripted simulation demo: blocks into the bowls of matching colour, recorded to an MP4."""
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.scene.render import CameraRenderer, VideoRecorder
 from lang2policy.tasks import Session
 
+# Two blocks with matching bowls, and a distractor block that must stay where it is.
+DEMO_OBJECTS = ["red block", "green block", "yellow block", "red bowl", "green bowl"]
+
 
 def run_demo(robot: str, out: Path, seed: int, camera: str = "front", fps: int = 20,
              size: tuple[int, int] = (480, 360), say=print) -> dict:
     session = Session(robot)
-    names = session.reset(seed)
-    blocks = [n for n in names if n.endswith("block")]
-    bowls = [n for n in names if n.endswith("bowl")]
+    names = session.reset(seed, DEMO_OBJECTS)
+    tasks = [(n, n.replace("block", "bowl")) for n in names if n.replace("block", "bowl") in names
+             and n.endswith("block")]
     say(f"[demo] {robot} on the tabletop, seed {seed}: {', '.join(names)}")
     renderer = CameraRenderer(session.world.model, *size)
     recorder = VideoRecorder(renderer, camera, fps)
     session.robot.observers.append(lambda: recorder.maybe_capture(session.world.data))
     started = time.perf_counter()
     outcomes = []
-    for index, block in enumerate(blocks):
-        bowl = bowls[index % len(bowls)]
+    for block, bowl in tasks:
         say(f"[demo] put the {block} in the {bowl} ...")
         try:
             session.primitives.put_first_on_second(block, bowl)

@@ -219,14 +219,26 @@ def graph():
         executor = MultiThreadedExecutor(num_threads=4, context=context)
         executor.add_node(sim)
         executor.add_node(probe.node)
-        spinner = threading.Thread(target=executor.spin, daemon=True)
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                executor.spin_once(timeout_sec=0.05)
+
+        spinner = threading.Thread(target=spin, daemon=True)
         spinner.start()
         try:
             probe.next("/joint_states", timeout=10.0)
             yield sim, probe
         finally:
-            executor.shutdown()
+            stop.set()
             spinner.join(timeout=10)
+            # rclpy's Executor.shutdown() destroys its guard condition without waiting for
+            # callbacks still running in the thread pool; those then fail with "cannot use
+            # Destroyable" ("exception was never retrieved"). Let them finish first.
+            in_flight = list(getattr(executor, "_futures", []))
+            wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
+            executor.shutdown()
             sim.destroy_node()
             probe.node.destroy_node()
             rclpy.shutdown(context=context)

@@ -22,6 +22,7 @@ from lang2policy.scene.pose import Pose
 _LINE_STEP = 0.01  # metres between Cartesian waypoints on straight-line moves
 _GRIPPER_TIME = 0.5  # seconds to open or close the gripper
 _SETTLE_TIME = 0.25  # seconds to hold still after a motion
+_GRIPPER_SETTLE_MAX = 1.5  # longest wait (seconds) for the fingers to stop
 
 
 class SceneQuery(Protocol):
@@ -210,7 +211,17 @@ class MotionPrimitives:
             self.robot.send_action(np.append(target, g))
             self.robot.sleep(self.dt)
         self.gripper = opening
-        self._hold(target, 0.1)
+        self._hold_until_gripper_settles(target)
+
+    def _hold_until_gripper_settles(self, q: np.ndarray) -> None:
+        """Hold until the fingers stop moving (closed on an object, or at the target)."""
+        previous = self.robot.get_observation().position[-1]
+        for _ in range(round(_GRIPPER_SETTLE_MAX / self.dt)):
+            self._hold(q, self.dt)
+            current = self.robot.get_observation().position[-1]
+            if abs(current - previous) < 0.002:
+                return
+            previous = current
 
     def _hold(self, q: np.ndarray, seconds: float) -> None:
         self._target = np.asarray(q, float)

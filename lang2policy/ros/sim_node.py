@@ -146,6 +146,8 @@ class SimNode(Node):
                 f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its current command"
             )
             return
+        if not points:  # a stop: hold where the arm is, rate-limited from there
+            self.robot.forget_last_command()
         self.follower.start(self.now(), points, self._position())
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
@@ -159,6 +161,7 @@ class SimNode(Node):
             return response
         self._clock_offset = before - self.world.time
         self._next_frame = self.now()
+        self.robot.forget_last_command()
         self.follower.hold(self._position())
         response.success = True
         response.message = json.dumps({"seed": seed, "objects": self.objects})

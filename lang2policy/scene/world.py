@@ -45,6 +45,7 @@ class World:
         self.objects = {o.name: self._handle(o) for o in pool}
         self.present: list[str] = []
         self.seed: int | None = None
+        self.reset(0)  # a world is always in a valid, seeded state
 
     def _handle(self, spec: ObjectSpec) -> ObjectHandle:
         body = self.model.body(spec.body_name)

@@ -1,0 +1,66 @@
+"""Motion primitives in simulation: pick-and-place works, bad targets leave the arm still."""
+
+import numpy as np
+import pytest
+
+from lang2policy.errors import UnknownObjectError, UnreachableError
+from lang2policy.scene.pose import Pose
+from lang2policy.tasks import Session, pick_and_place
+
+
+@pytest.fixture(scope="module", params=["so101", "panda"])
+def session(request) -> Session:
+    return Session(request.param)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pick_and_place_puts_the_block_in_the_bowl(session, seed):
+    result = pick_and_place(session, seed)
+    assert result.success, result
+    assert session.world.is_in(result.block, result.bowl)
+    assert result.error == ""
+
+
+def test_pick_lifts_the_block_off_the_table(session):
+    session.reset(4, ["red block", "blue bowl"])
+    session.primitives.pick("red block")
+    assert session.world.object_pose("red block").position[2] > 0.04
+    assert ("red block", "table") not in session.world.contacts()
+
+
+def test_unreachable_target_raises_and_the_arm_stays_still(session):
+    session.reset(2)
+    before = session.world.arm_qpos()
+    with pytest.raises(UnreachableError, match="out of reach"):
+        session.primitives.move_to_position([2.0, 0.0, 0.1])
+    session.world.step_seconds(0.3)
+    np.testing.assert_allclose(session.world.arm_qpos(), before, atol=5e-3)
+
+
+def test_unknown_object_is_rejected_before_moving(session):
+    session.reset(2)
+    before = session.world.arm_qpos()
+    with pytest.raises(UnknownObjectError, match="objects present"):
+        session.primitives.pick("purple elephant")
+    np.testing.assert_allclose(session.world.arm_qpos(), before, atol=1e-6)
+
+
+def test_move_to_pose_and_go_home(session):
+    session.reset(3)
+    kin = session.kinematics
+    # A pose known to be reachable (a 5-DoF arm cannot hold every orientation everywhere).
+    arm = session.world.arm
+    goal = kin.forward(np.clip(arm.home + 0.15, arm.lower + 0.05, arm.upper - 0.05))
+    target = Pose(goal.position, goal.quat)
+    session.primitives.move_to(target)
+    assert np.linalg.norm(session.world.ee_pose().position - target.position) < 0.01
+    session.primitives.go_home()
+    np.testing.assert_allclose(session.world.arm_qpos(), session.world.arm.home, atol=0.03)
+
+
+def test_gripper_open_and_close(session):
+    session.reset(3)
+    session.primitives.close_gripper()
+    assert session.world.gripper_opening() < 0.1
+    session.primitives.open_gripper()
+    assert session.world.gripper_opening() > 0.9
