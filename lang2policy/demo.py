@@ -13,12 +13,22 @@ from lang2policy.tasks import Session
 DEMO_OBJECTS = ["red block", "green block", "yellow block", "red bowl", "green bowl"]
 
 
-def run_demo(robot: str, out: Path, seed: int, camera: str = "front", fps: int = 20,
-             size: tuple[int, int] = (480, 360), say=print) -> dict:
+def run_demo(
+    robot: str,
+    out: Path,
+    seed: int,
+    camera: str = "front",
+    fps: int = 20,
+    size: tuple[int, int] = (480, 360),
+    say=print,
+) -> dict:
     session = Session(robot)
     names = session.reset(seed, DEMO_OBJECTS)
-    tasks = [(n, n.replace("block", "bowl")) for n in names if n.replace("block", "bowl") in names
-             and n.endswith("block")]
+    tasks = [
+        (n, n.replace("block", "bowl"))
+        for n in names
+        if n.replace("block", "bowl") in names and n.endswith("block")
+    ]
     say(f"[demo] {robot} on the tabletop, seed {seed}: {', '.join(names)}")
     renderer = CameraRenderer(session.world.model, *size)
     recorder = VideoRecorder(renderer, camera, fps)
@@ -38,7 +48,9 @@ def run_demo(robot: str, out: Path, seed: int, camera: str = "front", fps: int =
     session.primitives.go_home()
     path = recorder.save(out)
     renderer.close()
-    say(f"[demo] wrote {path} ({len(recorder.frames)} frames, {camera} camera) "
-        f"in {time.perf_counter() - started:.0f} s")
+    say(
+        f"[demo] wrote {path} ({len(recorder.frames)} frames, {camera} camera) "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
     say(f"[demo] final relations: {session.world.relations()}")
     return {"video": str(path), "outcomes": outcomes, "relations": session.world.relations()}

@@ -44,7 +44,7 @@ def test_bad_mappings_name_the_problem(data, message):
 def test_yaml_errors_name_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1, 2\n")
-    with pytest.raises(ConfigError, match="bad.yaml"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml"):
         read_yaml(bad)
     with pytest.raises(ConfigError, match="not found"):
         read_yaml(tmp_path / "missing.yaml")

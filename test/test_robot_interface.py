@@ -57,8 +57,14 @@ def robot(request):
 
 def test_features_are_readable_before_connect(robot):
     features = robot.action_features
-    assert list(features) == ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex",
-                              "wrist_roll", "gripper"]
+    assert list(features) == [
+        "shoulder_pan",
+        "shoulder_lift",
+        "elbow_flex",
+        "wrist_flex",
+        "wrist_roll",
+        "gripper",
+    ]
     assert features["gripper"] == (0.0, 1.0)
     assert not robot.is_connected
     with pytest.raises(NotConnectedError):

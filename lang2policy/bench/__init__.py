@@ -1,1 +1,1 @@
-"""Benchmarks run by ``lang2policy bench <name>``; each prints its figures (and JSON with --json)."""
+"""Benchmarks behind ``lang2policy bench <name>``; each prints figures, or JSON with --json."""

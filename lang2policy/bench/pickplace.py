@@ -13,8 +13,12 @@ def run(robot: str, episodes: int, first_seed: int = 0, progress: bool = True) -
     session = Session(robot)
     results = []
     started = time.perf_counter()
-    bar = tqdm(range(first_seed, first_seed + episodes), desc=f"pickplace {robot}",
-               unit="ep", disable=not progress)
+    bar = tqdm(
+        range(first_seed, first_seed + episodes),
+        desc=f"pickplace {robot}",
+        unit="ep",
+        disable=not progress,
+    )
     for seed in bar:
         results.append(pick_and_place(session, seed))
         bar.set_postfix(success=f"{sum(r.success for r in results)}/{len(results)}")
@@ -40,6 +44,8 @@ def format_text(report: dict) -> str:
         f"  mean episode {report['mean_sim_seconds']:.1f} s simulated, "
         f"{report['wall_seconds']:.1f} s wall for all episodes",
     ]
-    lines += [f"  failed seed {f['seed']}: {f['block']} -> {f['bowl']} {f['error']}"
-              for f in report["failures"]]
+    lines += [
+        f"  failed seed {f['seed']}: {f['block']} -> {f['bowl']} {f['error']}"
+        for f in report["failures"]
+    ]
     return "\n".join(lines)

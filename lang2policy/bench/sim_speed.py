@@ -60,7 +60,8 @@ def run(robot: str, sim_seconds: float = 10.0, frames: int = 60, seed: int = 0) 
 def format_text(report: dict) -> str:
     return (
         f"simulation on {report['robot']}: {report['physics_steps_per_s']} physics steps/s "
-        f"(timestep {report['timestep_s'] * 1000:.0f} ms) = {report['realtime_factor']}x real time; "
+        f"(timestep {report['timestep_s'] * 1000:.0f} ms) = "
+        f"{report['realtime_factor']}x real time; "
         f"rendering {report['render_fps']} frames/s at "
         f"{report['render_size'][0]}x{report['render_size'][1]} ({report['camera']} camera)"
     )

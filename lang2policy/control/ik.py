@@ -66,7 +66,9 @@ def _score(result: IKResult) -> float:
     return result.position_error + 0.05 * result.rotation_error
 
 
-def _descend(model, data, arm: ArmLayout, target_pos, target_rot, q, options: IKOptions) -> IKResult:
+def _descend(
+    model, data, arm: ArmLayout, target_pos, target_rot, q, options: IKOptions
+) -> IKResult:
     q = np.clip(q.copy(), arm.lower, arm.upper)
     jacp = np.zeros((3, model.nv))
     jacr = np.zeros((3, model.nv))
@@ -88,7 +90,9 @@ def _descend(model, data, arm: ArmLayout, target_pos, target_rot, q, options: IK
     return IKResult(q, float(np.linalg.norm(pos_err)), float(np.linalg.norm(rot_err)))
 
 
-def _errors(model, data, arm: ArmLayout, q, target_pos, target_rot) -> tuple[np.ndarray, np.ndarray]:
+def _errors(
+    model, data, arm: ArmLayout, q, target_pos, target_rot
+) -> tuple[np.ndarray, np.ndarray]:
     data.qpos[arm.qpos_adr] = q
     mujoco.mj_kinematics(model, data)
     mujoco.mj_comPos(model, data)

@@ -36,7 +36,9 @@ class Kinematics:
         )
 
     def solve(self, position, rotation, q_start) -> IKResult:
-        return solve_ik(self.model, self.scratch, self.arm, position, rotation, q_start, self.options)
+        return solve_ik(
+            self.model, self.scratch, self.arm, position, rotation, q_start, self.options
+        )
 
     def solve_or_raise(self, position, rotation, q_start, what: str) -> np.ndarray:
         result = self.solve(position, rotation, q_start)

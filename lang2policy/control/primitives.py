@@ -25,6 +25,10 @@ _SETTLE_TIME = 0.25  # seconds to hold still after a motion
 _GRIPPER_SETTLE_MAX = 1.5  # longest wait (seconds) for the fingers to stop
 
 
+def _above(point: np.ndarray, height: float) -> np.ndarray:
+    return np.asarray(point, float) + np.array([0.0, 0.0, height])
+
+
 class SceneQuery(Protocol):
     """What primitives need to know about objects (the sim world, or perception on hardware)."""
 
@@ -83,10 +87,10 @@ class MotionPrimitives:
         center = self.scene.object_pose(obj).position
         yaw = self.kin.grasp_yaw(center, self.scene.object_pose(obj).yaw(), math.pi / 2)
         _, line_down = self._plan_vertical(
-            center + [0, 0, grasp.grasp_offset], yaw, grasp.approach_height, f"pick('{obj}')"
+            _above(center, grasp.grasp_offset), yaw, grasp.approach_height, f"pick('{obj}')"
         )
         self.open_gripper(grasp.pre_grasp_opening)
-        self._follow(self._transit(center + [0, 0, grasp.approach_height], yaw, line_down[0]))
+        self._follow(self._transit(_above(center, grasp.approach_height), yaw, line_down[0]))
         self._follow(line_down)
         self.close_gripper()
         self._follow(line_down[::-1])
@@ -107,7 +111,7 @@ class MotionPrimitives:
         yaw = self.kin.natural_yaw(drop)
         yaw = self.kin.grasp_yaw(drop, yaw, math.pi / 2)
         _, line_down = self._plan_vertical(drop, yaw, grasp.approach_height, "place")
-        self._follow(self._transit(drop + [0, 0, grasp.approach_height], yaw, line_down[0]))
+        self._follow(self._transit(_above(drop, grasp.approach_height), yaw, line_down[0]))
         self._follow(line_down)
         self.open_gripper(grasp.pre_grasp_opening)
         self._follow(line_down[::-1])
@@ -121,8 +125,8 @@ class MotionPrimitives:
         base = self.scene.object_pose(target).position
         half = self.scene.object_size(obj)
         if self.scene.object_kind(target) == "bowl":
-            return base + [0, 0, 0.008 + half + 0.01]
-        return base + [0, 0, self.scene.object_size(target) + half + 0.01]
+            return _above(base, 0.008 + half + 0.01)
+        return _above(base, self.scene.object_size(target) + half + 0.01)
 
     def _transit(self, goal: np.ndarray, goal_yaw: float, q_goal: np.ndarray) -> np.ndarray:
         """Joint path to ``q_goal`` that keeps the tool clear of the table: up to the goal's
@@ -160,8 +164,8 @@ class MotionPrimitives:
         errors = []
         for tilt in self.kin.description.grasp.tilts:
             try:
-                q_above = self._solve(point + [0, 0, height], yaw, tilt, self.joints(), what)
-                return tilt, self._line(point + [0, 0, height], point, yaw, tilt, q_above)
+                q_above = self._solve(_above(point, height), yaw, tilt, self.joints(), what)
+                return tilt, self._line(_above(point, height), point, yaw, tilt, q_above)
             except UnreachableError as exc:
                 errors.append(str(exc))
         raise UnreachableError(errors[-1])

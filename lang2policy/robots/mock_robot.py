@@ -36,7 +36,9 @@ class MockRobot(Robot):
         self._velocity[:] = 0.0
 
     def _read(self) -> Observation:
-        return Observation(self.limits.names, self._position.copy(), self._velocity.copy(), self._clock)
+        return Observation(
+            self.limits.names, self._position.copy(), self._velocity.copy(), self._clock
+        )
 
     def _write(self, action: np.ndarray) -> None:
         now = time.monotonic()

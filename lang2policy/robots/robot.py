@@ -46,7 +46,9 @@ class Robot(abc.ABC):
         """Action names with their (lower, upper) limits; available before connecting."""
         return {
             n: (float(lo), float(hi))
-            for n, lo, hi in zip(self.limits.names, self.limits.lower, self.limits.upper, strict=True)
+            for n, lo, hi in zip(
+                self.limits.names, self.limits.lower, self.limits.upper, strict=True
+            )
         }
 
     @property

@@ -15,7 +15,6 @@ from lang2policy.robots.safety import JointLimits
 from lang2policy.scene.arm import ArmLayout
 from lang2policy.scene.world import World
 
-
 # How far (rad) a command may lead the measured joint position.
 MAX_TRACKING_DEVIATION = 0.3
 
@@ -61,4 +60,3 @@ class SimRobot(Robot):
         self.world.step_seconds(seconds)
         for observer in self.observers:
             observer()
-

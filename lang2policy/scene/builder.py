@@ -94,7 +94,9 @@ def load_robot_spec(description: RobotDescription) -> mujoco.MjSpec:
     for geom_name in description.enable_collision:
         geom = spec.geom(geom_name)
         if geom is None:
-            raise ConfigError(f"{description.name}: enable_collision names unknown geom '{geom_name}'")
+            raise ConfigError(
+                f"{description.name}: enable_collision names unknown geom '{geom_name}'"
+            )
         geom.contype, geom.conaffinity = 1, 1
         geom.friction = list(description.finger_friction)
         geom.condim = 4

@@ -34,7 +34,9 @@ class LayoutConfig:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.colors) - set(COLORS))
         if unknown:
-            raise ConfigError(f"layout {self.name}: unknown colours {unknown}; valid: {sorted(COLORS)}")
+            raise ConfigError(
+                f"layout {self.name}: unknown colours {unknown}; valid: {sorted(COLORS)}"
+            )
         for kind, (lo, hi) in (("blocks", self.blocks), ("bowls", self.bowls)):
             if not 0 <= lo <= hi <= len(self.colors):
                 raise ConfigError(
@@ -117,5 +119,7 @@ def _place_one(rng, name, radius, placed, workspace: WorkspaceConfig, min_gap) -
         if not workspace.min_radius + radius <= reach <= workspace.max_radius - radius:
             continue
         if all(math.hypot(x - p.x, y - p.y) >= radius + r + min_gap for p, r in placed):
-            return Placement(name, float(x), float(y), float(rng.uniform(-math.pi / 4, math.pi / 4)))
+            return Placement(
+                name, float(x), float(y), float(rng.uniform(-math.pi / 4, math.pi / 4))
+            )
     return None

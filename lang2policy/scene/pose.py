@@ -30,5 +30,7 @@ class Pose:
         return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
     def as_dict(self) -> dict[str, list[float]]:
-        return {"position": [round(float(v), 4) for v in self.position],
-                "quat": [round(float(v), 4) for v in self.quat]}
+        return {
+            "position": [round(float(v), 4) for v in self.position],
+            "quat": [round(float(v), 4) for v in self.quat],
+        }

@@ -66,8 +66,13 @@ class VideoRecorder:
             raise ConfigError("no frames were recorded; nothing to save")
         height, width = self.frames[0].shape[:2]
         writer = imageio_ffmpeg.write_frames(
-            str(path), (width, height), fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
-            macro_block_size=1, quality=7,
+            str(path),
+            (width, height),
+            fps=self.fps,
+            codec="libx264",
+            pix_fmt_out="yuv420p",
+            macro_block_size=1,
+            quality=7,
         )
         writer.send(None)
         for frame in self.frames:

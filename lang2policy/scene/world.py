@@ -59,12 +59,18 @@ class World:
         """Arm to home, a seeded choice of objects placed on the table; returns their names."""
         rng = np.random.default_rng(seed)
         self.seed = seed
-        names = list(objects) if objects is not None else choose_objects(
-            rng, self.layout, self.description.workspace.max_objects
+        names = (
+            list(objects)
+            if objects is not None
+            else choose_objects(rng, self.layout, self.description.workspace.max_objects)
         )
         placements = place_objects(
-            rng, names, self.layout.pool(), self.description.workspace,
-            self.description.objects, self.layout.min_gap,
+            rng,
+            names,
+            self.layout.pool(),
+            self.description.workspace,
+            self.description.objects,
+            self.layout.min_gap,
         )
         mujoco.mj_resetData(self.model, self.data)
         self.data.qpos[self.arm.qpos_adr] = self.arm.home
