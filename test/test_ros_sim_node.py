@@ -374,7 +374,11 @@ def run_entry(*ros_args: str) -> subprocess.Popen:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.Popen(
         [sys.executable, "-m", "lang2policy.ros.sim_node", "--ros-args", *ros_args],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

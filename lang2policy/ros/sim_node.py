@@ -12,8 +12,10 @@ and rendering must not stall the control loop); when rendering falls behind, fra
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
 import sys
 import threading
 
@@ -36,6 +38,7 @@ from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+_CAMERA_NICENESS = 10
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -49,14 +52,18 @@ class SimNode(Node):
         super().__init__("lang2policy_sim", **kwargs)
         robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
         layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>.yaml)")
-        self.seed = int(self._param("seed", 0, "seed of the first layout; reset n uses seed + n"))
-        self.control_rate = self._positive("control_rate", 50.0, "Hz of sim time: physics "
-                                           "steps, joint_states, command application")
-        self.camera_rate = self._positive("camera_rate", 10.0, "Hz of sim time; 0 disables "
-                                          "cameras", allow_zero=True)
-        width = int(self._positive("camera_width", 224, "image width (px)"))
-        height = int(self._positive("camera_height", 224, "image height (px)"))
-        rtf = self._positive("real_time_factor", 1.0, "sim seconds per wall second")
+        self.seed = int(
+            self._number("seed", 0, "first layout; reset n uses seed + n", zero=True, integer=True)
+        )
+        self.control_rate = self._number(
+            "control_rate", 50.0, "Hz of sim time: physics steps, joint_states, command application"
+        )
+        self.camera_rate = self._number(
+            "camera_rate", 10.0, "Hz of sim time; 0 disables cameras", zero=True
+        )
+        width = int(self._number("camera_width", 224, "image width (px)", integer=True))
+        height = int(self._number("camera_height", 224, "image height (px)", integer=True))
+        rtf = self._number("real_time_factor", 1.0, "sim seconds per wall second")
 
         self.world = World(robot=robot, layout=layout)
         scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
@@ -81,8 +88,9 @@ class SimNode(Node):
             self._camera = _CameraThread(self, cameras, width, height)
         self._next_frame = self.now()
         # Wall-clock timer (steady): the node must not wait on the /clock it publishes itself.
-        self._timer = self.create_timer(self._period / rtf, self._tick,
-                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._timer = self.create_timer(
+            self._period / rtf, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
         self.get_logger().info(
             f"{robot} on '{layout}' seed {self.seed}: objects {self.objects}; joints "
             f"{list(self.robot.limits.names)}; {self.control_rate:g} Hz control, cameras "
@@ -94,15 +102,19 @@ class SimNode(Node):
         descriptor = ParameterDescriptor(description=description, read_only=True)
         return self.declare_parameter(name, default, descriptor).value
 
-    def _positive(self, name: str, default: float, description: str, allow_zero=False) -> float:
+    def _number(self, name, default, description, zero=False, integer=False) -> float:
+        """A read-only numeric parameter (int or float accepted), > 0 (>= 0 with ``zero``)."""
         descriptor = ParameterDescriptor(
             description=description, read_only=True, dynamic_typing=True
         )
         value = self.declare_parameter(name, default, descriptor).value
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not (value >= 0 if allow_zero else value > 0):
-            bound = ">= 0" if allow_zero else "> 0"
-            raise ConfigError(f"parameter '{name}' must be a number {bound}, got {value!r}")
+        ok = ok and (value >= 0 if zero else value > 0) and (not integer or value == int(value))
+        if not ok:
+            kind = "an integer" if integer else "a number"
+            raise ConfigError(
+                f"parameter '{name}' must be {kind} {'>= 0' if zero else '> 0'}, got {value!r}"
+            )
         return float(value)
 
     def _check_cameras(self, cameras, scene_cameras, width, height) -> None:
@@ -214,6 +226,10 @@ class _CameraThread:
             return None if self._closed else item
 
     def _run(self) -> None:
+        # Rendering is best effort, the control loop is not: lower this thread's priority
+        # (Linux: per thread; Mesa's llvmpipe workers, started from here, inherit it).
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _CAMERA_NICENESS)
         try:
             renderer = CameraRenderer(self._node.world.model, *self._size)
         except Exception as exc:  # no usable GL backend: reported by __init__
@@ -230,6 +246,8 @@ class _CameraThread:
                     image_pub, info_pub = self._pubs[camera]
                     image_pub.publish(convert.image(renderer.render(data, camera), stamp, frame))
                     info_pub.publish(convert.camera_info(infos[camera], *self._size, frame, stamp))
+        except Exception as exc:  # keep the control loop alive; say why the images stopped
+            self._node.get_logger().error(f"camera rendering stopped: {exc!r}")
         finally:
             renderer.close()
 
