@@ -12,10 +12,8 @@ and rendering must not stall the control loop); when rendering falls behind, fra
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-import os
 import sys
 import threading
 
@@ -38,7 +36,6 @@ from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
-_CAMERA_NICENESS = 10
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -226,10 +223,6 @@ class _CameraThread:
             return None if self._closed else item
 
     def _run(self) -> None:
-        # Rendering is best effort, the control loop is not: lower this thread's priority
-        # (Linux: per thread; Mesa's llvmpipe workers, started from here, inherit it).
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _CAMERA_NICENESS)
         try:
             renderer = CameraRenderer(self._node.world.model, *self._size)
         except Exception as exc:  # no usable GL backend: reported by __init__

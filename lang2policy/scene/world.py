@@ -90,8 +90,9 @@ class World:
         return self.description.objects.block_half + 1e-4 if name.endswith("block") else 1e-4
 
     def _park(self, name: str, index: int) -> None:
-        x = -0.2 + 0.16 * (index % 6)
-        y = -0.45 + 0.18 * (index // 6)
+        # A 4 x 5 grid under the back half of the table: hidden from every camera by the top.
+        x = -0.32 + 0.15 * (index % 4)
+        y = -0.4 + 0.2 * (index // 4 % 5)
         self._set_object(name, x, y, _PARK_Z + self._rest_height(name) - 1e-4, 0.0)
 
     def _set_object(self, name: str, x: float, y: float, z: float, yaw: float) -> None:
