@@ -33,9 +33,9 @@ from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
+from lang2policy.control.trajectory_follower import TrajectoryFollower  # noqa: E402
 from lang2policy.errors import InvalidCommandError  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
-from lang2policy.ros.trajectory_follower import TrajectoryFollower  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

@@ -28,10 +28,10 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
-from lang2policy.ros.trajectory_follower import TrajectoryFollower
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
