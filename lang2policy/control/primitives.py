@@ -86,7 +86,7 @@ class MotionPrimitives:
         grasp = self.kin.description.grasp
         center = self.scene.object_pose(obj).position
         yaw = self.kin.grasp_yaw(center, self.scene.object_pose(obj).yaw(), math.pi / 2)
-        _, line_down = self._plan_vertical(
+        yaw, line_down = self._plan_vertical(
             _above(center, grasp.grasp_offset), yaw, grasp.approach_height, f"pick('{obj}')"
         )
         self.open_gripper(grasp.pre_grasp_opening)
@@ -108,9 +108,8 @@ class MotionPrimitives:
     def place_at(self, drop: np.ndarray) -> None:
         """Lower the held object so its centre reaches ``drop``, release, and back off."""
         grasp = self.kin.description.grasp
-        yaw = self.kin.natural_yaw(drop)
-        yaw = self.kin.grasp_yaw(drop, yaw, math.pi / 2)
-        _, line_down = self._plan_vertical(drop, yaw, grasp.approach_height, "place")
+        yaw = self.kin.grasp_yaw(drop, self.kin.natural_yaw(drop), math.pi / 2)
+        yaw, line_down = self._plan_vertical(drop, yaw, grasp.approach_height, "place")
         self._follow(self._transit(_above(drop, grasp.approach_height), yaw, line_down[0]))
         self._follow(line_down)
         self.open_gripper(grasp.pre_grasp_opening)
@@ -159,16 +158,20 @@ class MotionPrimitives:
         return position_only.q if position_only.position_error < best.position_error else best.q
 
     def _plan_vertical(self, point, yaw, height, what) -> tuple[float, np.ndarray]:
-        """Find a tilt at which the vertical segment from ``height`` above ``point`` down to it
-        is reachable; returns (tilt, joint path from the top down to ``point``)."""
-        errors = []
-        for tilt in self.kin.description.grasp.tilts:
-            try:
-                q_above = self._solve(_above(point, height), yaw, tilt, self.joints(), what)
-                return tilt, self._line(_above(point, height), point, yaw, tilt, q_above)
-            except UnreachableError as exc:
-                errors.append(str(exc))
-        raise UnreachableError(errors[-1])
+        """Find a yaw (``yaw`` first, then the square's other face pairs) and a tilt at which
+        the vertical segment from ``height`` above ``point`` down to it is reachable.
+
+        Returns (yaw, joint path from the top down to ``point``)."""
+        error = None
+        for turn in (0.0, math.pi / 2, -math.pi / 2):
+            for tilt in self.kin.description.grasp.tilts:
+                try:
+                    top = _above(point, height)
+                    q_above = self._solve(top, yaw + turn, tilt, self.joints(), what)
+                    return yaw + turn, self._line(top, point, yaw + turn, tilt, q_above)
+                except UnreachableError as exc:
+                    error = exc
+        raise UnreachableError(str(error))
 
     def _reach(self, position, yaw, what) -> tuple[float, np.ndarray]:
         error = None
