@@ -8,7 +8,12 @@ from lang2policy.cli import main
 def test_bench_sim_json(capsys):
     assert main(["bench", "sim", "--seconds", "0.5", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    for key in ("physics_steps_per_s", "realtime_factor", "render_fps"):
+    for key in (
+        "physics_steps_per_s",
+        "realtime_factor",
+        "render_fps",
+        "baseline_no_sleep_steps_per_s",
+    ):
         assert report[key] > 0
 
 

@@ -284,15 +284,14 @@ def test_joint_states_names_and_rate(graph):
     assert all(math.isfinite(v) for v in msg.position)
     assert 0.0 <= msg.position[-1] <= 1.0  # the gripper is reported as a 0..1 opening
 
-    count0, msg0, t0 = *probe.snapshot("/joint_states"), time.monotonic()
+    count0, msg0 = probe.snapshot("/joint_states")
     time.sleep(2.0)
-    count1, msg1, t1 = *probe.snapshot("/joint_states"), time.monotonic()
+    count1, msg1 = probe.snapshot("/joint_states")
     sim_seconds = convert.to_seconds(msg1.header.stamp) - convert.to_seconds(msg0.header.stamp)
-    # Per second of sim time the rate is exact by design (and shows that nothing was lost);
-    # per wall second it is only roughly real time: the machine may be busy with other work.
+    # Per second of sim time the rate is exact by design (and shows that nothing was lost).
+    # The wall-clock rate is not checked: tests check behaviour, and CI machines get busy.
+    assert count1 - count0 > 10
     assert (count1 - count0) / sim_seconds == pytest.approx(CONTROL_RATE, rel=0.05)
-    wall_rate = (count1 - count0) / (t1 - t0)
-    assert 0.25 * CONTROL_RATE < wall_rate < 1.5 * CONTROL_RATE, wall_rate
 
 
 def test_clock_advances_and_stamps_joint_states(graph):
