@@ -30,7 +30,6 @@ class ArmLayout:
     gripper_qpos_adr: np.ndarray
     gripper_open: float
     gripper_closed: float
-    gripper_grasp: float
     ee_site_id: int
     home: np.ndarray
 
@@ -83,7 +82,6 @@ def arm_layout(model: mujoco.MjModel, description: RobotDescription) -> ArmLayou
         gripper_qpos_adr=model.jnt_qposadr[gripper_joints].copy(),
         gripper_open=description.gripper.open,
         gripper_closed=description.gripper.closed,
-        gripper_grasp=description.gripper.grasp,
         ee_site_id=site_id,
         home=np.array([description.home[n] for n in names]),
     )

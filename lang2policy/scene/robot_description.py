@@ -23,8 +23,6 @@ class GripperConfig:
     actuators: list[str]
     open: float
     closed: float
-    # Control value used while holding an object (squeezes past contact for a firm grasp).
-    grasp: float
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,6 @@ class GraspConfig:
     """Heights used by pick and place, relative to the object (metres)."""
 
     approach_height: float
-    lift_height: float
     # How far above the object's centre the tool centre point goes when grasping.
     grasp_offset: float
     # Preferred grasp yaw relative to the radial direction from the base (radians); the yaw

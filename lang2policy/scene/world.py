@@ -120,9 +120,6 @@ class World:
         self.data.ctrl[self.arm.actuator_ids] = joints
         self.data.ctrl[self.arm.gripper_actuator_ids] = self.arm.gripper_ctrl(gripper_opening)
 
-    def set_gripper_ctrl(self, ctrl: float) -> None:
-        self.data.ctrl[self.arm.gripper_actuator_ids] = ctrl
-
     def arm_qpos(self) -> np.ndarray:
         return self.data.qpos[self.arm.qpos_adr].copy()
 
