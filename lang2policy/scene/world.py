@@ -43,6 +43,7 @@ class World:
         self.data = mujoco.MjData(self.model)
         self.arm: ArmLayout = arm_layout(self.model, self.description)
         self.objects = {o.name: self._handle(o) for o in pool}
+        self._body_owner = self._body_owners()
         self.present: list[str] = []
         self.seed: int | None = None
         self.reset(0)  # a world is always in a valid, seeded state
@@ -161,7 +162,7 @@ class World:
         return 2.0 * math.atan2(z, w)
 
     def contacts(self) -> set[tuple[str, str]]:
-        """Pairs of touching things by name: objects by object name, robot parts as 'robot'."""
+        """Touching pairs by name: objects by name, arm links as 'robot', 'table', 'world'."""
         pairs = set()
         for contact in self.data.contact[: self.data.ncon]:
             a, b = self._owner(contact.geom1), self._owner(contact.geom2)
@@ -170,15 +171,19 @@ class World:
         return pairs
 
     def _owner(self, geom_id: int) -> str:
-        body = self.model.geom_bodyid[geom_id]
-        for name, handle in self.objects.items():
-            if handle.body_id == body:
-                return name
-        root = self.model.body_rootid[body]
-        return "robot" if root != 0 and body != 0 and self._is_robot_body(body) else "table"
+        return self._body_owner[self.model.geom_bodyid[geom_id]]
 
-    def _is_robot_body(self, body: int) -> bool:
-        return self.model.body_weldid[body] != 0
+    def _body_owners(self) -> list[str]:
+        """Owner name per body: the object's name, 'robot' for the arm's subtree, else the
+        name of the fixed body it belongs to ('table', or 'world' for the floor)."""
+        robot_root = self.model.body_rootid[self.model.site_bodyid[self.arm.ee_site_id]]
+        owners = []
+        for body in range(self.model.nbody):
+            root = self.model.body_rootid[body]
+            owners.append("robot" if root == robot_root else self.model.body(root).name)
+        for name, handle in self.objects.items():
+            owners[handle.body_id] = name
+        return owners
 
     def is_in(self, a: str, b: str) -> bool:
         """Object ``a`` rests inside bowl ``b`` (within its rim, below the rim height)."""
