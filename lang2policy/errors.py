@@ -23,3 +23,23 @@ class UnknownObjectError(Lang2PolicyError):
 
 class NotConnectedError(Lang2PolicyError):
     """A robot method that needs a connection was called before ``connect()``."""
+
+
+class InvalidIntentError(Lang2PolicyError):
+    """A skill call from policy code has unknown or bad arguments; nothing was executed."""
+
+
+class PolicyError(ConfigError):
+    """A privilege-policy file is malformed (unknown key, bad condition, unknown zone)."""
+
+
+class PolicyWideningError(PolicyError):
+    """A plan-level policy tried to allow more than the policy it narrows."""
+
+
+class MotionTimeExceeded(Lang2PolicyError):
+    """A motion ran past its time budget; the arm was stopped where it was."""
+
+
+class SandboxError(Lang2PolicyError):
+    """The sandbox could not be started or its child broke the protocol."""

@@ -1,0 +1,1 @@
+"""Running LLM-written policy code safely: child process, intents, privilege policy."""
