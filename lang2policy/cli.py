@@ -1,4 +1,4 @@
-"""The ``lang2policy`` command: demo and benchmarks (more commands arrive with later layers)."""
+"""The ``lang2policy`` command: demo, running policy code in the sandbox, benchmarks."""
 
 from __future__ import annotations
 
@@ -24,6 +24,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
     demo.add_argument("--camera", default="front", help="front, top or wrist")
 
+    execp = commands.add_parser(
+        "exec-policy", help="run a policy program in the sandbox against the simulation"
+    )
+    execp.add_argument("file", type=Path, help="Python policy program (Code-as-Policies style)")
+    _add_robot(execp)
+    execp.add_argument("--policy", type=Path, help="privilege policy YAML (default: built-in)")
+    execp.add_argument("--narrow", type=Path, help="plan policy YAML that narrows --policy")
+    execp.add_argument("--seed", type=int, default=0, help="scene seed")
+    execp.add_argument("--objects", help='comma-separated objects, e.g. "red block,blue bowl"')
+    execp.add_argument("--json", action="store_true", help="print JSON only")
+    execp.add_argument("--no-ast-check", action="store_true", help="skip the static pre-check")
+    execp.add_argument("--ask", action="store_true", help="ask on the terminal for 'ask' rules")
+
     bench = commands.add_parser("bench", help="benchmarks").add_subparsers(
         dest="bench", required=True
     )
@@ -36,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_robot(sim)
     sim.add_argument("--seconds", type=float, default=10.0, help="simulated seconds to time")
     sim.add_argument("--json", action="store_true", help="print JSON only")
+    intents = bench.add_parser("intents", help="sandbox intent round trip vs in-process calls")
+    _add_robot(intents)
+    intents.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
+    intents.add_argument("--json", action="store_true", help="print JSON only")
     return parser
 
 
@@ -54,6 +71,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         report = run_demo(args.robot, args.out, args.seed, args.camera)
         return 0 if all(o["success"] for o in report["outcomes"]) else 1
+    if args.command == "exec-policy":
+        return _exec_policy(args)
+    if args.bench == "intents":
+        from lang2policy.bench import intents
+
+        if args.calls < 10:
+            raise _usage("--calls must be at least 10")
+        _print(intents.run(args.robot, args.calls), args.json, intents.format_text)
+        return 0
     if args.bench == "pickplace":
         from lang2policy.bench import pickplace
 
@@ -68,6 +94,29 @@ def _dispatch(args: argparse.Namespace) -> int:
         raise _usage("--seconds must be positive")
     _print(sim_speed.run(args.robot, args.seconds), args.json, sim_speed.format_text)
     return 0
+
+
+def _exec_policy(args: argparse.Namespace) -> int:
+    from lang2policy.exec_policy import ExecRequest, run_program
+
+    objects = None
+    if args.objects is not None:
+        objects = tuple(o.strip() for o in args.objects.split(",") if o.strip())
+        if not objects:
+            raise _usage("--objects needs at least one object name")
+    request = ExecRequest(
+        program=args.file,
+        robot=args.robot,
+        policy=args.policy,
+        plan_policy=args.narrow,
+        seed=args.seed,
+        objects=objects,
+        ast_check=not args.no_ast_check,
+        ask=args.ask,
+    )
+    result = run_program(request)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
+    return 0 if result.outcome.ok else 1
 
 
 def _usage(message: str) -> Lang2PolicyError:

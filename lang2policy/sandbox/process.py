@@ -1,0 +1,166 @@
+"""The host's handle on one sandbox child: start it, exchange JSON lines, kill it.
+
+Everything read from the child is untrusted: lines are size-capped, decoded as strict JSON
+(NaN and Infinity are refused), and must be objects with a known ``type``. Reads have
+deadlines, so a silent or flooding child cannot stall the host; stderr is drained in a thread
+into a bounded buffer that only ever serves as a diagnostic.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from lang2policy.errors import SandboxError
+
+CHILD_SCRIPT = Path(__file__).with_name("child.py")
+CHILD_MESSAGE_TYPES = frozenset({"ready", "call", "print", "done", "error"})
+# The child's whole environment: no inherited variables (API keys, ROS settings, paths).
+CHILD_ENV = {
+    "PYTHONUTF8": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+class ProtocolError(SandboxError):
+    """The child sent something that is not a well-formed message."""
+
+
+class ChildTimeout(SandboxError):
+    """The child did not send a message before the deadline."""
+
+
+class ChildExited(SandboxError):
+    """The child closed its output (it exited or was killed)."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed in sandbox messages")
+
+
+class ChildProcess:
+    """One running child. Use as a context manager so it is always killed and reaped."""
+
+    def __init__(self, max_message_bytes: int, stderr_bytes: int = 8192) -> None:
+        self.max_message_bytes = max_message_bytes
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", str(CHILD_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(CHILD_ENV),
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,  # its own process group: killed as a group
+        )
+        self._buffer = bytearray()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._proc.stdout, selectors.EVENT_READ)
+        os.set_blocking(self._proc.stdout.fileno(), False)
+        self._stderr = collections.deque(maxlen=stderr_bytes)
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> ChildProcess:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.kill()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group and reap it (idempotent)."""
+        if self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+        self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._selector.close()
+        self._stderr_thread.join(timeout=1.0)
+
+    def exit_status(self, wait: float = 1.0) -> int | None:
+        """The child's return code (negative: killed by that signal), waiting up to ``wait``."""
+        try:
+            return self._proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stderr_tail(self) -> str:
+        return bytes(self._stderr).decode("utf-8", "replace")
+
+    def _drain_stderr(self) -> None:
+        stream = self._proc.stderr
+        try:
+            for chunk in iter(lambda: stream.read1(4096), b""):
+                self._stderr.extend(chunk)
+        except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------ messages
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+        try:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise ChildExited(f"the sandbox child stopped reading ({exc})") from exc
+
+    def receive(self, deadline: float) -> dict:
+        """The next message, or ChildTimeout at ``deadline`` (time.monotonic())."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                return self._decode(line)
+            if len(self._buffer) > self.max_message_bytes:
+                raise ProtocolError(
+                    f"the child sent a message longer than {self.max_message_bytes} bytes"
+                )
+            self._fill(deadline)
+
+    def _fill(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not self._selector.select(timeout=remaining):
+            raise ChildTimeout("the sandbox child sent nothing before its deadline")
+        try:
+            chunk = os.read(self._proc.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return
+        if not chunk:
+            raise ChildExited("the sandbox child exited")
+        self._buffer.extend(chunk)
+
+    def _decode(self, line: bytes) -> dict:
+        if len(line) > self.max_message_bytes:
+            raise ProtocolError(
+                f"the child sent a message longer than {self.max_message_bytes} bytes"
+            )
+        try:
+            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ProtocolError(f"the child sent a line that is not valid JSON: {exc}") from exc
+        if not isinstance(message, dict) or message.get("type") not in CHILD_MESSAGE_TYPES:
+            kinds = ", ".join(sorted(CHILD_MESSAGE_TYPES))
+            raise ProtocolError(f"the child sent an unknown message; expected one of: {kinds}")
+        return message

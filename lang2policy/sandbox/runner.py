@@ -1,0 +1,378 @@
+"""Run one policy program in a fresh sandbox child; gate and execute every intent it sends.
+
+The host side of the sandbox. For each ``call`` message it (1) checks the per-plan call budget,
+(2) validates the arguments against the skill's schema, (3) computes the Cartesian targets the
+call would visit, (4) asks the privilege policy, acting on its fallback (error back to the
+program, ask the user, or stop), and only then (5) executes the skill on the backend with the
+remaining motion-time budget. Any failure ends with the arm told to hold still.
+"""
+
+from __future__ import annotations
+
+import platform
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lang2policy.errors import (
+    InvalidIntentError,
+    Lang2PolicyError,
+    MotionTimeExceeded,
+    PolicyWideningError,
+    UnknownObjectError,
+)
+from lang2policy.sandbox.ast_check import check_source
+from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
+from lang2policy.sandbox.policy import Decision, PolicyRequest, PrivilegePolicy
+from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout, ProtocolError
+from lang2policy.skills.backend import SkillBackend
+from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.spec import REQUIRED, Skill
+
+AskUser = Callable[[PolicyRequest, Decision], bool]
+IntentObserver = Callable[[IntentRecord], None]
+_ERROR_KINDS = {"runtime", "syntax", "memory", "recursion", "denied", "invalid", "skill", "limit"}
+_TEXT_LIMIT = 2000
+
+
+def default_required_layers() -> tuple[str, ...]:
+    """OS layers a run refuses to go without: seccomp where we have a tested table."""
+    if sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64"):
+        return ("rlimits", "seccomp")
+    return ("rlimits",)
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-plan resource limits of the child (the privilege policy holds the skill budgets)."""
+
+    # Seconds the child may compute; time the host spends executing skills is not counted.
+    wall_seconds: float = 10.0
+    cpu_seconds: float = 10.0
+    memory_mb: int = 1024
+    max_output_bytes: int = 16 * 1024  # printed text kept; 8x this in total ends the plan
+    max_message_bytes: int = 1 << 20
+    startup_seconds: float = 20.0
+    required_layers: tuple[str, ...] = field(default_factory=default_required_layers)
+
+
+class _PlanEnded(Exception):
+    """Raised inside the conversation to end the plan with a given outcome."""
+
+    def __init__(self, outcome: PlanOutcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+@dataclass
+class _PlanState:
+    policy: PrivilegePolicy
+    intents: list[IntentRecord] = field(default_factory=list)
+    output: list[str] = field(default_factory=list)
+    output_kept: int = 0
+    output_seen: int = 0
+    layers: dict[str, str] = field(default_factory=dict)
+    motion_seconds: float = 0.0
+
+
+class SandboxRunner:
+    """Runs policy programs against a skill backend under a privilege policy.
+
+    ``ask_user(request, decision) -> bool`` answers rules whose fallback is "ask"; without it
+    such calls are denied. ``on_intent(record)`` sees every intent once it has been answered
+    (progress displays, benchmarks). ``ast_check=False`` skips the static pre-check (red-team tests run
+    that way: the boundary must hold without it).
+    """
+
+    def __init__(
+        self,
+        backend: SkillBackend,
+        policy: PrivilegePolicy,
+        *,
+        limits: SandboxLimits | None = None,
+        ast_check: bool = True,
+        ask_user: AskUser | None = None,
+        on_intent: IntentObserver | None = None,
+        skills: dict[str, Skill] | None = None,
+    ) -> None:
+        self.backend, self.policy = backend, policy
+        self.limits = limits or SandboxLimits()
+        self.ast_check, self.ask_user, self.on_intent = ast_check, ask_user, on_intent
+        self.skills = SKILLS if skills is None else skills
+
+    # ------------------------------------------------------------------ entry point
+    def run(self, source: str, plan_policy: PrivilegePolicy | None = None) -> PlanOutcome:
+        """Run ``source``; ``plan_policy`` may narrow (never widen) the runner's policy."""
+        started = time.monotonic()
+        said_before = len(self.backend.said())
+        outcome = self._precheck(source)
+        if outcome is None:
+            try:
+                policy = self.policy if plan_policy is None else self.policy.narrowed(plan_policy)
+            except PolicyWideningError as exc:
+                outcome = PlanOutcome("rejected", f"the plan's policy widens the base: {exc}")
+            else:
+                outcome = self._run_child(source, _PlanState(policy))
+        if not outcome.ok:
+            self.backend.hold()
+        outcome.said = self.backend.said()[said_before:]
+        outcome.wall_seconds = time.monotonic() - started
+        if outcome.line and not outcome.source_line:
+            lines = source.splitlines()
+            if 0 < outcome.line <= len(lines):
+                outcome.source_line = lines[outcome.line - 1][:200]
+        return outcome
+
+    def _precheck(self, source: str) -> PlanOutcome | None:
+        if not isinstance(source, str) or not source.strip():
+            return PlanOutcome("rejected", "the program is empty")
+        if not self.ast_check:
+            return None
+        try:
+            violations = check_source(source)
+        except SyntaxError as exc:
+            return PlanOutcome("syntax", f"{exc.msg}", line=exc.lineno, exc_type="SyntaxError")
+        if violations:
+            first = violations[0]
+            more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+            return PlanOutcome("rejected", first.message + more, line=first.line or None)
+        return None
+
+    # ------------------------------------------------------------------ the child
+    def _run_child(self, source: str, state: _PlanState) -> PlanOutcome:
+        limits = self.limits
+        with ChildProcess(limits.max_message_bytes) as child:
+            try:
+                outcome = self._converse(child, source, state)
+            except _PlanEnded as ended:
+                outcome = ended.outcome
+            except ChildTimeout:
+                outcome = PlanOutcome(
+                    "limit",
+                    f"the program ran longer than {limits.wall_seconds:g} s of compute time "
+                    "and was killed",
+                    limit="wall",
+                )
+            except ProtocolError as exc:
+                outcome = PlanOutcome("protocol", str(exc))
+            except ChildExited:
+                outcome = self._exit_outcome(child.exit_status(wait=1.0), child.stderr_tail())
+        outcome.intents, outcome.layers = state.intents, state.layers
+        outcome.output = "".join(state.output)
+        outcome.motion_seconds = state.motion_seconds
+        return outcome
+
+    def _converse(self, child: ChildProcess, source: str, state: _PlanState) -> PlanOutcome:
+        limits = self.limits
+        child.send(
+            {
+                "type": "start",
+                "code": source,
+                "skills": [self._skill_message(s) for s in self.skills.values()],
+                "limits": {
+                    "cpu_seconds": limits.cpu_seconds,
+                    "memory_mb": limits.memory_mb,
+                    "max_output_bytes": limits.max_output_bytes,
+                },
+            }
+        )
+        ready = child.receive(time.monotonic() + limits.startup_seconds)
+        self._check_ready(ready, state)
+        deadline = time.monotonic() + limits.wall_seconds
+        while True:
+            message = child.receive(deadline)
+            kind = message["type"]
+            if kind == "call":
+                host_started = time.monotonic()
+                child.send(self._handle_call(message, state))
+                deadline += time.monotonic() - host_started
+                if self.on_intent is not None:
+                    self.on_intent(state.intents[-1])
+            elif kind == "print":
+                self._collect_output(message, state)
+            elif kind == "done":
+                return PlanOutcome("ok", "the program finished")
+            elif kind == "error":
+                return self._error_outcome(message)
+            else:
+                raise ProtocolError(f"unexpected '{kind}' message from the child")
+
+    @staticmethod
+    def _skill_message(skill: Skill) -> dict:
+        return {
+            "name": skill.name,
+            "params": [p.name for p in skill.params],
+            "defaults": {p.name: p.default for p in skill.params if p.default is not REQUIRED},
+            "returns": skill.returns,
+            "doc": skill.doc,
+        }
+
+    def _check_ready(self, message: dict, state: _PlanState) -> None:
+        layers = message.get("layers")
+        if message["type"] != "ready" or not isinstance(layers, dict):
+            raise ProtocolError("the child did not report ready")
+        state.layers = {str(k)[:40]: str(v)[:200] for k, v in list(layers.items())[:8]}
+        missing = [n for n in self.limits.required_layers if state.layers.get(n) != "on"]
+        if missing:
+            detail = "; ".join(f"{n}: {state.layers.get(n, 'not reported')}" for n in missing)
+            raise _PlanEnded(
+                PlanOutcome("crashed", f"required sandbox layers are not active ({detail})")
+            )
+
+    def _collect_output(self, message: dict, state: _PlanState) -> None:
+        text = message.get("text")
+        if not isinstance(text, str):
+            raise ProtocolError("a print message without text")
+        state.output_seen += len(text)
+        budget = self.limits.max_output_bytes
+        if state.output_seen > 8 * budget:
+            raise _PlanEnded(
+                PlanOutcome("limit", f"the program printed more than {8 * budget} bytes",
+                            limit="output")
+            )
+        keep = text[: max(0, budget - state.output_kept)]
+        state.output.append(keep)
+        state.output_kept += len(keep)
+
+    # ------------------------------------------------------------------ intents
+    def _handle_call(self, message: dict, state: _PlanState) -> dict:
+        call_id, name, args = message.get("id"), message.get("skill"), message.get("args")
+        if not isinstance(call_id, int) or not isinstance(name, str) or not isinstance(args, dict):
+            raise ProtocolError("a call message needs an integer id, a skill name and an args object")
+        budgets = state.policy.budgets
+        if len(state.intents) >= budgets.max_skill_calls:
+            state.intents.append(IntentRecord(name[:64], {}, "budget"))
+            raise _PlanEnded(
+                PlanOutcome(
+                    "limit",
+                    f"the plan made more than {budgets.max_skill_calls} skill calls",
+                    limit="skill_calls",
+                )
+            )
+        record = IntentRecord(name[:64], _short_args(args), "invalid")
+        state.intents.append(record)
+        try:
+            skill, request = self._request(name, args)
+        except (InvalidIntentError, UnknownObjectError) as exc:
+            record.error = str(exc)[:_TEXT_LIMIT]
+            return _error_reply(call_id, "invalid", record.error)
+        record.args = dict(request.args)
+        decision = self._decide(request, state, record)
+        if not decision.allowed:
+            return _error_reply(call_id, "denied", record.error)
+        return self._execute(call_id, skill, request, state, record)
+
+    def _request(self, name: str, args: dict) -> tuple[Skill, PolicyRequest]:
+        skill = self.skills.get(name)
+        if skill is None:
+            known = ", ".join(sorted(self.skills))
+            raise InvalidIntentError(f"there is no skill named '{name[:64]}'; skills: {known}")
+        bound = skill.bind(args)
+        targets = tuple(tuple(float(v) for v in t) for t in self.backend.targets(name, bound))
+        request = PolicyRequest(
+            skill=name,
+            category=skill.category,
+            args=bound,
+            targets=targets,
+            objects=tuple(skill.object_args(bound)),
+            scene_objects=tuple(self.backend.object_names()),
+        )
+        return skill, request
+
+    def _decide(self, request: PolicyRequest, state: _PlanState, record: IntentRecord) -> Decision:
+        decision = state.policy.decide(request)
+        record.rule, record.reason = decision.rule, decision.reason
+        if decision.allowed:
+            record.decision = "allowed"
+            return decision
+        if decision.fallback == "stop":
+            record.decision = "denied"
+            record.error = f"stopped by rule '{decision.rule}': {decision.reason}"
+            raise _PlanEnded(PlanOutcome("stopped", record.error))
+        if decision.fallback == "ask" and self.ask_user is not None:
+            if self.ask_user(request, decision):
+                record.decision = "approved"
+                return Decision(True, decision.rule, "approved by the user", decision.fallback)
+            record.error = f"{request.skill} needs approval and the user declined: "
+        elif decision.fallback == "ask":
+            record.error = f"{request.skill} needs approval and no one can be asked: "
+        else:
+            record.error = f"{request.skill} denied by rule '{decision.rule}': "
+        record.decision = "denied"
+        record.error = (record.error + decision.reason)[:_TEXT_LIMIT]
+        return decision
+
+    def _execute(self, call_id, skill, request, state, record) -> dict:
+        time_limit = None
+        if skill.category == "motion":
+            time_limit = state.policy.budgets.max_motion_seconds - state.motion_seconds
+            if time_limit <= 0:
+                raise _PlanEnded(self._motion_budget_outcome(state))
+        started = self.backend.clock()
+        try:
+            value = self.backend.execute(request.skill, request.args, time_limit=time_limit)
+        except MotionTimeExceeded as exc:
+            record.error = str(exc)[:_TEXT_LIMIT]
+            raise _PlanEnded(self._motion_budget_outcome(state)) from exc
+        except Lang2PolicyError as exc:
+            self.backend.hold()
+            record.error = str(exc)[:_TEXT_LIMIT]
+            return _error_reply(call_id, "skill", record.error)
+        finally:
+            record.motion_seconds = self.backend.clock() - started
+            state.motion_seconds += record.motion_seconds
+        record.ok = True
+        return {"type": "result", "id": call_id, "ok": True, "value": value}
+
+    @staticmethod
+    def _motion_budget_outcome(state: _PlanState) -> PlanOutcome:
+        budget = state.policy.budgets.max_motion_seconds
+        return PlanOutcome(
+            "limit", f"the plan's motion time budget of {budget:g} s is used up",
+            limit="motion_time",
+        )
+
+    # ------------------------------------------------------------------ endings
+    @staticmethod
+    def _error_outcome(message: dict) -> PlanOutcome:
+        kind = message.get("kind")
+        if kind not in _ERROR_KINDS:
+            raise ProtocolError(f"unknown error kind from the child: {str(kind)[:40]}")
+        line = message.get("line")
+        line = line if isinstance(line, int) and not isinstance(line, bool) else None
+        text = str(message.get("message", ""))[:_TEXT_LIMIT]
+        exc_type = str(message.get("exc_type", ""))[:100]
+        if kind == "memory":
+            return PlanOutcome("limit", text or "out of memory", line, exc_type=exc_type,
+                               limit="memory")
+        if kind == "recursion":
+            kind = "runtime"
+        return PlanOutcome(kind, f"{exc_type}: {text}" if kind == "runtime" else text, line,
+                           exc_type=exc_type)
+
+    def _exit_outcome(self, status: int | None, stderr: str) -> PlanOutcome:
+        if status is None:
+            return PlanOutcome("protocol", "the child closed its message channel and was killed")
+        if status == -signal.SIGXCPU or status == -signal.SIGKILL:
+            return PlanOutcome(
+                "limit", f"the program used more than {self.limits.cpu_seconds:g} s of CPU",
+                limit="cpu",
+            )
+        if status == -signal.SIGSYS:
+            return PlanOutcome("crashed", "the child made a forbidden system call and was killed")
+        tail = stderr.strip().splitlines()[-3:]
+        detail = f"; stderr: {' | '.join(tail)[:500]}" if tail else ""
+        return PlanOutcome("crashed", f"the sandbox child exited unexpectedly (status {status})"
+                           f"{detail}")
+
+
+def _error_reply(call_id: int, kind: str, message: str) -> dict:
+    return {"type": "result", "id": call_id, "ok": False,
+            "error": {"kind": kind, "message": message}}
+
+
+def _short_args(args: dict) -> dict:
+    """A bounded copy of raw (unvalidated) arguments for the record."""
+    return {str(k)[:40]: repr(v)[:80] for k, v in list(args.items())[:8]}
