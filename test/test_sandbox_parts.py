@@ -70,8 +70,21 @@ def test_seccomp_program_is_well_formed():
     assert 0 < len(program) // 8 < 4096  # the kernel's BPF_MAXINSNS
     numbers = [n for group in seccomp.X86_64_DENIED.values() for n in group.values()]
     assert len(numbers) == len(set(numbers)), "a syscall listed twice"
-    for required in ("open", "openat", "socket", "connect", "execve", "fork", "clone",
-                     "clone3", "kill", "ptrace", "setrlimit", "prlimit64", "unshare"):
+    for required in (
+        "open",
+        "openat",
+        "socket",
+        "connect",
+        "execve",
+        "fork",
+        "clone",
+        "clone3",
+        "kill",
+        "ptrace",
+        "setrlimit",
+        "prlimit64",
+        "unshare",
+    ):
         assert any(required in group for group in seccomp.X86_64_DENIED.values())
 
 
@@ -103,7 +116,7 @@ def test_host_refuses_nan_and_oversized_lines():
         "w = [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close']"
         "\nwrite = w[0].__init__.__globals__['write']\n"
     )
-    with start_child(forge + "write(1, b'{\"type\": \"print\", \"text\": NaN}\\n')") as child:
+    with start_child(forge + 'write(1, b\'{"type": "print", "text": NaN}\\n\')') as child:
         child.receive(time.monotonic() + 20)
         with pytest.raises(ProtocolError, match="not valid JSON"):
             child.receive(time.monotonic() + 5)

@@ -52,7 +52,7 @@ def assert_still(session, before: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------- benign programs
-CAP_PROGRAM = '''
+CAP_PROGRAM = """
 import numpy as np
 
 def block_names():
@@ -66,7 +66,7 @@ for block in block_names():
     if bowl in get_obj_names():
         put_first_on_second(block, bowl)
 say("done sorting")
-'''
+"""
 
 
 def test_code_as_policies_program_moves_blocks_into_bowls(scene):
@@ -161,7 +161,7 @@ def test_speed_above_the_cap_is_forbidden(scene):
 
 
 def test_bad_argument_types_are_invalid(scene):
-    outcome = make_runner(scene).run('move_to([0.2, 0.0])\n')
+    outcome = make_runner(scene).run("move_to([0.2, 0.0])\n")
     assert outcome.kind == "invalid"
     assert "position" in outcome.message
 
@@ -200,7 +200,7 @@ def test_motion_time_budget_stops_the_arm(scene):
         [{"id": "all", "skill": "*", "effect": "allow", "priority": 1}],
         budgets={"max_skill_calls": 50, "max_motion_seconds": 0.5},
     )
-    outcome = make_runner(scene, policy).run('move_to([0.25, 0.1, 0.05], speed=0.02)\n')
+    outcome = make_runner(scene, policy).run("move_to([0.25, 0.1, 0.05], speed=0.02)\n")
     assert outcome.kind == "limit" and outcome.limit == "motion_time"
     assert outcome.motion_seconds < 1.0
     assert_still(scene, joints(scene))
@@ -211,8 +211,14 @@ def fallback_policy(session, fallback: str) -> PrivilegePolicy:
     return policy_from(
         session,
         [
-            {"id": "no-push", "skill": "push", "effect": "forbid", "priority": 1,
-             "fallback": fallback, "message": "pushing needs a person"},
+            {
+                "id": "no-push",
+                "skill": "push",
+                "effect": "forbid",
+                "priority": 1,
+                "fallback": fallback,
+                "message": "pushing needs a person",
+            },
             {"id": "rest", "skill": "*", "effect": "allow", "priority": 50},
         ],
     )
@@ -245,9 +251,9 @@ def test_fallback_ask_runs_the_call_when_the_user_approves(scene):
 
 def test_fallback_ask_denies_when_the_user_declines_or_nobody_is_there(scene):
     before = joints(scene)
-    declined = make_runner(
-        scene, fallback_policy(scene, "ask"), ask_user=lambda r, d: False
-    ).run(PUSH)
+    declined = make_runner(scene, fallback_policy(scene, "ask"), ask_user=lambda r, d: False).run(
+        PUSH
+    )
     assert declined.kind == "denied" and "declined" in declined.message
     nobody = make_runner(scene, fallback_policy(scene, "ask")).run(PUSH)
     assert nobody.kind == "denied" and "no one can be asked" in nobody.message
@@ -267,12 +273,26 @@ def test_plan_policy_narrows_to_the_instruction_objects(scene):
     plan = policy_from(
         scene,
         [
-            {"id": "only-red", "skill": ["pick", "put_first_on_second"], "effect": "allow",
-             "priority": 50, "when": {"targets_in": "workspace", "objects_in_scene": True,
-                                      "args": {"obj": {"enum": ["red block"]},
-                                               "speed": {"type": "number", "maximum": 0.25}}}},
-            {"id": "look", "skill": ["get_obj_names", "get_obj_pos"], "effect": "allow",
-             "priority": 100},
+            {
+                "id": "only-red",
+                "skill": ["pick", "put_first_on_second"],
+                "effect": "allow",
+                "priority": 50,
+                "when": {
+                    "targets_in": "workspace",
+                    "objects_in_scene": True,
+                    "args": {
+                        "obj": {"enum": ["red block"]},
+                        "speed": {"type": "number", "maximum": 0.25},
+                    },
+                },
+            },
+            {
+                "id": "look",
+                "skill": ["get_obj_names", "get_obj_pos"],
+                "effect": "allow",
+                "priority": 100,
+            },
         ],
     )
     outcome = make_runner(scene).run('pick("green block")\n', plan)
@@ -280,9 +300,7 @@ def test_plan_policy_narrows_to_the_instruction_objects(scene):
 
 
 def test_plan_policy_that_widens_is_rejected_before_running(scene):
-    plan = policy_from(
-        scene, [{"id": "anything", "skill": "*", "effect": "allow", "priority": 1}]
-    )
+    plan = policy_from(scene, [{"id": "anything", "skill": "*", "effect": "allow", "priority": 1}])
     outcome = make_runner(scene).run("get_ee_pos()\n", plan)
     assert outcome.kind == "rejected" and "widen" in outcome.message
     assert outcome.intents == []

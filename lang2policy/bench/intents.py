@@ -61,8 +61,12 @@ def _gated(backend: SimSkillBackend, policy: PrivilegePolicy):
     def call():
         bound = skill.bind({})
         request = PolicyRequest(
-            _SKILL, skill.category, bound, tuple(backend.targets(_SKILL, bound)),
-            tuple(skill.object_args(bound)), tuple(backend.object_names()),
+            _SKILL,
+            skill.category,
+            bound,
+            tuple(backend.targets(_SKILL, bound)),
+            tuple(skill.object_args(bound)),
+            tuple(backend.object_names()),
         )
         if policy.decide(request).allowed:
             backend.execute(_SKILL, bound)
@@ -72,8 +76,9 @@ def _gated(backend: SimSkillBackend, policy: PrivilegePolicy):
 
 def _sandboxed(backend: SimSkillBackend, policy: PrivilegePolicy, calls: int) -> list[float]:
     stamps: list[float] = []
-    runner = SandboxRunner(backend, policy, on_intent=lambda record: stamps.append(
-        time.perf_counter()))
+    runner = SandboxRunner(
+        backend, policy, on_intent=lambda record: stamps.append(time.perf_counter())
+    )
     outcome = runner.run(f"for _ in range({calls + 1}):\n    {_SKILL}()\n")
     if not outcome.ok:
         raise RuntimeError(f"benchmark program failed: {outcome.headline()}")

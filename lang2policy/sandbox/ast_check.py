@@ -16,15 +16,71 @@ ALLOWED_IMPORTS = frozenset({"numpy", "math"})
 # Attributes that reach frames, code objects or generator internals without an underscore
 # (RestrictedPython's INSPECT_ATTRIBUTES plus async generators), and format helpers.
 FORBIDDEN_ATTRIBUTES = frozenset(
-    "tb_frame tb_next tb_lasti f_back f_builtins f_code f_generator f_globals f_locals f_trace "
-    "co_code gi_frame gi_code gi_yieldfrom gi_running cr_await cr_frame cr_code cr_origin "
-    "ag_frame ag_code ag_await format_map mro func_globals func_code im_func im_self "
-    "ctypes ctypeslib tofile dump dumps".split()
+    [
+        "tb_frame",
+        "tb_next",
+        "tb_lasti",
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_generator",
+        "f_globals",
+        "f_locals",
+        "f_trace",
+        "co_code",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "gi_running",
+        "cr_await",
+        "cr_frame",
+        "cr_code",
+        "cr_origin",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "format_map",
+        "mro",
+        "func_globals",
+        "func_code",
+        "im_func",
+        "im_self",
+        "ctypes",
+        "ctypeslib",
+        "tofile",
+        "dump",
+        "dumps",
+    ]
 )
 FORBIDDEN_NAMES = frozenset(
-    "eval exec compile open getattr setattr delattr hasattr globals locals vars dir type "
-    "object memoryview breakpoint help input exit quit id __import__ __builtins__ "
-    "__loader__ __spec__ BaseException".split()
+    [
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "getattr",
+        "setattr",
+        "delattr",
+        "hasattr",
+        "globals",
+        "locals",
+        "vars",
+        "dir",
+        "type",
+        "object",
+        "memoryview",
+        "breakpoint",
+        "help",
+        "input",
+        "exit",
+        "quit",
+        "id",
+        "__import__",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+        "BaseException",
+    ]
 )
 MAX_SOURCE_BYTES = 64 * 1024
 MAX_NESTING = 60

@@ -27,13 +27,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy  # noqa: E402  (loaded before confinement; imports are refused afterwards)
-import numpy.fft  # noqa: E402,F401
-import numpy.linalg  # noqa: E402,F401
-import numpy.random  # noqa: E402,F401
-
-import confine  # noqa: E402
-import guards  # noqa: E402
+import confine
+import guards
+import numpy
+import numpy.fft
+import numpy.linalg
+import numpy.random
 
 _MESSAGE_LIMIT = 1 << 20  # longest line the child sends or accepts
 _TEXT_LIMIT = 2000  # longest error message or exception text sent to the host
@@ -118,7 +117,7 @@ def _typed(value, kind: str):
 
 
 def _make_skill(channel: _Channel, spec: dict):
-    name, params, defaults = spec["name"], spec["params"], spec["defaults"]
+    name, params = spec["name"], spec["params"]
 
     def skill(*args, **kwargs):
         if len(args) > len(params):

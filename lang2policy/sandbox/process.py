@@ -9,6 +9,7 @@ into a bounded buffer that only ever serves as a diagnostic.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import selectors
@@ -91,10 +92,8 @@ class ChildProcess:
                 self._proc.kill()
         self._proc.wait()
         for stream in (self._proc.stdin, self._proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         self._selector.close()
         self._stderr_thread.join(timeout=1.0)
 

@@ -82,8 +82,8 @@ class SandboxRunner:
 
     ``ask_user(request, decision) -> bool`` answers rules whose fallback is "ask"; without it
     such calls are denied. ``on_intent(record)`` sees every intent once it has been answered
-    (progress displays, benchmarks). ``ast_check=False`` skips the static pre-check (red-team tests run
-    that way: the boundary must hold without it).
+    (progress displays, benchmarks). ``ast_check=False`` skips the static pre-check (the
+    red-team tests run that way: the boundary must hold without it).
     """
 
     def __init__(
@@ -229,8 +229,9 @@ class SandboxRunner:
         budget = self.limits.max_output_bytes
         if state.output_seen > 8 * budget:
             raise _PlanEnded(
-                PlanOutcome("limit", f"the program printed more than {8 * budget} bytes",
-                            limit="output")
+                PlanOutcome(
+                    "limit", f"the program printed more than {8 * budget} bytes", limit="output"
+                )
             )
         keep = text[: max(0, budget - state.output_kept)]
         state.output.append(keep)
@@ -240,7 +241,9 @@ class SandboxRunner:
     def _handle_call(self, message: dict, state: _PlanState) -> dict:
         call_id, name, args = message.get("id"), message.get("skill"), message.get("args")
         if not isinstance(call_id, int) or not isinstance(name, str) or not isinstance(args, dict):
-            raise ProtocolError("a call message needs an integer id, a skill name and an args object")
+            raise ProtocolError(
+                "a call message needs an integer id, a skill name and an args object"
+            )
         budgets = state.policy.budgets
         if len(state.intents) >= budgets.max_skill_calls:
             state.intents.append(IntentRecord(name[:64], {}, "budget"))
@@ -330,7 +333,8 @@ class SandboxRunner:
     def _motion_budget_outcome(state: _PlanState) -> PlanOutcome:
         budget = state.policy.budgets.max_motion_seconds
         return PlanOutcome(
-            "limit", f"the plan's motion time budget of {budget:g} s is used up",
+            "limit",
+            f"the plan's motion time budget of {budget:g} s is used up",
             limit="motion_time",
         )
 
@@ -345,32 +349,40 @@ class SandboxRunner:
         text = str(message.get("message", ""))[:_TEXT_LIMIT]
         exc_type = str(message.get("exc_type", ""))[:100]
         if kind == "memory":
-            return PlanOutcome("limit", text or "out of memory", line, exc_type=exc_type,
-                               limit="memory")
+            return PlanOutcome(
+                "limit", text or "out of memory", line, exc_type=exc_type, limit="memory"
+            )
         if kind == "recursion":
             kind = "runtime"
-        return PlanOutcome(kind, f"{exc_type}: {text}" if kind == "runtime" else text, line,
-                           exc_type=exc_type)
+        return PlanOutcome(
+            kind, f"{exc_type}: {text}" if kind == "runtime" else text, line, exc_type=exc_type
+        )
 
     def _exit_outcome(self, status: int | None, stderr: str) -> PlanOutcome:
         if status is None:
             return PlanOutcome("protocol", "the child closed its message channel and was killed")
         if status == -signal.SIGXCPU or status == -signal.SIGKILL:
             return PlanOutcome(
-                "limit", f"the program used more than {self.limits.cpu_seconds:g} s of CPU",
+                "limit",
+                f"the program used more than {self.limits.cpu_seconds:g} s of CPU",
                 limit="cpu",
             )
         if status == -signal.SIGSYS:
             return PlanOutcome("crashed", "the child made a forbidden system call and was killed")
         tail = stderr.strip().splitlines()[-3:]
         detail = f"; stderr: {' | '.join(tail)[:500]}" if tail else ""
-        return PlanOutcome("crashed", f"the sandbox child exited unexpectedly (status {status})"
-                           f"{detail}")
+        return PlanOutcome(
+            "crashed", f"the sandbox child exited unexpectedly (status {status}){detail}"
+        )
 
 
 def _error_reply(call_id: int, kind: str, message: str) -> dict:
-    return {"type": "result", "id": call_id, "ok": False,
-            "error": {"kind": kind, "message": message}}
+    return {
+        "type": "result",
+        "id": call_id,
+        "ok": False,
+        "error": {"kind": kind, "message": message},
+    }
 
 
 def _short_args(args: dict) -> dict:
