@@ -770,3 +770,15 @@ def test_example_plans_narrow_the_default(robot):
     )
     assert (ask.decide(push).rule, ask.decide(push).fallback) == ("ask-before-push", "ask")
     assert ask.decide(move(x, 0.0, 0.1)).allowed
+
+
+def test_plans_may_not_use_regular_expressions():
+    hostile = {"obj": {"type": "string", "pattern": "^(a+)+$"}}
+    for effect in ("allow", "forbid"):
+        rule = (
+            narrow_motion(args=hostile)
+            if effect == "allow"
+            else {"id": "f", "skill": "*", "effect": "forbid", "when": {"args": hostile}}
+        )
+        with pytest.raises(PolicyWideningError, match="regular expression"):
+            base().narrowed(plan([rule]))

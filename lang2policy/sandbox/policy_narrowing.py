@@ -83,6 +83,11 @@ def check_narrowing(base_parts: Sequence[_Policy], base_budgets: Budgets, plan: 
                 )
                 break
     for rule in plan.rules:
+        if any(_uses_regex(cond.schema) for cond in rule.when.args):
+            problems.append(
+                f"rule '{rule.id}' uses a regular expression ('pattern'); plans may not, since "
+                "a hostile pattern can take unbounded time to match: use enum or const"
+            )
         if rule.effect != "allow":
             continue  # a forbid only ever removes calls
         for atom in rule.selector.atoms():
@@ -97,6 +102,16 @@ def check_narrowing(base_parts: Sequence[_Policy], base_budgets: Budgets, plan: 
             + "\n  - ".join(problems)
         )
     return Budgets(**budgets)
+
+
+def _uses_regex(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        if "pattern" in schema or "patternProperties" in schema:
+            return True
+        return any(_uses_regex(value) for value in schema.values())
+    if isinstance(schema, list):
+        return any(_uses_regex(item) for item in schema)
+    return False
 
 
 def _uncovered(rule: Rule, atom: tuple[str, str], zones: Mapping[str, Box], base: _Policy) -> str:
