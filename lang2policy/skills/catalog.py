@@ -1,0 +1,136 @@
+"""The robot API that policy code sees: every skill, its arguments and what it returns.
+
+Positions are numpy arrays [x, y, z] in metres in the world frame: the robot's base is at the
+origin, +x points away from the robot across the table, +y to the robot's left, +z up, and the
+table top is z = 0. "top" of the table is the far side (+x), "left" is +y, as seen from the
+robot. ``prompt_api()`` renders these definitions as the API section of an LLM prompt.
+"""
+
+from __future__ import annotations
+
+from lang2policy.skills.spec import Param, Skill
+
+CORNERS = (
+    "top left",
+    "top right",
+    "bottom left",
+    "bottom right",
+    "center",
+    "top",
+    "bottom",
+    "left",
+    "right",
+)
+
+_SPEED = Param(
+    "speed",
+    "number",
+    "tool speed in m/s",
+    default=0.15,
+    minimum=0.01,
+    maximum=0.5,
+)
+_OBJ = Param("obj", "object", "e.g. 'red block'")
+
+
+def _query(name: str, params: tuple[Param, ...], returns: str, doc: str) -> Skill:
+    return Skill(name, "query", params, returns, doc)
+
+
+def _motion(name: str, params: tuple[Param, ...], doc: str) -> Skill:
+    return Skill(name, "motion", params, "none", doc)
+
+
+_SKILLS = (
+    _query(
+        "get_obj_names",
+        (),
+        "names",
+        "Names of the objects on the table, e.g. "
+        "['red block', 'blue bowl'] (colour + 'block' or 'bowl').",
+    ),
+    _query(
+        "get_obj_pos", (_OBJ,), "point", "Centre of the object as np.array([x, y, z]) in metres."
+    ),
+    _query(
+        "get_bbox",
+        (_OBJ,),
+        "bbox",
+        "Axis-aligned bounding box of the object: np.array([[xmin, ymin, zmin], "
+        "[xmax, ymax, zmax]]) in metres.",
+    ),
+    _query(
+        "is_obj_visible",
+        (Param("obj", "string", "any object name"),),
+        "bool",
+        "True if an object with that name is on the table.",
+    ),
+    _query(
+        "get_ee_pose",
+        (),
+        "pose",
+        "Pose of the gripper: {'position': np.array([x, y, z]), 'quaternion': "
+        "np.array([w, x, y, z])}.",
+    ),
+    _query("get_ee_pos", (), "point", "Position of the gripper as np.array([x, y, z])."),
+    _query(
+        "get_table_bounds",
+        (),
+        "bounds",
+        "The reachable part of the table: np.array([[xmin, ymin], [xmax, ymax]]) in metres.",
+    ),
+    _query(
+        "get_corner_pos",
+        (Param("corner", "string", "which corner, side or the centre", choices=CORNERS),),
+        "point",
+        "A corner, side midpoint or the centre of the reachable table area, at table height "
+        "(z = 0). 'top' is the far side (+x), 'left' is +y, as seen from the robot.",
+    ),
+    _motion(
+        "move_to",
+        (Param("position", "point", "target [x, y, z] in metres"), _SPEED),
+        "Move the gripper (pointing down) to a position.",
+    ),
+    _motion("pick", (_OBJ, _SPEED), "Grasp the object from above and lift it."),
+    _motion(
+        "place",
+        (Param("target", "place", "an object name, or a position [x, y, z]"), _SPEED),
+        "Put the held object on/in the target object, or down on the table at the target "
+        "position's x, y; then let go.",
+    ),
+    _motion(
+        "put_first_on_second",
+        (_OBJ, Param("target", "place", "an object name, or a position [x, y, z]"), _SPEED),
+        "Pick obj and place it on/in the target object, or on the table at the target "
+        "position's x, y.",
+    ),
+    _motion(
+        "push",
+        (_OBJ, Param("target", "point", "where the object's centre should end"), _SPEED),
+        "Slide the object along the table so that its centre ends at the target's x, y.",
+    ),
+    _motion("open_gripper", (), "Open the gripper (lets go of a held object)."),
+    _motion("close_gripper", (), "Close the gripper."),
+    _motion("go_home", (_SPEED,), "Move the arm back to its home posture."),
+    Skill(
+        "say",
+        "speech",
+        (Param("text", "string", "what to say", max_length=500),),
+        "none",
+        "Tell the user something (shown on their terminal).",
+    ),
+)
+
+SKILLS: dict[str, Skill] = {skill.name: skill for skill in _SKILLS}
+
+
+def prompt_api() -> str:
+    """Python stubs of every skill with docstrings: the API section of an LLM prompt."""
+    blocks = []
+    for skill in SKILLS.values():
+        lines = [f"def {skill.signature()}:", f'    """{skill.doc}']
+        for param in skill.params:
+            lines.append(f"    {param.name}: {param.doc}; {param.allowed()}.")
+        lines[-1] += '"""'
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
