@@ -35,3 +35,57 @@ def test_demo_writes_a_video(tmp_path, capsys):
     assert main(["demo", "--out", str(out)]) == 0
     assert out.stat().st_size > 10_000
     assert "wrote" in capsys.readouterr().out
+
+
+def test_exec_policy_runs_a_program_and_reports_the_scene(tmp_path, capsys):
+    program = tmp_path / "plan.py"
+    program.write_text('put_first_on_second("red block", "blue bowl")\nsay("done")\n')
+    objects = "red block,blue bowl,green block"
+    assert main(["exec-policy", str(program), "--objects", objects, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outcome"]["kind"] == "ok"
+    assert [i["skill"] for i in report["outcome"]["intents"]] == ["put_first_on_second", "say"]
+    assert "red block in blue bowl" in report["scene"]["relations"]
+    assert report["outcome"]["layers"]["seccomp"] == "on"
+
+
+def test_exec_policy_denied_plan_exits_1_with_the_reason(tmp_path, capsys):
+    program = tmp_path / "plan.py"
+    program.write_text("move_to([0.9, 0.0, 0.1])\n")
+    assert main(["exec-policy", str(program), "--objects", "red block"]) == 1
+    out = capsys.readouterr().out
+    assert "denied" in out and "outside zone 'workspace'" in out
+
+
+def test_exec_policy_with_a_narrowing_policy_file(tmp_path, capsys):
+    program = tmp_path / "plan.py"
+    program.write_text('pick("red block")\n')
+    narrow = tmp_path / "narrow.yaml"
+    narrow.write_text(
+        "version: 1\nrules:\n  - {id: only-bowls, skill: get_obj_names, effect: allow}\n"
+    )
+    args = ["exec-policy", str(program), "--narrow", str(narrow), "--objects", "red block"]
+    assert main([*args, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["outcome"]["kind"] == "denied"
+    assert report["outcome"]["intents"][0]["decision"] == "denied"
+
+
+def test_exec_policy_bad_inputs(tmp_path, capsys):
+    assert main(["exec-policy", str(tmp_path / "missing.py")]) == 2
+    assert "cannot read policy file" in capsys.readouterr().err
+    bad_policy = tmp_path / "rules.yaml"
+    bad_policy.write_text("version: 1\nrules:\n  - {id: x, skill: fly, effect: allow}\n")
+    program = tmp_path / "plan.py"
+    program.write_text("pass\n")
+    assert main(["exec-policy", str(program), "--policy", str(bad_policy)]) == 2
+    assert "fly" in capsys.readouterr().err
+
+
+def test_bench_intents_json(capsys):
+    assert main(["bench", "intents", "--calls", "50", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for path in ("direct", "gated", "sandboxed"):
+        assert report[path]["calls"] == 50
+        assert 0 < report[path]["median_us"] <= report[path]["p99_us"]
+    assert report["startup_ms"]["runs"] == 10

@@ -97,7 +97,8 @@ print("moved to", np.round(get_ee_pos(), 3).tolist())
     b = scene.world.object_pose("blue bowl").position
     target = (a + b) / 2
     target[2] = 0.08
-    assert np.linalg.norm(scene.world.ee_pose().position - target) < 0.015
+    tool = SimSkillBackend(scene).execute("get_ee_pos", {})  # the point move_to moves
+    assert np.linalg.norm(np.array(tool) - target) < 0.01
     assert outcome.output.startswith("moved to")
 
 
@@ -177,10 +178,11 @@ def test_memory_bomb_hits_the_memory_limit(scene):
     assert outcome.kind == "limit" and outcome.limit == "memory"
 
 
-def test_output_is_capped(scene):
+def test_printed_output_is_truncated_not_unbounded(scene):
     outcome = make_runner(scene).run("for i in range(100000):\n    print('x' * 100)\n")
-    assert outcome.kind == "limit" and outcome.limit == "output"
-    assert len(outcome.output) <= FAST.max_output_bytes
+    assert outcome.ok
+    assert FAST.max_output_bytes <= len(outcome.output) <= FAST.max_output_bytes + 100
+    assert outcome.output.endswith("[output truncated]\n")
 
 
 def test_skill_call_budget(scene):

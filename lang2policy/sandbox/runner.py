@@ -73,6 +73,7 @@ class _PlanState:
     output: list[str] = field(default_factory=list)
     output_kept: int = 0
     output_seen: int = 0
+    output_truncated: bool = False
     layers: dict[str, str] = field(default_factory=dict)
     motion_seconds: float = 0.0
 
@@ -234,8 +235,11 @@ class SandboxRunner:
                 )
             )
         keep = text[: max(0, budget - state.output_kept)]
-        state.output.append(keep)
         state.output_kept += len(keep)
+        if len(keep) < len(text) and not state.output_truncated:
+            keep += "\n[output truncated]\n"
+            state.output_truncated = True
+        state.output.append(keep)
 
     # ------------------------------------------------------------------ intents
     def _handle_call(self, message: dict, state: _PlanState) -> dict:
