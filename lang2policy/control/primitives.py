@@ -1,9 +1,13 @@
-"""Motion primitives: move_to, open/close_gripper, pick, place, go_home.
+"""Motion primitives: move_to, open/close_gripper, pick, place, push, go_home.
 
 Each primitive plans every pose it needs (IK) before the arm moves, so an unreachable target
 raises ``UnreachableError`` with the arm untouched. Motions are smooth joint trajectories sent
-through the robot interface, one action per control period; straight-line moves (descend, lift)
-follow Cartesian waypoints.
+through the robot interface, one action per control period; straight-line moves (descend, lift,
+push) follow Cartesian waypoints.
+
+Two limits apply to every motion: ``tcp_speed`` caps the speed of the tool centre point (the
+point between the jaws that ``move_to_position`` places), and ``deadline`` (robot time) stops
+the arm where it is with ``MotionTimeExceeded`` once it passes.
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ from typing import Protocol
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
-from lang2policy.control.trajectory import duration_for, sample_path
-from lang2policy.errors import UnknownObjectError, UnreachableError
+from lang2policy.control.pusher import PUSH_SPEED, PushPlan, plan_push
+from lang2policy.control.trajectory import duration_for, min_jerk_scale, path_length, sample_path
+from lang2policy.errors import (
+    InvalidIntentError,
+    MotionTimeExceeded,
+    UnknownObjectError,
+    UnreachableError,
+)
 from lang2policy.robots.robot import Robot
 from lang2policy.scene.pose import Pose
 
@@ -23,6 +33,12 @@ _LINE_STEP = 0.01  # metres between Cartesian waypoints on straight-line moves
 _GRIPPER_TIME = 0.5  # seconds to open or close the gripper
 _SETTLE_TIME = 0.25  # seconds to hold still after a motion
 _GRIPPER_SETTLE_MAX = 1.5  # longest wait (seconds) for the fingers to stop
+_DROP_CLEARANCE = 0.01  # a placed object is let go this far above where it comes to rest
+_TCP_SAMPLE_STEP = 0.005  # joint-path length (rad) between samples when timing tool speed
+_STOP_TIME_MAX = 0.3  # longest braking (seconds) after a deadline stop
+_STOP_SPEED = 0.02  # joint speed (rad/s) below which a stopped arm counts as still
+_LEAN_TILTS = np.round(np.arange(-0.6, 1.21, 0.15), 2)  # tilts move_to tries as a fallback
+_TOOL_IK_ROUNDS = 4  # position-only IK rounds for the tool centre point (site offset varies)
 
 
 def _above(point: np.ndarray, height: float) -> np.ndarray:
@@ -48,6 +64,30 @@ class MotionPrimitives:
         self.gripper = 1.0
         self.holding: str | None = None
         self._target: np.ndarray | None = None  # last commanded arm joints
+        # Speed cap (m/s) of the tool centre point; None: joint speed limits only.
+        self.tcp_speed: float | None = None
+        # Speed cap (m/s) of the tool centre point while it pushes an object.
+        self.push_speed = PUSH_SPEED
+        self._deadline: float | None = None
+        self._deadline_set_at = 0.0
+
+    # ---------------------------------------------------------------- limits
+    @property
+    def deadline(self) -> float | None:
+        """Robot time (``get_observation().time``) by which motions must end, or None.
+
+        Every control step checks it; once passed, the arm is held where it is and
+        ``MotionTimeExceeded`` is raised. Setting it records the time it was set (the budget's
+        start, for the error message)."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._deadline = None if value is None else float(value)
+        self._deadline_set_at = self.now()
+
+    def now(self) -> float:
+        return float(self.robot.get_observation().time)
 
     # ---------------------------------------------------------------- state
     def joints(self) -> np.ndarray:
@@ -56,6 +96,12 @@ class MotionPrimitives:
     def ee_pose(self) -> Pose:
         return self.kin.forward(self.joints())
 
+    def tool_point(self, q: np.ndarray | None = None) -> np.ndarray:
+        """Tool centre point (world frame) at joints ``q`` (default: now): the point between the
+        jaws where a grasped object's centre sits, the point ``move_to_position`` places."""
+        pose = self.kin.forward(self.joints() if q is None else np.asarray(q, float))
+        return pose.position + pose.rotation() @ self.kin.center_offset
+
     # ---------------------------------------------------------------- basic motions
     def move_to(self, pose: Pose) -> None:
         """Move the tool centre point to ``pose`` (world frame) along a joint-space path."""
@@ -63,11 +109,31 @@ class MotionPrimitives:
         self._follow(np.vstack([self.joints(), q]))
 
     def move_to_position(self, position, yaw: float | None = None) -> None:
-        """Top-down move to ``position``; ``yaw`` defaults to the arm's natural yaw there."""
+        """Move the tool centre point to ``position``, pointing down if the arm can (else
+        leaning as little as it must); ``yaw`` defaults to the arm's natural yaw there."""
         position = np.asarray(position, float)
         yaw = self.kin.natural_yaw(position) if yaw is None else yaw
-        q = self._reach(position, yaw, "move_to")[1]
+        try:
+            q = self._reach(position, yaw, "move_to")[1]
+        except UnreachableError as exc:
+            q = self._reach_leaning(position, yaw, exc)
         self._follow(np.vstack([self.joints(), q]))
+
+    def _reach_leaning(self, position, yaw, error: UnreachableError) -> np.ndarray:
+        """Joints for ``position`` when none of the configured tilts reaches it: the smallest
+        tilt of a finer sweep, else any orientation. Raises ``error`` if nothing reaches."""
+        q = self.joints()
+        for _ in range(_TOOL_IK_ROUNDS):  # position-only IK of the tool centre point
+            offset = self.kin.forward(q).rotation() @ self.kin.center_offset
+            q = self.kin.solve(position - offset, None, q).q
+        if np.linalg.norm(self.tool_point(q) - position) > self.kin.options.position_tol:
+            raise error
+        for tilt in sorted(_LEAN_TILTS, key=abs):
+            rotation = self.kin.tool_rotation(position, yaw, tilt)
+            result = self.kin.solve(self.kin.site_target(position, rotation), rotation, q)
+            if result.ok(self.kin.options.position_tol, self.kin.options.rotation_tol):
+                return result.q
+        return q
 
     def go_home(self) -> None:
         self._follow(np.vstack([self.joints(), self.kin.arm.home]))
@@ -102,7 +168,7 @@ class MotionPrimitives:
         self._require(target)
         if self.holding != obj:
             self.pick(obj)
-        drop = self._drop_point(obj, target)
+        drop = self.drop_point(obj, target)
         self.place_at(drop)
 
     def place_at(self, drop: np.ndarray) -> None:
@@ -115,17 +181,66 @@ class MotionPrimitives:
         self.open_gripper(grasp.pre_grasp_opening)
         self._follow(line_down[::-1])
 
+    def place_at_xy(self, xy) -> None:
+        """Put the held object down on the table with its centre at ``xy`` (world x, y)."""
+        if self.holding is None:
+            raise InvalidIntentError(
+                "place: the gripper holds nothing; allowed: pick(obj) first, then place"
+            )
+        self.place_at(self.table_drop_point(self.holding, xy))
+
+    def table_drop_point(self, obj: str, xy) -> np.ndarray:
+        """Where ``obj``'s centre is let go to come to rest on the table at ``xy``."""
+        x, y = (float(v) for v in np.asarray(xy, float)[:2])
+        return np.array([x, y, self.rest_height(obj) + _DROP_CLEARANCE])
+
+    def rest_height(self, obj: str) -> float:
+        """Height of ``obj``'s reference point (its pose) when it rests on the table."""
+        return self.scene.object_size(obj) if self.scene.object_kind(obj) == "block" else 0.0
+
     def put_first_on_second(self, obj: str, target: str) -> None:
         self.pick(obj)
         self.place(obj, target)
 
+    # ---------------------------------------------------------------- push
+    def plan_push(self, obj: str, target_xy) -> PushPlan:
+        """Plan (IK only; the arm does not move) a push of ``obj`` to ``target_xy``."""
+        return plan_push(self, obj, target_xy)
+
+    def push(self, obj: str, target_xy) -> None:
+        """Slide ``obj`` along the table so its centre ends at ``target_xy`` (world x, y).
+
+        Closes the gripper, moves (clear of the table) behind the object, lowers to about its
+        mid-height, pushes in a straight line at most ``push_speed`` fast, backs off 1 cm and
+        lifts straight up. All IK is planned before the arm moves (see ``pusher.plan_push``)."""
+        if self.holding is not None:
+            raise InvalidIntentError(
+                f"push('{obj}'): the gripper holds '{self.holding}'; allowed: place it first"
+            )
+        self.execute_push(self.plan_push(obj, target_xy))
+
+    def execute_push(self, plan: PushPlan) -> None:
+        """Carry out a push planned by ``plan_push`` from the state it was planned in."""
+        self.close_gripper()
+        self._follow(self._transit(_above(plan.start, plan.lift), plan.yaw, plan.down[0]))
+        self._follow(plan.down)
+        cap = self.tcp_speed
+        self.tcp_speed = self.push_speed if cap is None else min(cap, self.push_speed)
+        try:
+            self._follow(plan.along)
+            self._follow(plan.back)
+        finally:
+            self.tcp_speed = cap
+        self._follow(plan.up)
+
     # ---------------------------------------------------------------- planning helpers
-    def _drop_point(self, obj: str, target: str) -> np.ndarray:
+    def drop_point(self, obj: str, target: str) -> np.ndarray:
+        """Where ``obj``'s centre is let go to end up on or in ``target``."""
         base = self.scene.object_pose(target).position
         half = self.scene.object_size(obj)
         if self.scene.object_kind(target) == "bowl":
-            return _above(base, 0.008 + half + 0.01)
-        return _above(base, self.scene.object_size(target) + half + 0.01)
+            return _above(base, 0.008 + half + _DROP_CLEARANCE)
+        return _above(base, self.scene.object_size(target) + half + _DROP_CLEARANCE)
 
     def _transit(self, goal: np.ndarray, goal_yaw: float, q_goal: np.ndarray) -> np.ndarray:
         """Joint path to ``q_goal`` that keeps the tool clear of the table: up to the goal's
@@ -206,15 +321,69 @@ class MotionPrimitives:
     # ---------------------------------------------------------------- execution
     def _follow(self, path: np.ndarray) -> None:
         duration = duration_for(path, self.max_speed)
+        if self.tcp_speed is not None:
+            duration = max(duration, self._tcp_duration(path, self.tcp_speed))
         for q in sample_path(path, duration, self.dt):
+            self._step(q, self.gripper)
+        self._hold(path[-1], _SETTLE_TIME)
+
+    def _tcp_duration(self, path: np.ndarray, tcp_speed: float) -> float:
+        """Duration at which the tool centre point's peak speed along ``path`` (min-jerk timed,
+        as ``sample_path`` follows it) equals ``tcp_speed``."""
+        path = np.atleast_2d(np.asarray(path, float))
+        length = path_length(path)
+        if len(path) < 2 or length[-1] <= 0:
+            return 0.0
+        count = int(np.clip(np.ceil(length[-1] / _TCP_SAMPLE_STEP), 50, 2000))
+        arc = min_jerk_scale(np.linspace(0.0, 1.0, count + 1)) * length[-1]
+        joints = np.column_stack([np.interp(arc, length, path[:, j]) for j in range(path.shape[1])])
+        points = np.array([self.tool_point(q) for q in joints])
+        peak = float(np.max(np.linalg.norm(np.diff(points, axis=0), axis=1))) * count
+        return peak / tcp_speed
+
+    def _step(self, q: np.ndarray, gripper: float) -> None:
+        """One control period: check the deadline, send the action, let the period pass."""
+        self._check_deadline()
+        self.robot.send_action(np.append(q, gripper))
+        self.robot.sleep(self.dt)
+
+    def _check_deadline(self) -> None:
+        if self._deadline is None:
+            return
+        now = self.now()
+        if now < self._deadline:
+            return
+        self.stop()
+        raise MotionTimeExceeded(
+            f"motion stopped after {now - self._deadline_set_at:.2f} s; the budget allows "
+            f"{self._deadline - self._deadline_set_at:.2f} s; the arm holds where it stopped"
+        )
+
+    def hold_position(self) -> np.ndarray:
+        """Command the arm to stay at its measured position (the gripper keeps its command);
+        lets no time pass. Returns the joints held."""
+        self.robot.forget_last_command()  # rate-limit from where the arm is, not the last command
+        q = self.joints()
+        self.robot.send_action(np.append(q, self.gripper))
+        self._target = q
+        return q
+
+    def stop(self) -> None:
+        """Hold the arm at its measured position and wait, briefly, until it is still.
+        Ignores the deadline."""
+        q = self.hold_position()
+        for _ in range(max(1, round(_STOP_TIME_MAX / self.dt))):
             self.robot.send_action(np.append(q, self.gripper))
             self.robot.sleep(self.dt)
-        self._hold(path[-1], _SETTLE_TIME)
+            if np.max(np.abs(self.robot.get_observation().velocity[:-1])) < _STOP_SPEED:
+                break
 
     def _move_gripper(self, opening: float) -> None:
         target = self.joints() if self._target is None else self._target
         steps = max(1, round(_GRIPPER_TIME / self.dt))
         for g in np.linspace(self.gripper, opening, steps):
+            self._check_deadline()
+            self.gripper = float(g)
             self.robot.send_action(np.append(target, g))
             self.robot.sleep(self.dt)
         self.gripper = opening
@@ -233,5 +402,4 @@ class MotionPrimitives:
     def _hold(self, q: np.ndarray, seconds: float) -> None:
         self._target = np.asarray(q, float)
         for _ in range(max(1, round(seconds / self.dt))):
-            self.robot.send_action(np.append(q, self.gripper))
-            self.robot.sleep(self.dt)
+            self._step(q, self.gripper)

@@ -77,7 +77,8 @@ _SKILLS = (
         "get_table_bounds",
         (),
         "bounds",
-        "The reachable part of the table: np.array([[xmin, ymin], [xmax, ymax]]) in metres.",
+        "The working area of the table: np.array([[xmin, ymin], [xmax, ymax]]) in metres "
+        "(its far corners may be out of reach; use get_corner_pos for reachable spots).",
     ),
     _query(
         "get_corner_pos",
@@ -91,12 +92,14 @@ _SKILLS = (
         (Param("position", "point", "target [x, y, z] in metres"), _SPEED),
         "Move the gripper (pointing down) to a position.",
     ),
-    _motion("pick", (_OBJ, _SPEED), "Grasp the object from above and lift it."),
+    _motion(
+        "pick", (_OBJ, _SPEED), "Grasp a block from above and lift it (bowls cannot be picked)."
+    ),
     _motion(
         "place",
         (Param("target", "place", "an object name, or a position [x, y, z]"), _SPEED),
-        "Put the held object on/in the target object, or down on the table at the target "
-        "position's x, y; then let go.",
+        "Put the held block on/in the target object, or down on the table at the target "
+        "position's x, y (its z is ignored); then let go.",
     ),
     _motion(
         "put_first_on_second",
@@ -107,7 +110,8 @@ _SKILLS = (
     _motion(
         "push",
         (_OBJ, Param("target", "point", "where the object's centre should end"), _SPEED),
-        "Slide the object along the table so that its centre ends at the target's x, y.",
+        "Slide the object along the table so that its centre ends at the target's x, y "
+        "(z is ignored; the pushing itself is slow, at most 0.05 m/s).",
     ),
     _motion("open_gripper", (), "Open the gripper (lets go of a held object)."),
     _motion("close_gripper", (), "Close the gripper."),

@@ -160,7 +160,7 @@ class Skill:
         for name in args:
             if self.param(str(name)) is None:
                 raise InvalidIntentError(
-                    f"{self.name}({_show(name)[:40]}=...): unknown argument; allowed: {known}"
+                    f"{self.name}({str(name)[:40]}=...): unknown argument; allowed: {known}"
                 )
         bound = {}
         for param in self.params:

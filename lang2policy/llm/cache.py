@@ -1,0 +1,177 @@
+"""Record and replay LLM exchanges: a JSONL file indexed by request key.
+
+Each line is one exchange::
+
+    {"key": <sha256 of the request's canonical JSON>, "request": {...}, "response": {...},
+     "recorded_at": "2026-11-21T10:00:00+00:00"}
+
+``CachingClient`` puts a cache in front of a live client in one of three modes: ``replay``
+(answers only from the file; a miss is a ``ReplayMissError``), ``record`` (always calls the
+live client and appends) and ``read-through`` (a hit is answered from the file, a miss goes
+live and is appended). Requests and replies hold no API keys, so neither does the file. A line
+that does not parse (e.g. the last one, cut off by a crash mid-write) is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lang2policy.errors import ConfigError, ReplayMissError
+from lang2policy.llm.client import LLMClient, check_reply, log_reply
+from lang2policy.llm.config import LLMConfig
+from lang2policy.llm.exchange import LLMReply, LLMRequest, PromptOrMessages, build_request
+
+log = logging.getLogger("lang2policy.llm")
+
+CACHE_MODES = ("replay", "record", "read-through")
+
+
+class ExchangeCache:
+    """The exchanges of one JSONL file, loaded at construction; later records win."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._records: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            self._load()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, request: LLMRequest) -> bool:
+        return request.key() in self._records
+
+    def get(self, request: LLMRequest) -> dict[str, Any] | None:
+        """The stored response dict for ``request``, or None."""
+        record = self._records.get(request.key())
+        return None if record is None else record["response"]
+
+    def put(self, request: LLMRequest, reply: LLMReply) -> None:
+        """Append one exchange to the file (created with its folder if needed) and index it."""
+        record = {
+            "key": request.key(),
+            "request": request.to_dict(),
+            "response": reply.to_dict(),
+            "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Never glue a record onto a cut-off last line.
+            separator = "\n" if _ends_mid_line(self.path) else ""
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(separator + line)
+            self._records[record["key"]] = record
+
+    def recorded_for(self) -> list[str]:
+        """'model (mode)' of the stored requests, for error messages."""
+        return sorted(
+            {f"{r['request']['model']} ({r['request']['mode']})" for r in self._records.values()}
+        )
+
+    def _load(self) -> None:
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                request = LLMRequest.from_dict(record["request"])
+                if not isinstance(record["response"]["text"], str):
+                    raise TypeError("response.text is not a string")
+            except (ValueError, KeyError, TypeError) as exc:
+                where = "last line" if number == len(lines) else "line"
+                log.warning(
+                    "%s:%d: skipping unreadable %s (%s: %s)",
+                    self.path,
+                    number,
+                    where,
+                    type(exc).__name__,
+                    exc,
+                )
+                continue
+            key = request.key()
+            if record.get("key") not in (None, key):
+                log.warning(
+                    "%s:%d: stored key does not match the request; using the request's hash %s",
+                    self.path,
+                    number,
+                    key[:12],
+                )
+            self._records[key] = record
+
+
+class CachingClient:
+    """Same ``complete`` as ``LLMClient``, answered from an ``ExchangeCache`` per ``mode``."""
+
+    def __init__(
+        self,
+        cache: ExchangeCache,
+        mode: str,
+        *,
+        config: LLMConfig,
+        live: LLMClient | None = None,
+    ) -> None:
+        if mode not in CACHE_MODES:
+            raise ConfigError(f"cache mode {mode!r} is not one of {list(CACHE_MODES)}")
+        if mode != "replay" and live is None:
+            raise ConfigError(f"cache mode {mode!r} needs a live client to call")
+        self.cache, self.mode, self.config, self.live = cache, mode, config, live
+
+    def complete(
+        self,
+        prompt_or_messages: PromptOrMessages,
+        *,
+        stop: Sequence[str] | str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> LLMReply:
+        """Like ``LLMClient.complete``; ``reply.cached`` tells whether the file answered."""
+        request = build_request(
+            self.config,
+            prompt_or_messages,
+            stop=stop,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
+        reply = self._lookup(request) if self.mode != "record" else None
+        if reply is None:
+            if self.mode == "replay":
+                raise self._miss_error(request)
+            reply = self.live.send(request)
+            self.cache.put(request, reply)
+        log_reply(reply, request)
+        check_reply(reply, request)
+        return reply
+
+    def _lookup(self, request: LLMRequest) -> LLMReply | None:
+        start = time.monotonic()
+        response = self.cache.get(request)
+        if response is None:
+            return None
+        return LLMReply.from_dict(response, latency_s=time.monotonic() - start, cached=True)
+
+    def _miss_error(self, request: LLMRequest) -> ReplayMissError:
+        held = ", ".join(self.cache.recorded_for()) or "nothing"
+        return ReplayMissError(
+            f"replay miss: request {request.key()} ({request.model}, {request.mode}, "
+            f"max_tokens={request.max_tokens}, temperature={request.temperature:g}) is not in "
+            f"{self.cache.path} ({len(self.cache)} exchanges, recorded for {held}): record it "
+            f"first (spec 'record:{self.cache.path}') or pass the config it was recorded with"
+        )
+
+
+def _ends_mid_line(path: Path) -> bool:
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) != b"\n"

@@ -1,0 +1,161 @@
+"""What goes to an LLM and what comes back: ``LLMRequest``, ``LLMReply``, the ``LLM`` protocol.
+
+A request is fully resolved (config defaults filled in) before it is sent, so the same request
+always has the same key: the SHA-256 of its canonical JSON. The record/replay cache indexes
+exchanges by that key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lang2policy.errors import LLMRequestError
+from lang2policy.llm.config import LLMConfig
+
+Message = dict[str, str]
+PromptOrMessages = str | Sequence[Message]
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call, resolved: exactly one of ``prompt`` (completion) or ``messages`` (chat)."""
+
+    model: str
+    mode: str
+    prompt: str | None
+    messages: tuple[Message, ...] | None
+    stop: tuple[str, ...]
+    max_tokens: int
+    temperature: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (also what the cache stores; it holds no secrets)."""
+        body: dict[str, Any] = {"model": self.model, "mode": self.mode}
+        if self.mode == "chat":
+            body["messages"] = [dict(m) for m in self.messages or ()]
+        else:
+            body["prompt"] = self.prompt
+        body.update(stop=list(self.stop), max_tokens=self.max_tokens, temperature=self.temperature)
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LLMRequest:
+        messages = data.get("messages")
+        return cls(
+            model=data["model"],
+            mode=data["mode"],
+            prompt=data.get("prompt"),
+            messages=tuple(dict(m) for m in messages) if messages is not None else None,
+            stop=tuple(data.get("stop") or ()),
+            max_tokens=int(data["max_tokens"]),
+            temperature=float(data["temperature"]),
+        )
+
+    def key(self) -> str:
+        """SHA-256 hex digest of the canonical JSON of the request."""
+        canonical = json.dumps(
+            self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """The answer. Token counts are None when the server does not report usage."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_s: float
+    model: str
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": round(self.latency_s, 4),
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, latency_s: float, cached: bool) -> LLMReply:
+        return cls(
+            text=data["text"],
+            finish_reason=data.get("finish_reason"),
+            prompt_tokens=data.get("prompt_tokens"),
+            completion_tokens=data.get("completion_tokens"),
+            latency_s=latency_s,
+            model=data.get("model", ""),
+            cached=cached,
+        )
+
+
+class LLM(Protocol):
+    """What a planner needs: ``LLMClient`` and ``CachingClient`` both are one."""
+
+    config: LLMConfig
+
+    def complete(
+        self,
+        prompt_or_messages: PromptOrMessages,
+        *,
+        stop: Sequence[str] | str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> LLMReply: ...
+
+
+def build_request(
+    config: LLMConfig,
+    prompt_or_messages: PromptOrMessages,
+    *,
+    stop: Sequence[str] | str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> LLMRequest:
+    """Resolve one call against ``config``: per-call values win over the config's defaults.
+
+    In chat mode a plain string becomes one user message; completion mode needs a string.
+    """
+    if isinstance(stop, str):
+        stop = [stop]
+    prompt, messages = _split_input(config.mode, prompt_or_messages)
+    return LLMRequest(
+        model=config.model,
+        mode=config.mode,
+        prompt=prompt,
+        messages=messages,
+        stop=tuple(config.stop if stop is None else stop),
+        max_tokens=int(config.max_tokens if max_tokens is None else max_tokens),
+        temperature=float(config.temperature if temperature is None else temperature),
+    )
+
+
+def _split_input(
+    mode: str, prompt_or_messages: PromptOrMessages
+) -> tuple[str | None, tuple[Message, ...] | None]:
+    if isinstance(prompt_or_messages, str):
+        if mode == "chat":
+            return None, ({"role": "user", "content": prompt_or_messages},)
+        return prompt_or_messages, None
+    if mode == "completion":
+        raise LLMRequestError(
+            "completion mode takes a prompt string, not a list of chat messages; "
+            "use an LLMConfig with mode='chat' for messages (nothing was sent)"
+        )
+    messages = tuple(dict(m) for m in prompt_or_messages)
+    for m in messages:
+        if set(m) != {"role", "content"} or not all(isinstance(v, str) for v in m.values()):
+            raise LLMRequestError(
+                f"a chat message must be {{'role': str, 'content': str}}, got {m!r} "
+                "(nothing was sent)"
+            )
+    return None, messages

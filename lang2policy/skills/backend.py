@@ -1,0 +1,281 @@
+"""The host side of the robot API: where validated skill calls are planned and executed.
+
+The sandbox runner asks a ``SkillBackend`` which objects exist, which Cartesian points a call
+would move the tool to (before it runs, for the privilege policy), and then executes it.
+``SimSkillBackend`` does this over a simulated ``Session``.
+
+Positions are those of the tool centre point: the point between the jaws where a grasped
+object's centre sits. ``move_to(p)`` puts it at ``p``, ``get_ee_pos()`` reports it, and every
+target is one. Query results are plain JSON data (lists of floats rounded to 0.1 mm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from lang2policy.control.primitives import MotionPrimitives
+from lang2policy.control.pusher import PushPlan, nominal_push_points
+from lang2policy.errors import (
+    InvalidIntentError,
+    MotionTimeExceeded,
+    UnknownObjectError,
+    UnreachableError,
+)
+from lang2policy.scene.robot_description import RobotDescription
+from lang2policy.scene.world import World
+from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.geometry import corner_point, object_bbox, table_bounds
+from lang2policy.skills.spec import Skill
+from lang2policy.tasks import Session
+
+Point = tuple[float, float, float]
+_DECIMALS = 4  # query results are rounded to 0.1 mm
+
+
+class SkillBackend(Protocol):
+    def object_names(self) -> list[str]: ...
+
+    def targets(self, skill: str, bound: dict) -> list[Point]:
+        """Cartesian points (world frame) the tool will be moved to by this call, computed
+        deterministically BEFORE it runs (for the privilege policy). [] for queries/gripper/say.
+        """
+        ...
+
+    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+        """Run one validated call; return a JSON-able value. Raises Lang2PolicyError
+        subclasses with helpful messages; the arm holds still after any error.
+        time_limit: seconds of robot time this motion may take; exceeded -> MotionTimeExceeded.
+        """
+        ...
+
+    def hold(self) -> None:
+        """Command the arm to stay where it is now."""
+        ...
+
+    def clock(self) -> float:
+        """Robot time in seconds (sim time in simulation)."""
+        ...
+
+    def said(self) -> list[str]:
+        """Texts passed to say(), oldest first."""
+        ...
+
+
+def _plain(values) -> list:
+    """A numpy array (any shape) as nested lists of rounded Python floats."""
+    return np.round(np.asarray(values, float), _DECIMALS).tolist()
+
+
+def _point(values) -> Point:
+    x, y, z = (float(v) for v in values)
+    return (x, y, z)
+
+
+class SimSkillBackend:
+    """Skills over a simulated ``Session`` (world, robot, kinematics, motion primitives)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._said: list[str] = []
+        self._push_plan: tuple[tuple, PushPlan] | None = None
+        self._queries: dict[str, Callable[..., object]] = {
+            "get_obj_names": self.object_names,
+            "get_obj_pos": self._obj_pos,
+            "get_bbox": lambda obj: _plain(object_bbox(self.world, obj)),
+            "is_obj_visible": lambda obj: obj in self.object_names(),
+            "get_ee_pose": self._ee_pose,
+            "get_ee_pos": lambda: _plain(self.motion.tool_point()),
+            "get_table_bounds": lambda: _plain(table_bounds(self.description.workspace)),
+            "get_corner_pos": lambda corner: _plain(corner_point(self.description, corner)),
+        }
+
+    # ------------------------------------------------------------ session parts
+    @property
+    def world(self) -> World:
+        return self.session.world
+
+    @property
+    def motion(self) -> MotionPrimitives:
+        """The session's motion primitives (``Session.reset`` makes new ones)."""
+        return self.session.primitives
+
+    @property
+    def description(self) -> RobotDescription:
+        return self.session.world.description
+
+    # ------------------------------------------------------------ SkillBackend
+    def object_names(self) -> list[str]:
+        return list(self.world.object_names())
+
+    def clock(self) -> float:
+        return float(self.session.robot.get_observation().time)
+
+    def said(self) -> list[str]:
+        return list(self._said)
+
+    def hold(self) -> None:
+        """Command the arm to stay at its measured position (the gripper keeps its command)."""
+        self.motion.hold_position()
+
+    def targets(self, skill: str, bound: dict) -> list[Point]:
+        spec, bound = self._bind(skill, bound)
+        if spec.category != "motion":
+            return []
+        motion, grasp = self.motion, self.description.grasp
+        up = np.array([0.0, 0.0, grasp.approach_height])
+        if skill == "move_to":
+            return [_point(bound["position"])]
+        if skill == "go_home":
+            return [_point(motion.tool_point(self.world.arm.home))]
+        if skill == "pick":
+            grip = self._grasp_point(bound["obj"])
+            return [_point(grip), _point(grip + up)]
+        if skill == "place":
+            drop = self._drop_point(self._held(skill, bound), bound["target"])
+            return [_point(drop), _point(drop + up)]
+        if skill == "put_first_on_second":
+            grip = self._grasp_point(bound["obj"])
+            drop = self._drop_point(bound["obj"], bound["target"])
+            return [_point(p) for p in (grip, grip + up, drop, drop + up)]
+        if skill == "push":
+            try:
+                points = self._plan_push(bound).points()
+            except UnreachableError:  # say where it would go; execute() raises the error
+                points = nominal_push_points(motion, bound["obj"], bound["target"][:2])
+            return [_point(p) for p in points]
+        return []  # open_gripper, close_gripper
+
+    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+        spec, bound = self._bind(skill, bound)
+        if spec.category == "query":
+            return self._queries[skill](**bound)
+        if spec.category == "speech":
+            self._said.append(bound["text"])
+            return None
+        motion = self.motion
+        motion.tcp_speed = bound.get("speed")
+        motion.deadline = None if time_limit is None else self.clock() + float(time_limit)
+        try:
+            self._move(skill, bound)
+        except MotionTimeExceeded:
+            raise  # the primitives already stopped the arm where it was
+        except BaseException:
+            self.hold()
+            raise
+        finally:
+            motion.tcp_speed = None
+            motion.deadline = None
+        return None
+
+    # ------------------------------------------------------------ motions
+    def _move(self, skill: str, bound: dict) -> None:
+        motion = self.motion
+        if skill == "move_to":
+            motion.move_to_position(bound["position"])
+        elif skill == "go_home":
+            motion.go_home()
+        elif skill == "open_gripper":
+            motion.open_gripper()
+        elif skill == "close_gripper":
+            motion.close_gripper()
+        elif skill == "pick":
+            motion.pick(bound["obj"])
+        elif skill == "place":
+            self._place(self._held(skill, bound), bound["target"])
+        elif skill == "put_first_on_second":
+            motion.pick(bound["obj"])
+            self._place(bound["obj"], bound["target"])
+        elif skill == "push":
+            if motion.holding is not None:
+                raise InvalidIntentError(
+                    f"push(obj={bound['obj']!r}): the gripper holds {motion.holding!r}; "
+                    "allowed: place() it first"
+                )
+            motion.execute_push(self._plan_push(bound))
+        else:  # a motion skill in the catalog that this backend does not know
+            raise InvalidIntentError(f"{skill}(): not supported by the simulation backend")
+
+    def _place(self, obj: str, target: str | list[float]) -> None:
+        if isinstance(target, str):
+            self.motion.place(obj, target)
+        else:
+            self.motion.place_at_xy(target[:2])
+
+    def _plan_push(self, bound: dict) -> PushPlan:
+        """The push plan for these arguments from the current state; ``targets`` and
+        ``execute`` of the same call share it (planning is deterministic, but not free)."""
+        obj = bound["obj"]
+        key = (
+            obj,
+            tuple(bound["target"][:2]),
+            tuple(np.round(self.motion.joints(), 6)),
+            tuple(np.round(self.world.object_pose(obj).position, 6)),
+        )
+        if self._push_plan is None or self._push_plan[0] != key:
+            self._push_plan = (key, self.motion.plan_push(obj, bound["target"][:2]))
+        return self._push_plan[1]
+
+    # ------------------------------------------------------------ queries
+    def _obj_pos(self, obj: str) -> list[float]:
+        """Centre of the object's bounding box (a block's centre; mid-height of a bowl)."""
+        return _plain(object_bbox(self.world, obj).mean(axis=0))
+
+    def _ee_pose(self) -> dict:
+        motion = self.motion
+        pose = motion.kin.forward(motion.joints())
+        return {"position": _plain(motion.tool_point()), "quaternion": _plain(pose.quat)}
+
+    # ------------------------------------------------------------ checks and helpers
+    def _bind(self, skill: str, bound: dict) -> tuple[Skill, dict]:
+        """Re-validate (cheap, and ``bind`` is idempotent) and check that named objects exist."""
+        spec = SKILLS.get(skill)
+        if spec is None:
+            raise InvalidIntentError(
+                f"there is no skill named {skill[:64]!r}; skills: {', '.join(sorted(SKILLS))}"
+            )
+        bound = spec.bind(bound)
+        present = self.object_names()
+        for name in spec.object_args(bound):
+            if name not in present:
+                param = next(p.name for p in spec.params if bound[p.name] == name)
+                raise UnknownObjectError(
+                    f"{skill}({param}={name!r}): no object named {name!r} on the table; "
+                    f"objects present: {present}"
+                )
+        picks = skill in ("pick", "put_first_on_second")
+        if picks and self.world.object_kind(bound["obj"]) != "block":
+            raise InvalidIntentError(
+                f"{skill}(obj={bound['obj']!r}): only blocks can be picked up; allowed: "
+                f"{[n for n in present if self.world.object_kind(n) == 'block']}"
+            )
+        if skill in ("place", "put_first_on_second") and isinstance(bound["target"], str):
+            obj = bound.get("obj") or self.motion.holding
+            if bound["target"] == obj:
+                raise InvalidIntentError(
+                    f"{skill}(target={obj!r}): an object cannot be put on itself; allowed: "
+                    "another object, or a point [x, y, z]"
+                )
+        return spec, bound
+
+    def _held(self, skill: str, bound: dict) -> str:
+        held = self.motion.holding
+        if held is None:
+            raise InvalidIntentError(
+                f"{skill}(target={bound['target']!r}): the gripper holds nothing; "
+                "allowed: pick(obj) first, then place(target)"
+            )
+        return held
+
+    def _grasp_point(self, obj: str) -> np.ndarray:
+        """Where the tool centre point goes to grasp ``obj`` (as ``pick`` computes it)."""
+        center = self.world.object_pose(obj).position
+        return center + np.array([0.0, 0.0, self.description.grasp.grasp_offset])
+
+    def _drop_point(self, obj: str, target: str | list[float]) -> np.ndarray:
+        """Where ``obj``'s centre is let go on/in ``target`` (an object or a point)."""
+        if isinstance(target, str):
+            return self.motion.drop_point(obj, target)
+        return self.motion.table_drop_point(obj, target)

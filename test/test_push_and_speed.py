@@ -1,0 +1,142 @@
+"""Motion limits and pushing in simulation: a tool-speed cap, a deadline that stops the arm,
+and a push that slides a block to where it was asked to go."""
+
+import numpy as np
+import pytest
+
+from lang2policy.errors import InvalidIntentError, MotionTimeExceeded, UnreachableError
+from lang2policy.tasks import Session
+
+SETTLE = 0.25  # seconds primitives hold still after each motion
+
+
+@pytest.fixture(scope="module")
+def so101() -> Session:
+    return Session("so101")
+
+
+def record_tool(session: Session) -> list[tuple[float, np.ndarray]]:
+    """(sim time, tool centre point) after every control period, until the list is dropped."""
+    samples: list[tuple[float, np.ndarray]] = []
+    motion = session.primitives
+    session.robot.observers.append(
+        lambda: samples.append((session.world.time, motion.tool_point()))
+    )
+    return samples
+
+
+def peak_speed(samples) -> float:
+    times = np.array([t for t, _ in samples])
+    points = np.array([p for _, p in samples])
+    return float(np.max(np.linalg.norm(np.diff(points, axis=0), axis=1) / np.diff(times)))
+
+
+def timed_move(session: Session, goal, tcp_speed: float) -> tuple[float, float]:
+    """Sim seconds the move to ``goal`` took (settling excluded) and the tool's peak speed."""
+    session.reset(3, ["red block"])
+    session.primitives.tcp_speed = tcp_speed
+    samples = record_tool(session)
+    start = session.world.time
+    try:
+        session.primitives.move_to_position(goal)
+    finally:
+        session.robot.observers.clear()
+    assert np.linalg.norm(session.primitives.tool_point() - goal) < 0.01
+    return session.world.time - start - SETTLE, peak_speed(samples)
+
+
+def test_tcp_speed_cap_stretches_the_motion_and_is_never_exceeded(so101):
+    goal = np.array([0.2, 0.1, 0.08])
+    fast_time, fast_peak = timed_move(so101, goal, 0.08)
+    slow_time, slow_peak = timed_move(so101, goal, 0.04)
+    assert slow_time / fast_time == pytest.approx(2.0, rel=0.1)
+    assert fast_peak <= 0.08 * 1.1 and slow_peak <= 0.04 * 1.1
+    assert fast_peak > 0.08 * 0.8  # the cap binds, it is not just slow anyway
+
+
+def test_deadline_stops_the_arm_where_it_is_and_it_stays_still(so101):
+    so101.reset(3, ["red block"])
+    motion = so101.primitives
+    start_joints = so101.world.arm_qpos()
+    motion.deadline = motion.now() + 0.4
+    with pytest.raises(
+        MotionTimeExceeded, match=r"stopped after 0\.4\d s; the budget allows 0\.40"
+    ):
+        motion.move_to_position([0.2, 0.1, 0.06])
+    stopped = so101.world.arm_qpos()
+    assert np.abs(stopped - start_joints).max() > 0.05  # it had started to move
+    so101.world.step_seconds(1.0)
+    assert np.abs(so101.world.arm_qpos() - stopped).max() < 0.01
+    motion.deadline = None
+    motion.move_to_position([0.2, 0.1, 0.06])  # without a deadline the same move completes
+    assert np.linalg.norm(motion.tool_point() - [0.2, 0.1, 0.06]) < 0.01
+
+
+def test_a_passed_deadline_raises_before_the_arm_moves(so101):
+    so101.reset(3, ["red block"])
+    before = so101.world.arm_qpos()
+    so101.primitives.deadline = so101.primitives.now() - 1.0
+    with pytest.raises(MotionTimeExceeded):
+        so101.primitives.go_home()
+    so101.world.step_seconds(0.5)
+    assert np.abs(so101.world.arm_qpos() - before).max() < 0.01
+
+
+def push_target(session: Session, name: str, distance: float) -> np.ndarray:
+    """A point ``distance`` from the object towards the middle of the workspace."""
+    center = session.world.object_pose(name).position[:2]
+    middle = np.array([np.mean(session.world.description.workspace.x), 0.0])
+    direction = (middle - center) / np.linalg.norm(middle - center)
+    return center + distance * direction
+
+
+@pytest.mark.parametrize("robot", ["so101", "panda"])
+def test_push_slides_a_block_to_the_target(robot, so101):
+    session = so101 if robot == "so101" else Session("panda")
+    session.reset(0, ["red block", "blue bowl"])
+    target = push_target(session, "red block", 0.06)
+    session.primitives.push("red block", target)
+    session.world.step_seconds(0.3)
+    pose = session.world.object_pose("red block")
+    assert np.linalg.norm(pose.position[:2] - target) < 0.02
+    half = session.world.description.objects.block_half
+    assert pose.position[2] == pytest.approx(half, abs=0.003)  # still resting, not tipped
+    assert session.primitives.tool_point()[2] > 2 * half + 0.02  # lifted clear afterwards
+
+
+def test_push_plan_is_made_before_moving_and_matches_the_push(so101):
+    so101.reset(1, ["red block", "blue bowl"])
+    before, time = so101.world.arm_qpos(), so101.world.time
+    target = push_target(so101, "red block", 0.05)
+    plan = so101.primitives.plan_push("red block", target)
+    assert so101.world.time == time
+    np.testing.assert_array_equal(so101.world.arm_qpos(), before)
+    start, end = plan.points()[1], plan.points()[2]
+    direction = (target - so101.world.object_pose("red block").position[:2]) / 0.05
+    assert np.dot(end[:2] - start[:2], direction) == pytest.approx(0.05 + 0.025, abs=0.01)
+
+
+def test_push_out_of_reach_raises_and_the_arm_stays_still(so101):
+    so101.reset(1, ["red block", "blue bowl"])
+    before = so101.world.arm_qpos()
+    with pytest.raises(UnreachableError, match="out of reach"):
+        so101.primitives.push("red block", [0.9, 0.0])
+    so101.world.step_seconds(0.3)
+    np.testing.assert_allclose(so101.world.arm_qpos(), before, atol=5e-3)
+
+
+def test_push_while_holding_is_refused(so101):
+    so101.reset(4, ["red block", "blue bowl"])
+    so101.primitives.pick("red block")
+    with pytest.raises(InvalidIntentError, match="holds 'red block'"):
+        so101.primitives.push("blue bowl", [0.2, 0.0])
+
+
+def test_place_at_xy_sets_the_block_down_at_that_spot(so101):
+    so101.reset(4, ["red block", "blue bowl"])
+    so101.primitives.pick("red block")
+    so101.primitives.place_at_xy([0.2, 0.05])  # a free spot (the bowl is at y -0.04)
+    so101.world.step_seconds(0.3)
+    position = so101.world.object_pose("red block").position
+    assert np.linalg.norm(position[:2] - [0.2, 0.05]) < 0.01
+    assert position[2] == pytest.approx(so101.world.description.objects.block_half, abs=0.003)
