@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.sandbox.outcome import PlanOutcome
+from lang2policy.sandbox.outcome import PlanOutcome, printable
 from lang2policy.sandbox.policy import (
     Decision,
     PolicyRequest,
@@ -82,7 +82,7 @@ class ExecResult:
             f"outcome : {outcome.summary()}",
         ]
         if outcome.said:
-            lines.append("said    : " + " | ".join(outcome.said))
+            lines.append("said    : " + printable(" | ".join(outcome.said)))
         lines.append("scene   :")
         for name, position in self.scene["positions"].items():
             lines.append(f"  {name:<16} at {position}")

@@ -140,31 +140,58 @@ def call(backend: SimSkillBackend, skill: str, time_limit: float | None = None, 
     return backend.execute(skill, SKILLS[skill].bind(args), time_limit=time_limit)
 
 
-def test_targets_are_computed_without_moving_the_arm(backend, session):
+def near(points, point, tolerance=1e-6) -> bool:
+    return bool(np.min(np.linalg.norm(np.array(points) - np.asarray(point), axis=1)) < tolerance)
+
+
+def assert_dense_path(points, start, step=0.0101):
+    """A sampled path: from where the tool is now, no gap wider than about a centimetre."""
+    points = np.array(points)
+    np.testing.assert_allclose(points[0], start, atol=1e-6)
+    assert np.linalg.norm(np.diff(points, axis=0), axis=1).max() <= step
+
+
+def test_targets_are_the_sampled_tool_path_computed_without_moving_the_arm(backend, session):
     before, time = session.world.arm_qpos(), session.world.time
+    tool = session.primitives.tool_point()
     block = session.world.object_pose("red block").position
-    approach = session.world.description.grasp.approach_height
+    up = np.array([0, 0, session.world.description.grasp.approach_height])
     pick = backend.targets("pick", SKILLS["pick"].bind({"obj": "red block"}))
-    np.testing.assert_allclose(pick, [block, block + np.array([0, 0, approach])], atol=1e-9)
+    assert_dense_path(pick, tool)
+    assert near(pick, block) and near(pick, block + up)
     move = backend.targets("move_to", SKILLS["move_to"].bind({"position": [0.2, 0.0, 0.1]}))
-    assert move == [(0.2, 0.0, 0.1)]
+    assert move[-1] == (0.2, 0.0, 0.1) and len(move) > 10
+    np.testing.assert_allclose(move[0], tool, atol=1e-6)
     put = backend.targets(
         "put_first_on_second",
         SKILLS["put_first_on_second"].bind({"obj": "red block", "target": "blue bowl"}),
     )
     bowl = session.world.object_pose("blue bowl").position
-    assert len(put) == 4 and np.linalg.norm(np.array(put[2][:2]) - bowl[:2]) < 1e-9
+    assert_dense_path(put, tool)
+    assert min(np.linalg.norm(np.array(p[:2]) - bowl[:2]) for p in put) < 1e-9
     push_args = SKILLS["push"].bind({"obj": "red block", "target": [0.15, 0.09, 0.0]})
     push = backend.targets("push", push_args)
-    assert len(push) == 5 and all(len(p) == 3 for p in push)
+    assert_dense_path(push, tool)
     home = backend.targets("go_home", SKILLS["go_home"].bind({}))
-    assert home == [tuple(session.primitives.tool_point(session.world.arm.home))]
+    np.testing.assert_allclose(home[-1], session.primitives.tool_point(session.world.arm.home))
     for skill in ("get_obj_names", "open_gripper", "close_gripper"):
-        assert backend.targets(skill, {}) == []
+        assert backend.targets(skill, {}) == [] and backend.sweep(skill, {}) == []
     assert backend.targets("say", {"text": "hi"}) == []
     assert session.world.time == time
     np.testing.assert_array_equal(session.world.arm_qpos(), before)
     assert all(type(v) is float for point in push for v in point)
+
+
+def test_sweep_covers_the_rest_of_the_gripper(backend, session):
+    reach = np.linalg.norm(session.primitives.kin.center_offset)
+    move_args = SKILLS["move_to"].bind({"position": [0.2, 0.05, 0.1]})
+    site_path = np.array(backend.sweep("move_to", move_args))
+    tool_path = np.array(backend.targets("move_to", move_args))
+    gaps = np.linalg.norm(site_path - tool_path, axis=1)  # the site rides beside the tool
+    assert np.allclose(gaps[:-1], reach, atol=1e-3)
+    pick_args = SKILLS["pick"].bind({"obj": "red block"})
+    ring = np.array(backend.sweep("pick", pick_args))
+    assert len(ring) == 8 * len(backend.targets("pick", pick_args))
 
 
 def test_pick_and_place_put_the_block_in_the_bowl(backend, session):
@@ -253,6 +280,7 @@ def test_push_moves_the_block_and_visits_its_targets(backend, session):
     target = block - [0.0, 0.05 * np.sign(block[1]), 0.0]  # 5 cm towards the middle
     args = SKILLS["push"].bind({"obj": "red block", "target": target.tolist()})
     targets = backend.targets("push", args)
+    push_part = np.array(backend._waypoints("push", args))  # the contact part, before moving
     lowest = []
     session.robot.observers.append(lambda: lowest.append(session.primitives.tool_point()))
     try:
@@ -262,16 +290,19 @@ def test_push_moves_the_block_and_visits_its_targets(backend, session):
     session.world.step_seconds(0.3)
     assert np.linalg.norm(session.world.object_pose("red block").position[:2] - target[:2]) < 0.02
     visited = np.array(lowest)
-    for point in targets:  # the tool passed within a few mm of every announced target
+    # The announced path is the one the tool took: the push itself within a centimetre, the
+    # transit's corners (approximated before planning) within the sweep ring's 2.6 cm.
+    for point in push_part:
         assert np.min(np.linalg.norm(visited - point, axis=1)) < 0.01
+    for point in targets:
+        assert np.min(np.linalg.norm(visited - point, axis=1)) < 0.026
 
 
 def test_push_out_of_reach_still_announces_its_targets_then_raises(backend, session):
     before = session.world.arm_qpos()
     args = SKILLS["push"].bind({"obj": "red block", "target": [0.9, 0.9, 0.0]})
     targets = np.array(backend.targets("push", args))  # for the policy to judge, no IK needed
-    assert targets.shape == (5, 3)
-    assert np.linalg.norm(targets[2][:2] - [0.9, 0.9]) < 0.05
+    assert np.min(np.linalg.norm(targets[:, :2] - [0.9, 0.9], axis=1)) < 0.05
     with pytest.raises(UnreachableError, match="out of reach"):
         backend.execute("push", args)
     session.world.step_seconds(0.3)

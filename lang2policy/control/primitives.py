@@ -111,13 +111,16 @@ class MotionPrimitives:
     def move_to_position(self, position, yaw: float | None = None) -> None:
         """Move the tool centre point to ``position``, pointing down if the arm can (else
         leaning as little as it must); ``yaw`` defaults to the arm's natural yaw there."""
+        self._follow(np.vstack([self.joints(), self.plan_move_to(position, yaw)]))
+
+    def plan_move_to(self, position, yaw: float | None = None) -> np.ndarray:
+        """The joints ``move_to_position`` will go to (deterministic: same IK, same seed)."""
         position = np.asarray(position, float)
         yaw = self.kin.natural_yaw(position) if yaw is None else yaw
         try:
-            q = self._reach(position, yaw, "move_to")[1]
+            return self._reach(position, yaw, "move_to")[1]
         except UnreachableError as exc:
-            q = self._reach_leaning(position, yaw, exc)
-        self._follow(np.vstack([self.joints(), q]))
+            return self._reach_leaning(position, yaw, exc)
 
     def _reach_leaning(self, position, yaw, error: UnreachableError) -> np.ndarray:
         """Joints for ``position`` when none of the configured tilts reaches it: the smallest

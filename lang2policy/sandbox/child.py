@@ -27,6 +27,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import unicodedata  # noqa: F401  (the compiler imports it for non-ASCII identifiers)
+
 import confine
 import guards
 import numpy

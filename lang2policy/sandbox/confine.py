@@ -11,12 +11,14 @@ import ctypes
 import errno
 import os
 import resource
+import signal
 
 import seccomp  # sibling module: the child puts this directory on sys.path
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
+_PR_SET_PDEATHSIG = 1
 
 
 def set_rlimits(cpu_seconds: float, memory_mb: int) -> str:
@@ -53,8 +55,18 @@ def enter_namespaces() -> str:
     return f"unshare failed ({reason})"
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when the host goes away, so no orphan outlives a crashed host."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the host died before the request took effect
+        os._exit(7)
+
+
 def confine(cpu_seconds: float, memory_mb: int) -> dict[str, str]:
     """Apply every OS layer; returns {layer: "on" | "off: <why>"}."""
+    die_with_parent()
     layers = {}
     namespaces = enter_namespaces()
     layers["namespaces"] = "off: " + namespaces if namespaces else "on"

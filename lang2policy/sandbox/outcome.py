@@ -5,6 +5,7 @@ person can read (what happened, where in the program, why), plus the record of e
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import asdict, dataclass, field
 
 # Outcome kinds. "ok" is the only success; every other kind left the arm holding still.
@@ -21,6 +22,14 @@ KINDS = {
     "crashed": "the sandbox child died",
     "protocol": "the sandbox child broke the message protocol",
 }
+
+
+def printable(text: str) -> str:
+    """Text from the sandbox made safe for a terminal: control characters (ANSI escapes, bells,
+    carriage returns) are shown as escapes instead of acting on the terminal."""
+    return "".join(
+        c if c in "\n\t" or unicodedata.category(c)[0] != "C" else repr(c)[1:-1] for c in text
+    )
 
 
 @dataclass
@@ -76,7 +85,10 @@ class PlanOutcome:
         return f"{what}{where}: {self.message}"
 
     def summary(self) -> str:
-        """Several readable lines: the headline, the offending line, the intents."""
+        """Several readable lines: the headline, the offending line, the intents (terminal-safe)."""
+        return printable(self._summary())
+
+    def _summary(self) -> str:
         lines = [self.headline()]
         if self.source_line:
             lines.append(f"    {self.line}: {self.source_line.strip()}")

@@ -258,7 +258,7 @@ def _non_finite_input(request: PolicyRequest) -> str:
     for name, value in request.args.items():
         if _has_non_finite(value):
             return f"argument {name}={fmt_value(value)} is not finite"
-    for target in request.targets:
+    for target in request.all_points:
         if _has_non_finite(target):
             return f"target {fmt_point(target)} is not finite"
     return ""

@@ -117,12 +117,12 @@ class Conditions:
                 )
         if self.targets_any_in is not None:
             box = zones[self.targets_any_in]
-            if not request.targets:
+            if not request.all_points:
                 found.append(f"the call has no targets, so none is in zone '{self.targets_any_in}'")
-            elif not any(box.contains(t) for t in request.targets):
+            elif not any(box.contains(t) for t in request.all_points):
                 found.append(
                     f"no target is inside zone '{self.targets_any_in}' ({box}); "
-                    f"targets: {_list_points(request.targets)}"
+                    f"targets: {_list_points(request.all_points)}"
                 )
         if self.objects_in_scene:
             missing = [o for o in request.objects if o not in request.scene_objects]
@@ -144,7 +144,7 @@ class Conditions:
         ]
         if self.targets_any_in is not None:
             box = zones[self.targets_any_in]
-            inside = [t for t in request.targets if box.contains(t)]
+            inside = [t for t in request.all_points if box.contains(t)]
             found.append(f"{_points(inside, 'target')} inside zone '{self.targets_any_in}' ({box})")
         if self.targets_in is not None and request.targets:
             found.append(f"every target is inside zone '{self.targets_in}'")

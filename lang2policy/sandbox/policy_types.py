@@ -21,8 +21,11 @@ class PolicyRequest:
     """One skill call, as the policy sees it before anything runs.
 
     ``args`` are the fully bound arguments (defaults filled in, so an omitted argument is checked
-    like a given one); ``targets`` are the points the tool will be moved to; ``objects`` the scene
-    object names the call refers to; ``scene_objects`` the names present in the scene.
+    like a given one); ``targets`` are the points the tool centre point will pass through (its
+    path, sampled); ``sweep`` are further points the rest of the gripper will pass through, so
+    keep-out zones (``targets_any_in``) see the whole gripper while workspace containment
+    (``targets_in``) is about the tool; ``objects`` the scene object names the call refers to;
+    ``scene_objects`` the names present in the scene.
     """
 
     skill: str
@@ -31,6 +34,12 @@ class PolicyRequest:
     targets: tuple[tuple[float, float, float], ...] = ()
     objects: tuple[str, ...] = ()
     scene_objects: tuple[str, ...] = ()
+    sweep: tuple[tuple[float, float, float], ...] = ()
+
+    @property
+    def all_points(self) -> tuple[tuple[float, float, float], ...]:
+        """Every point any part of the gripper passes through: targets and sweep."""
+        return self.targets + self.sweep
 
 
 @dataclass(frozen=True)

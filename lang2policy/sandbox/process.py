@@ -12,6 +12,7 @@ import collections
 import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -68,6 +69,7 @@ class ChildProcess:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._proc.stdout, selectors.EVENT_READ)
         os.set_blocking(self._proc.stdout.fileno(), False)
+        os.set_blocking(self._proc.stdin.fileno(), False)
         self._stderr = collections.deque(maxlen=stderr_bytes)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
@@ -116,13 +118,22 @@ class ChildProcess:
             pass
 
     # ------------------------------------------------------------------ messages
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, timeout: float = 5.0) -> None:
+        """Write one message; a child that stops reading cannot block the host past ``timeout``."""
         data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode() + b"\n"
-        try:
-            self._proc.stdin.write(data)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            raise ChildExited(f"the sandbox child stopped reading ({exc})") from exc
+        view, deadline = memoryview(data), time.monotonic() + timeout
+        fd = self._proc.stdin.fileno()
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise ChildExited(f"the sandbox child stopped reading ({exc})") from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+                raise ProtocolError(f"the child stopped reading its replies for {timeout:g} s")
 
     def receive(self, deadline: float) -> dict:
         """The next message, or ChildTimeout at ``deadline`` (time.monotonic())."""
@@ -162,4 +173,27 @@ class ChildProcess:
         if not isinstance(message, dict) or message.get("type") not in CHILD_MESSAGE_TYPES:
             kinds = ", ".join(sorted(CHILD_MESSAGE_TYPES))
             raise ProtocolError(f"the child sent an unknown message; expected one of: {kinds}")
-        return message
+        return _valid_unicode(message)
+
+
+def _valid_unicode(value):
+    """Replace lone surrogates (valid in JSON escapes, not encodable as UTF-8) with U+FFFD."""
+    if isinstance(value, str):
+        return _replace_surrogates(value) if _has_surrogate(value) else value
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    return value
+
+
+def _replace_surrogates(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -21,7 +21,6 @@ from lang2policy.errors import (
     Lang2PolicyError,
     MotionTimeExceeded,
     PolicyWideningError,
-    UnknownObjectError,
 )
 from lang2policy.sandbox.ast_check import check_source
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
@@ -115,7 +114,7 @@ class SandboxRunner:
             except PolicyWideningError as exc:
                 outcome = PlanOutcome("rejected", f"the plan's policy widens the base: {exc}")
             else:
-                outcome = self._run_child(source, _PlanState(policy))
+                outcome = self._run_child_safely(source, _PlanState(policy))
         if not outcome.ok:
             self.backend.hold()
         outcome.said = self.backend.said()[said_before:]
@@ -142,6 +141,18 @@ class SandboxRunner:
         return None
 
     # ------------------------------------------------------------------ the child
+    def _run_child_safely(self, source: str, state: _PlanState) -> PlanOutcome:
+        """Never let a host-side bug escape as an exception with the arm mid-plan."""
+        try:
+            return self._run_child(source, state)
+        except Exception as exc:
+            self.backend.hold()
+            outcome = PlanOutcome(
+                "crashed", f"host error while running the plan: {type(exc).__name__}: {exc}"
+            )
+            outcome.intents, outcome.layers = state.intents, state.layers
+            return outcome
+
     def _run_child(self, source: str, state: _PlanState) -> PlanOutcome:
         limits = self.limits
         with ChildProcess(limits.max_message_bytes) as child:
@@ -262,7 +273,7 @@ class SandboxRunner:
         state.intents.append(record)
         try:
             skill, request = self._request(name, args)
-        except (InvalidIntentError, UnknownObjectError) as exc:
+        except Lang2PolicyError as exc:  # bad arguments, unknown objects, unplannable targets
             record.error = str(exc)[:_TEXT_LIMIT]
             return _error_reply(call_id, "invalid", record.error)
         record.args = dict(request.args)
@@ -277,12 +288,12 @@ class SandboxRunner:
             known = ", ".join(sorted(self.skills))
             raise InvalidIntentError(f"there is no skill named '{name[:64]}'; skills: {known}")
         bound = skill.bind(args)
-        targets = tuple(tuple(float(v) for v in t) for t in self.backend.targets(name, bound))
         request = PolicyRequest(
             skill=name,
             category=skill.category,
             args=bound,
-            targets=targets,
+            targets=_points(self.backend.targets(name, bound)),
+            sweep=_points(self.backend.sweep(name, bound)),
             objects=tuple(skill.object_args(bound)),
             scene_objects=tuple(self.backend.object_names()),
         )
@@ -387,6 +398,10 @@ def _error_reply(call_id: int, kind: str, message: str) -> dict:
         "ok": False,
         "error": {"kind": kind, "message": message},
     }
+
+
+def _points(points) -> tuple[tuple[float, float, float], ...]:
+    return tuple(tuple(float(v) for v in p) for p in points)
 
 
 def _short_args(args: dict) -> dict:

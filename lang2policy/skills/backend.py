@@ -11,6 +11,7 @@ target is one. Query results are plain JSON data (lists of floats rounded to 0.1
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Protocol
 
@@ -44,6 +45,10 @@ class SkillBackend(Protocol):
         """
         ...
 
+    def sweep(self, skill: str, bound: dict) -> list[Point]:
+        """Further points the rest of the gripper passes through (for keep-out zones)."""
+        ...
+
     def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
         """Run one validated call; return a JSON-able value. Raises Lang2PolicyError
         subclasses with helpful messages; the arm holds still after any error.
@@ -67,6 +72,33 @@ class SkillBackend(Protocol):
 def _plain(values) -> list:
     """A numpy array (any shape) as nested lists of rounded Python floats."""
     return np.round(np.asarray(values, float), _DECIMALS).tolist()
+
+
+def _sample_segments(points: list[np.ndarray], step: float = 0.01) -> list[np.ndarray]:
+    """Points along the polyline through ``points``, at most ``step`` apart."""
+    samples = [np.asarray(points[0], float)]
+    for a, b in itertools.pairwise(points):
+        count = max(1, int(np.ceil(np.linalg.norm(b - a) / step)))
+        samples.extend(a + (b - a) * t for t in np.linspace(0.0, 1.0, count + 1)[1:])
+    return samples
+
+
+def _joint_path_points(motion: MotionPrimitives, q_from, q_to, count: int = 40):
+    """(tool centre points, ee-site points) along a joint-space move: what the gripper
+    actually sweeps through."""
+    q_from, q_to = np.asarray(q_from, float), np.asarray(q_to, float)
+    tool, site = [], []
+    for t in np.linspace(0.0, 1.0, count):
+        q = q_from + (q_to - q_from) * t
+        tool.append(motion.tool_point(q))
+        site.append(motion.kin.forward(q).position)
+    return tool, site
+
+
+def _ring(radius: float) -> list[np.ndarray]:
+    """Horizontal offsets bounding where the ee site can be around the tool centre point."""
+    angles = np.linspace(0.0, 2.0 * np.pi, 8, endpoint=False)
+    return [radius * np.array([np.cos(a), np.sin(a), 0.0]) for a in angles]
 
 
 def _point(values) -> Point:
@@ -121,32 +153,71 @@ class SimSkillBackend:
         self.motion.hold_position()
 
     def targets(self, skill: str, bound: dict) -> list[Point]:
+        """The path of the tool centre point, sampled about every centimetre along the way
+        the motion will go (not just its end points): a keep-out zone between two allowed
+        points, or a joint-space move that bulges into one, is seen by the policy."""
+        return [_point(p) for p in self._paths(skill, bound)[0]]
+
+    def sweep(self, skill: str, bound: dict) -> list[Point]:
+        """Where the rest of the gripper goes along the same path: the ee site on the fixed
+        jaw, exactly (forward kinematics) for joint-space moves, and bounded by a ring at the
+        site's distance around each tool point for compound motions, whose wrist yaw is only
+        decided while moving."""
+        return [_point(p) for p in self._paths(skill, bound)[1]]
+
+    def _paths(self, skill: str, bound: dict) -> tuple[list[np.ndarray], list[np.ndarray]]:
         spec, bound = self._bind(skill, bound)
         if spec.category != "motion":
-            return []
-        motion, grasp = self.motion, self.description.grasp
-        up = np.array([0.0, 0.0, grasp.approach_height])
-        if skill == "move_to":
-            return [_point(bound["position"])]
-        if skill == "go_home":
-            return [_point(motion.tool_point(self.world.arm.home))]
+            return [], []
+        motion = self.motion
+        if skill in ("move_to", "go_home"):
+            if skill == "go_home":
+                goal = self.world.arm.home
+            else:
+                position = np.asarray(bound["position"], float)
+                try:
+                    goal = motion.plan_move_to(position)
+                except UnreachableError:  # the policy judges the point; execute() raises
+                    return [position], []
+                tool, site = _joint_path_points(motion, motion.joints(), goal)
+                tool[-1] = position  # the IK lands within tolerance of what was asked
+                return tool, site
+            return _joint_path_points(motion, motion.joints(), goal)
+        waypoints = self._waypoints(skill, bound)
+        if not waypoints:
+            return [], []  # open_gripper, close_gripper
+        reach = float(np.linalg.norm(motion.kin.center_offset))
+        tool = _sample_segments(self._transit(waypoints))
+        return tool, [p + offset for p in tool for offset in _ring(reach)]
+
+    def _waypoints(self, skill: str, bound: dict) -> list[np.ndarray]:
+        """The tool's way points for compound motions, in order."""
+        up = np.array([0.0, 0.0, self.description.grasp.approach_height])
         if skill == "pick":
             grip = self._grasp_point(bound["obj"])
-            return [_point(grip), _point(grip + up)]
+            return [grip + up, grip, grip + up]
         if skill == "place":
             drop = self._drop_point(self._held(skill, bound), bound["target"])
-            return [_point(drop), _point(drop + up)]
+            return [drop + up, drop, drop + up]
         if skill == "put_first_on_second":
             grip = self._grasp_point(bound["obj"])
             drop = self._drop_point(bound["obj"], bound["target"])
-            return [_point(p) for p in (grip, grip + up, drop, drop + up)]
+            return [grip + up, grip, grip + up, drop + up, drop, drop + up]
         if skill == "push":
             try:
                 points = self._plan_push(bound).points()
             except UnreachableError:  # say where it would go; execute() raises the error
-                points = nominal_push_points(motion, bound["obj"], bound["target"][:2])
-            return [_point(p) for p in points]
-        return []  # open_gripper, close_gripper
+                points = nominal_push_points(self.motion, bound["obj"], bound["target"][:2])
+            return [np.asarray(p, float) for p in points]
+        return []
+
+    def _transit(self, waypoints: list[np.ndarray]) -> list[np.ndarray]:
+        """Prefix the way points with the transit from where the tool is now: up to the first
+        way point's height (if higher), then across (as the primitives move)."""
+        start = np.asarray(self.motion.tool_point(), float)
+        first = waypoints[0]
+        height = max(start[2], first[2])
+        return [start, np.array([*start[:2], height]), np.array([*first[:2], height]), *waypoints]
 
     def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
         spec, bound = self._bind(skill, bound)
