@@ -20,6 +20,7 @@ PACKAGE_NAME = "lang2policy"
 CONSOLE_SCRIPTS = {
     "lang2policy": "lang2policy.cli:main",
     "sim_node": "lang2policy.ros.sim_node:main",
+    "planner_node": "lang2policy.ros.planner_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to

@@ -9,6 +9,11 @@ from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
 
+_LLM_HELP = (
+    "local (Gemma 3 270M on a local llama.cpp server, the default), openai (OPENAI_API_KEY, "
+    "OPENAI_BASE_URL, OPENAI_MODEL), replay:FILE, record:FILE or cache:FILE"
+)
+
 
 def _add_robot(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="so101", help="robot description (so101, panda)")
@@ -23,6 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
     demo.add_argument("--camera", default="front", help="front, top or wrist")
+
+    runp = commands.add_parser("run", help="plan one instruction with an LLM and run it in sim")
+    runp.add_argument("instruction", help='e.g. "put the red block in the blue bowl"')
+    _add_robot(runp)
+    runp.add_argument("--objects", help='comma-separated objects, e.g. "red block,blue bowl"')
+    runp.add_argument("--llm", default="local", help=_LLM_HELP)
+    runp.add_argument("--seed", type=int, default=0, help="scene seed")
+    runp.add_argument("--video", type=Path, help="record the run to this MP4")
+    runp.add_argument("--json", action="store_true", help="print JSON only")
 
     execp = commands.add_parser(
         "exec-policy", help="run a policy program in the sandbox against the simulation"
@@ -73,6 +87,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0 if all(o["success"] for o in report["outcomes"]) else 1
     if args.command == "exec-policy":
         return _exec_policy(args)
+    if args.command == "run":
+        return _run(args)
     if args.bench == "intents":
         from lang2policy.bench import intents
 
@@ -96,14 +112,36 @@ def _dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _objects(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    objects = tuple(o.strip() for o in text.split(",") if o.strip())
+    if not objects:
+        raise _usage("--objects needs at least one object name")
+    return objects
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lang2policy import run_instruction
+
+    request = run_instruction.RunRequest(
+        instruction=args.instruction,
+        robot=args.robot,
+        objects=_objects(args.objects),
+        llm=args.llm,
+        seed=args.seed,
+        video=args.video,
+    )
+    say = (lambda line: None) if args.json else print
+    report = run_instruction.run(request, say=say)
+    _print(report, args.json, run_instruction.format_text)
+    return run_instruction.main_exit_code(report)
+
+
 def _exec_policy(args: argparse.Namespace) -> int:
     from lang2policy.exec_policy import ExecRequest, run_program
 
-    objects = None
-    if args.objects is not None:
-        objects = tuple(o.strip() for o in args.objects.split(",") if o.strip())
-        if not objects:
-            raise _usage("--objects needs at least one object name")
+    objects = _objects(args.objects)
     request = ExecRequest(
         program=args.file,
         robot=args.robot,
