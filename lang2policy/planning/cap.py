@@ -1,0 +1,155 @@
+"""The Code-as-Policies planner: an instruction, the scene's objects and the session history in,
+a policy program out (main code from the few-shot prompt, undefined functions generated below it).
+
+The prompt is the fixed few-shot part of ``main.txt`` (API and examples, identical on every
+call, so a llama.cpp server keeps it processed), then the variable tail::
+
+    objects = ['red block', 'blue bowl']
+    # put the red block in the blue bowl.        <- history: earlier instructions and their code
+    put_first_on_second('red block', 'blue bowl')
+    # (the red block was at [0.21, 0.06, 0.01])
+    # now put it back.                           <- the new instruction; the model writes code
+
+The answer ends at the next comment (stop ``\\n#``) or context line. The planner only writes
+code; ``PlanningSession`` runs it through the sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+from lang2policy.errors import LLMResponseError
+from lang2policy.llm.exchange import LLM, LLMReply
+from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_program
+from lang2policy.planning.prompts import PromptSet, fill
+
+log = logging.getLogger("lang2policy.planning")
+
+MAIN_STOP = ("\n#", "\nobjects =", "\n\n\n")
+MAIN_MAX_TOKENS = 384
+
+
+@dataclass
+class GeneratedProgram:
+    code: str  # the full program that runs in the sandbox (helpers first)
+    main: str  # the code the main prompt produced
+    functions: dict[str, str] = field(default_factory=dict)  # name -> generated source
+    llm_calls: int = 0
+    llm_seconds: float = 0.0
+    unresolved: list[str] = field(default_factory=list)  # still undefined at the depth limit
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Counter:
+    """Sends prompts to the LLM and counts the calls and their latency.
+
+    ``lenient`` calls (helper functions, parsing sub-prompts) keep an empty answer or one cut
+    off at max_tokens: the generator uses the part of it that parses, if any."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm, self.calls, self.seconds = llm, 0, 0.0
+
+    def __call__(
+        self, prompt: str, stop: tuple[str, ...], max_tokens: int, lenient: bool = False
+    ) -> str:
+        self.calls += 1
+        try:
+            reply = self.llm.complete(prompt, stop=list(stop), max_tokens=max_tokens)
+        except LLMResponseError as exc:
+            reply = exc.reply
+            if not (lenient and isinstance(reply, LLMReply)):
+                raise
+            log.info("keeping an unusable answer (%s) for the generator to sort out", exc)
+        self.seconds += reply.latency_s
+        return reply.text
+
+
+class CodeAsPoliciesPlanner:
+    """Writes policy programs with an LLM in completion mode (see the module docstring).
+
+    ``max_depth`` is how many levels of undefined functions are generated below the main code
+    (0: none). LLM failures propagate as ``LLMError``.
+    """
+
+    def __init__(self, llm: LLM, prompts: PromptSet | None = None, max_depth: int = 2) -> None:
+        if max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0, got {max_depth}")
+        self.llm = llm
+        self.prompts = prompts or PromptSet.load()
+        self.max_depth = max_depth
+
+    def generate(
+        self, instruction: str, objects: list[str], history: list[tuple[str, str]]
+    ) -> GeneratedProgram:
+        """The program for ``instruction`` on a table with ``objects``, after ``history``."""
+        prompt = self._context(objects, history) + _comment(instruction)
+        return self._program(prompt, objects)
+
+    def repair(
+        self,
+        instruction: str,
+        objects: list[str],
+        history: list[tuple[str, str]],
+        program: GeneratedProgram,
+        feedback: str,
+    ) -> GeneratedProgram:
+        """A new program after ``program`` failed; ``feedback`` is the sandbox's
+        ``PlanOutcome.feedback()``, quoted to the LLM as comment lines."""
+        tail = fill(
+            self.prompts.repair,
+            code=program.code.strip("\n"),
+            feedback=feedback.strip().replace("\n", "\n# "),
+            instruction=_sentence(instruction),
+        )
+        prompt = self._context(objects, history) + _comment(instruction) + tail.strip("\n") + "\n"
+        return self._program(prompt, objects)
+
+    def _context(self, objects: list[str], history: list[tuple[str, str]]) -> str:
+        lines = [self.prompts.main.rstrip("\n"), f"objects = {list(objects)!r}"]
+        for past_instruction, code in history:
+            lines.append(_comment(past_instruction).rstrip("\n"))
+            lines.append(code.strip("\n"))
+        return "\n".join(lines) + "\n"
+
+    def _program(self, prompt: str, objects: list[str]) -> GeneratedProgram:
+        ask = _Counter(self.llm)
+        started = time.monotonic()
+        main = clean_code(ask(prompt, MAIN_STOP, MAIN_MAX_TOKENS))
+        generator = FunctionGenerator(
+            ask, self.prompts.function, self.prompts.parsers, self.max_depth
+        )
+        generated = generator.generate(main, objects)
+        program = GeneratedProgram(
+            code=join_program(generated.functions, main),
+            main=main,
+            functions=generated.functions,
+            llm_calls=ask.calls,
+            llm_seconds=ask.seconds,
+            unresolved=generated.unresolved,
+        )
+        log.info(
+            "planned %d lines, %d functions, %d LLM calls (%.2f s LLM, %.2f s total)%s",
+            program.code.count("\n"),
+            len(program.functions),
+            program.llm_calls,
+            program.llm_seconds,
+            time.monotonic() - started,
+            f"; undefined at depth {self.max_depth}: {program.unresolved}"
+            if program.unresolved
+            else "",
+        )
+        return program
+
+
+def _sentence(instruction: str) -> str:
+    """One line that ends in a full stop (or the question or exclamation mark it has)."""
+    text = " ".join(instruction.split()).rstrip(".")
+    return text if text.endswith(("?", "!")) else text + "."
+
+
+def _comment(instruction: str) -> str:
+    return f"# {_sentence(instruction)}\n"
