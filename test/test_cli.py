@@ -89,3 +89,26 @@ def test_bench_intents_json(capsys):
         assert report[path]["calls"] == 50
         assert 0 < report[path]["median_us"] <= report[path]["p99_us"]
     assert report["startup_ms"]["runs"] == 10
+
+
+REPLAY = "replay:test/fixtures/llm/cap_session.jsonl"  # recorded from the local Gemma model
+
+
+def test_run_plans_and_executes_an_instruction_from_replayed_llm_answers(capsys, tmp_path):
+    objects = "red block,blue block,blue bowl,green bowl"
+    video = tmp_path / "run.mp4"
+    args = ["run", "put the red block in the blue bowl", "--objects", objects, "--seed", "1"]
+    assert main([*args, "--llm", REPLAY, "--video", str(video), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["result"]["outcome"]["kind"] == "ok"
+    assert "put_first_on_second" in report["result"]["program"]["code"]
+    assert "red block in blue bowl" in report["scene"]["relations"]
+    assert video.stat().st_size > 10_000
+
+
+def test_run_rejects_bad_instructions_and_reports_llm_misses(capsys):
+    assert main(["run", "   ", "--llm", REPLAY]) == 2
+    assert "instruction is empty" in capsys.readouterr().err
+    assert main(["run", "do a backflip", "--llm", REPLAY, "--objects", "red block"]) == 1
+    out = capsys.readouterr().out
+    assert "rejected" in out and "LLM call failed" in out

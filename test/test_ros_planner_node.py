@@ -1,0 +1,130 @@
+"""The planner node over real rclpy (DDS on loopback, a private context and domain): an
+instruction published on /lang2policy/instruction is planned (replayed LLM answers), run in the
+sandbox on the simulated arm, and reported on /lang2policy/status."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
+OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
+DOMAIN_ID = 1 + (os.getpid() + 97) % 200
+
+
+@pytest.fixture(scope="module")
+def graph():
+    from lang2policy.ros.planner_node import INSTRUCTION_TOPIC, STATUS_TOPIC, PlannerNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
+        mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        overrides = [
+            Parameter("llm", value=f"replay:{FIXTURE}"),
+            Parameter("objects", value=OBJECTS),
+            Parameter("seed", value=1),
+        ]
+        planner = PlannerNode(context=context, parameter_overrides=overrides)
+        probe = rclpy.create_node("planner_probe", context=context)
+        statuses: list[dict] = []
+        probe.create_subscription(
+            String, STATUS_TOPIC, lambda m: statuses.append(json.loads(m.data)), 10
+        )
+        publisher = probe.create_publisher(String, INSTRUCTION_TOPIC, 10)
+        executor = MultiThreadedExecutor(num_threads=3, context=context)
+        executor.add_node(planner)
+        executor.add_node(probe)
+        stop = threading.Event()
+        spinner = threading.Thread(
+            target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)],
+            daemon=True,
+        )
+        spinner.start()
+        wait_for(lambda: planner.count_subscribers(STATUS_TOPIC) >= 1, 10, "the probe")
+        wait_for(lambda: publisher.get_subscription_count() >= 1, 10, "the planner")
+
+        def send(text: str) -> None:
+            message = String()
+            message.data = text
+            publisher.publish(message)
+
+        try:
+            yield planner, send, statuses
+        finally:
+            stop.set()
+            spinner.join(timeout=5)
+            planner.wait_idle(timeout=30)
+            executor.shutdown()
+            planner.destroy_node()
+            probe.destroy_node()
+            rclpy.shutdown(context=context)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def final_status(statuses: list[dict], instruction: str, timeout: float = 120) -> dict:
+    return wait_for(
+        lambda: next(
+            (
+                s
+                for s in statuses
+                if s["instruction"] == instruction and s["state"] in ("done", "failed")
+            ),
+            None,
+        ),
+        timeout,
+        f"the outcome of '{instruction}'",
+    )
+
+
+def test_instruction_is_planned_run_and_reported(graph):
+    planner, send, statuses = graph
+    instruction = "put the red block in the blue bowl"
+    send(instruction)
+    done = final_status(statuses, instruction)
+    assert done["state"] == "done", done
+    assert "red block in blue bowl" in done["detail"]["relations"]
+    assert "put_first_on_second" in done["detail"]["code"]
+    states = [s["state"] for s in statuses if s["instruction"] == instruction]
+    assert states[0] == "received" and "running" in states
+    assert planner.session.world.is_in("red block", "blue bowl")
+
+
+def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
+    _planner, send, statuses = graph
+    send("   ")
+    rejected = wait_for(
+        lambda: next((s for s in statuses if s["state"] == "rejected"), None), 10, "rejected"
+    )
+    assert "empty" in rejected["detail"]
+    follow_up = "now put it back"
+    send(follow_up)
+    send("put the blue block in the green bowl")  # arrives while the follow-up runs
+    busy = wait_for(lambda: next((s for s in statuses if s["state"] == "busy"), None), 20, "busy")
+    assert busy["instruction"] == "put the blue block in the green bowl"
+    assert final_status(statuses, follow_up)["state"] == "done"
