@@ -23,11 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lang2policy", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="scripted pick-and-place in simulation, to an MP4")
+    demo = commands.add_parser(
+        "demo", help="language-driven demo in simulation (local LLM), recorded to an MP4"
+    )
     _add_robot(demo)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
     demo.add_argument("--camera", default="front", help="front, top or wrist")
+    demo.add_argument("--llm", default="local", help=_LLM_HELP)
+    demo.add_argument(
+        "--scripted", action="store_true", help="no LLM: call the motion primitives directly"
+    )
 
     runp = commands.add_parser("run", help="plan one instruction with an LLM and run it in sim")
     runp.add_argument("instruction", help='e.g. "put the red block in the blue bowl"')
@@ -81,10 +87,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from lang2policy.demo import run_demo
+        from lang2policy.demo import run_demo, run_language_demo
 
-        report = run_demo(args.robot, args.out, args.seed, args.camera)
-        return 0 if all(o["success"] for o in report["outcomes"]) else 1
+        if args.scripted:
+            report = run_demo(args.robot, args.out, args.seed, args.camera)
+            return 0 if all(o["success"] for o in report["outcomes"]) else 1
+        report = run_language_demo(args.robot, args.out, args.seed, args.llm, args.camera)
+        return 0 if all(o["outcome"] == "ok" for o in report["outcomes"]) else 1
     if args.command == "exec-policy":
         return _exec_policy(args)
     if args.command == "run":

@@ -1,4 +1,9 @@
-"""The scripted simulation demo: blocks into the bowls of matching colour, recorded to an MP4."""
+"""The simulation demos, recorded to an MP4.
+
+``run_language_demo``: a person's instructions, planned by an LLM (the local Gemma model by
+default) into Code-as-Policies programs that run in the sandbox, one session with history.
+``run_demo``: the scripted version (primitives called directly), blocks into matching bowls.
+"""
 
 from __future__ import annotations
 
@@ -54,3 +59,43 @@ def run_demo(
     )
     say(f"[demo] final relations: {session.world.relations()}")
     return {"video": str(path), "outcomes": outcomes, "relations": session.world.relations()}
+
+
+# Instructions the local model handles; the second refers back to the first (history).
+LANGUAGE_DEMO_OBJECTS = ["red block", "purple block", "blue bowl", "orange bowl"]
+LANGUAGE_DEMO_INSTRUCTIONS = [
+    "put the red block in the blue bowl",
+    "now put it back",
+    "put the purple block on the orange bowl",
+]
+
+
+def run_language_demo(
+    robot: str, out: Path, seed: int, llm: str = "local", camera: str = "front", say=print
+) -> dict:
+    """Plan and run each demo instruction in one session; returns outcomes and the video."""
+    from lang2policy.run_instruction import RunRequest, build_session
+    from lang2policy.sandbox.outcome import printable
+
+    request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed)
+    session, names, planning = build_session(request)
+    say(f"[demo] {robot}, seed {seed}, llm {llm}: {', '.join(names)}")
+    renderer = CameraRenderer(session.world.model, 480, 360)
+    recorder = VideoRecorder(renderer, camera, 20)
+    session.robot.observers.append(lambda: recorder.maybe_capture(session.world.data))
+    outcomes = []
+    for instruction in LANGUAGE_DEMO_INSTRUCTIONS:
+        say(f'[demo] > "{instruction}"')
+        result = planning.handle(instruction, on_status=lambda line: say(f"[demo]   {line}"))
+        if result.program is not None:
+            for line in printable(result.program.code).splitlines():
+                say(f"[demo]   | {line}")
+        outcome = result.outcome
+        say(f"[demo]   {outcome.kind}" + ("" if outcome.ok else f": {outcome.message}"))
+        outcomes.append({"instruction": instruction, "outcome": outcome.kind})
+    session.world.step_seconds(0.5)
+    path = recorder.save(out)
+    renderer.close()
+    relations = [f"{a} {r} {b}" for a, r, b in session.world.relations()]
+    say(f"[demo] wrote {path} ({len(recorder.frames)} frames); final relations: {relations}")
+    return {"video": str(path), "outcomes": outcomes, "relations": relations}

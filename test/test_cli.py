@@ -32,7 +32,7 @@ def test_bad_arguments_give_a_clear_error(capsys):
 
 def test_demo_writes_a_video(tmp_path, capsys):
     out = tmp_path / "demo.mp4"
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--scripted", "--out", str(out)]) == 0
     assert out.stat().st_size > 10_000
     assert "wrote" in capsys.readouterr().out
 
