@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_robot(sim)
     sim.add_argument("--seconds", type=float, default=10.0, help="simulated seconds to time")
     sim.add_argument("--json", action="store_true", help="print JSON only")
+    cap = bench.add_parser("cap", help="Code-as-Policies tabletop tasks: oracle and LLM tracks")
+    _add_robot(cap)
+    cap.add_argument("--llm", help=_LLM_HELP + "; omit for the oracle track only")
+    cap.add_argument("--episodes", type=int, default=10, help="episodes per task family")
+    cap.add_argument("--seed", type=int, default=0, help="first episode seed")
+    cap.add_argument("--families", help="comma-separated task families (default: all)")
+    cap.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
+    cap.add_argument("--json", action="store_true", help="print JSON only")
     intents = bench.add_parser("intents", help="sandbox intent round trip vs in-process calls")
     _add_robot(intents)
     intents.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
@@ -98,6 +106,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _exec_policy(args)
     if args.command == "run":
         return _run(args)
+    if args.bench == "cap":
+        from lang2policy.bench import cap
+
+        families = None
+        if args.families:
+            families = [f.strip() for f in args.families.split(",") if f.strip()]
+        report = cap.run(
+            args.robot,
+            args.llm,
+            args.episodes,
+            args.seed,
+            oracle=not args.no_oracle,
+            progress=not args.json,
+            families=families,
+        )
+        _print(report, args.json, cap.format_text)
+        return 0
     if args.bench == "intents":
         from lang2policy.bench import intents
 
