@@ -112,3 +112,12 @@ def test_run_rejects_bad_instructions_and_reports_llm_misses(capsys):
     assert main(["run", "do a backflip", "--llm", REPLAY, "--objects", "red block"]) == 1
     out = capsys.readouterr().out
     assert "rejected" in out and "LLM call failed" in out
+
+
+def test_bench_cap_oracle_track_json(capsys):
+    args = ["bench", "cap", "--episodes", "1", "--families", "pick_place,corner", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tracks"] == ["oracle"]
+    assert report["oracle"]["episodes"] == 2
+    assert [f["family"] for f in report["families"]] == ["pick_place", "corner"]
