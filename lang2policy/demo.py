@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.scene.render import CameraRenderer, VideoRecorder
 from lang2policy.tasks import Session
 
 # Two blocks with matching bowls, and a distractor block that must stay where it is.
@@ -35,9 +34,7 @@ def run_demo(
         if n.replace("block", "bowl") in names and n.endswith("block")
     ]
     say(f"[demo] {robot} on the tabletop, seed {seed}: {', '.join(names)}")
-    renderer = CameraRenderer(session.world.model, *size)
-    recorder = VideoRecorder(renderer, camera, fps)
-    session.robot.observers.append(lambda: recorder.maybe_capture(session.world.data))
+    recorder = session.record(camera, size, fps)
     started = time.perf_counter()
     outcomes = []
     for block, bowl in tasks:
@@ -52,7 +49,7 @@ def run_demo(
         say(f"[demo]   {'done' if ok else 'not in the bowl'} (sim time {session.world.time:.1f} s)")
     session.primitives.go_home()
     path = recorder.save(out)
-    renderer.close()
+    recorder.renderer.close()
     say(
         f"[demo] wrote {path} ({len(recorder.frames)} frames, {camera} camera) "
         f"in {time.perf_counter() - started:.0f} s"
@@ -74,15 +71,14 @@ def run_language_demo(
     robot: str, out: Path, seed: int, llm: str = "local", camera: str = "front", say=print
 ) -> dict:
     """Plan and run each demo instruction in one session; returns outcomes and the video."""
+    from lang2policy.exec_policy import scene_readout
     from lang2policy.run_instruction import RunRequest, build_session
     from lang2policy.sandbox.outcome import printable
 
     request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed)
     session, names, planning = build_session(request)
     say(f"[demo] {robot}, seed {seed}, llm {llm}: {', '.join(names)}")
-    renderer = CameraRenderer(session.world.model, 480, 360)
-    recorder = VideoRecorder(renderer, camera, 20)
-    session.robot.observers.append(lambda: recorder.maybe_capture(session.world.data))
+    recorder = session.record(camera)
     outcomes = []
     for instruction in LANGUAGE_DEMO_INSTRUCTIONS:
         say(f'[demo] > "{instruction}"')
@@ -95,7 +91,7 @@ def run_language_demo(
         outcomes.append({"instruction": instruction, "outcome": outcome.kind})
     session.world.step_seconds(0.5)
     path = recorder.save(out)
-    renderer.close()
-    relations = [f"{a} {r} {b}" for a, r, b in session.world.relations()]
+    recorder.renderer.close()
+    relations = scene_readout(session)["relations"]
     say(f"[demo] wrote {path} ({len(recorder.frames)} frames); final relations: {relations}")
     return {"video": str(path), "outcomes": outcomes, "relations": relations}

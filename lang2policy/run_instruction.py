@@ -67,7 +67,7 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
     instruction = check_instruction(request.instruction)
     session, objects, planning = build_session(request)
     say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}: {', '.join(objects)}")
-    recorder = _start_video(session, request) if request.video else None
+    recorder = session.record(request.camera) if request.video else None
     result = planning.handle(instruction, on_status=lambda line: say(f"[run] {line}"))
     session.world.step_seconds(0.5)  # let objects settle before reading the scene
     report = {
@@ -83,14 +83,6 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
         report["video"] = str(recorder.save(request.video))
         recorder.renderer.close()
     return report
-
-
-def _start_video(session: Session, request: RunRequest):
-    from lang2policy.scene.render import CameraRenderer, VideoRecorder
-
-    recorder = VideoRecorder(CameraRenderer(session.world.model, 480, 360), request.camera, 20)
-    session.robot.observers.append(lambda: recorder.maybe_capture(session.world.data))
-    return recorder
 
 
 def format_text(report: dict) -> str:
@@ -119,4 +111,3 @@ def format_text(report: dict) -> str:
 
 def main_exit_code(report: dict) -> int:
     return 0 if report["result"]["outcome"]["ok"] else 1
-

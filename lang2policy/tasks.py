@@ -29,6 +29,15 @@ class Session:
         self.kinematics = Kinematics(self.world.model, self.world.description, self.world.arm)
         self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world)
 
+    def record(self, camera: str, size: tuple[int, int] = (480, 360), fps: int = 20):
+        """Start recording ``camera`` in simulated time; returns the VideoRecorder (``save``
+        it, then ``renderer.close()``)."""
+        from lang2policy.scene.render import CameraRenderer, VideoRecorder
+
+        recorder = VideoRecorder(CameraRenderer(self.world.model, *size), camera, fps)
+        self.robot.observers.append(lambda: recorder.maybe_capture(self.world.data))
+        return recorder
+
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
         names = self.world.reset(seed, objects)
         self.robot.forget_last_command()

@@ -14,17 +14,15 @@ the history of the session is kept, so follow-up instructions work.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.exec_policy import scene_readout
+from lang2policy.ros.entry import spin_node
 from lang2policy.run_instruction import RunRequest, build_session, check_instruction
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"
@@ -86,7 +84,7 @@ class PlannerNode(Node):
                 "message": outcome.message,
                 "attempts": result.attempts,
                 "code": result.program.code if result.program else "",
-                "relations": [f"{a} {r} {b}" for a, r, b in self.session.world.relations()],
+                "relations": scene_readout(self.session)["relations"],
             }
             self.publish_status("done" if outcome.ok else "failed", instruction, detail)
         except Exception as exc:  # the node must survive any planning error
@@ -98,25 +96,14 @@ class PlannerNode(Node):
         if self._worker is not None:
             self._worker.join(timeout)
 
+    def destroy_node(self) -> None:
+        self.wait_idle(timeout=1.0)  # a running plan gets a moment to finish its status
+        super().destroy_node()
+
 
 def main(args=None) -> int:
     """Console entry ``planner_node``."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = PlannerNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except (Lang2PolicyError, ParameterException) as exc:
-        print(f"planner_node: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.wait_idle(timeout=1.0)
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(PlannerNode, "planner_node", args)
 
 
 if __name__ == "__main__":

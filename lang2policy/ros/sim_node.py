@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import threading
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
-from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -32,6 +28,7 @@ from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
@@ -253,21 +250,7 @@ class _CameraThread:
 
 def main(args=None) -> int:
     """Console entry ``sim_node``: run the simulation node until Ctrl-C or ROS shutdown."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = SimNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except (Lang2PolicyError, ParameterException) as exc:
-        print(f"sim_node: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(SimNode, "sim_node", args)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ then runs the program. Every skill the program calls becomes a ``call`` message 
 host answers on stdin with a ``result``. Nothing but JSON crosses the pipe, in either direction.
 
 Protocol (one JSON object per line):
-  host  -> child: {"type": "start", "code", "skills": [{"name", "params", "defaults", "returns"}],
+  host  -> child: {"type": "start", "code", "skills": [{"name", "params", "returns", "doc"}],
                    "limits": {"cpu_seconds", "memory_mb", "max_output_bytes"}}
   child -> host : {"type": "ready", "layers": {...}}
   child -> host : {"type": "call", "id", "skill", "args"}     host -> child: {"type": "result",

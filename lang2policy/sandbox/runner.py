@@ -28,7 +28,7 @@ from lang2policy.sandbox.policy import Decision, PolicyRequest, PrivilegePolicy
 from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout, ProtocolError
 from lang2policy.skills.backend import SkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.skills.spec import REQUIRED, Skill
+from lang2policy.skills.spec import Skill
 
 AskUser = Callable[[PolicyRequest, Decision], bool]
 IntentObserver = Callable[[IntentRecord], None]
@@ -216,7 +216,6 @@ class SandboxRunner:
         return {
             "name": skill.name,
             "params": [p.name for p in skill.params],
-            "defaults": {p.name: p.default for p in skill.params if p.default is not REQUIRED},
             "returns": skill.returns,
             "doc": skill.doc,
         }
@@ -288,12 +287,13 @@ class SandboxRunner:
             known = ", ".join(sorted(self.skills))
             raise InvalidIntentError(f"there is no skill named '{name[:64]}'; skills: {known}")
         bound = skill.bind(args)
+        targets, sweep = self.backend.path(name, bound)
         request = PolicyRequest(
             skill=name,
             category=skill.category,
             args=bound,
-            targets=_points(self.backend.targets(name, bound)),
-            sweep=_points(self.backend.sweep(name, bound)),
+            targets=_points(targets),
+            sweep=_points(sweep),
             objects=tuple(skill.object_args(bound)),
             scene_objects=tuple(self.backend.object_names()),
         )

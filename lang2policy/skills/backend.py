@@ -39,14 +39,11 @@ _DECIMALS = 4  # query results are rounded to 0.1 mm
 class SkillBackend(Protocol):
     def object_names(self) -> list[str]: ...
 
-    def targets(self, skill: str, bound: dict) -> list[Point]:
-        """Cartesian points (world frame) the tool will be moved to by this call, computed
-        deterministically BEFORE it runs (for the privilege policy). [] for queries/gripper/say.
-        """
-        ...
-
-    def sweep(self, skill: str, bound: dict) -> list[Point]:
-        """Further points the rest of the gripper passes through (for keep-out zones)."""
+    def path(self, skill: str, bound: dict) -> tuple[list[Point], list[Point]]:
+        """(targets, sweep) of this call, computed deterministically BEFORE it runs, for the
+        privilege policy: the points the tool centre point passes through, and further points
+        the rest of the gripper passes through (for keep-out zones). Empty for queries,
+        the gripper and say."""
         ...
 
     def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
@@ -152,18 +149,22 @@ class SimSkillBackend:
         """Command the arm to stay at its measured position (the gripper keeps its command)."""
         self.motion.hold_position()
 
+    def path(self, skill: str, bound: dict) -> tuple[list[Point], list[Point]]:
+        """(targets, sweep), planned once. Targets: the tool centre point's path, sampled about
+        every centimetre along the way the motion will go (not just its end points), so a
+        keep-out zone between two allowed points, or a joint-space move that bulges into one,
+        is seen by the policy. Sweep: where the rest of the gripper goes along the same path:
+        the ee site on the fixed jaw, exactly (forward kinematics) for joint-space moves, and
+        bounded by a ring at the site's distance around each tool point for compound motions,
+        whose wrist yaw is only decided while moving."""
+        tool, body = self._paths(skill, bound)
+        return [_point(p) for p in tool], [_point(p) for p in body]
+
     def targets(self, skill: str, bound: dict) -> list[Point]:
-        """The path of the tool centre point, sampled about every centimetre along the way
-        the motion will go (not just its end points): a keep-out zone between two allowed
-        points, or a joint-space move that bulges into one, is seen by the policy."""
-        return [_point(p) for p in self._paths(skill, bound)[0]]
+        return self.path(skill, bound)[0]
 
     def sweep(self, skill: str, bound: dict) -> list[Point]:
-        """Where the rest of the gripper goes along the same path: the ee site on the fixed
-        jaw, exactly (forward kinematics) for joint-space moves, and bounded by a ring at the
-        site's distance around each tool point for compound motions, whose wrist yaw is only
-        decided while moving."""
-        return [_point(p) for p in self._paths(skill, bound)[1]]
+        return self.path(skill, bound)[1]
 
     def _paths(self, skill: str, bound: dict) -> tuple[list[np.ndarray], list[np.ndarray]]:
         spec, bound = self._bind(skill, bound)
