@@ -75,3 +75,7 @@ class LLMResponseError(LLMError):
 
 class ReplayMissError(LLMError):
     """A replay-only client was asked a request that its cache file does not hold."""
+
+
+class RewardSpecError(ConfigError):
+    """A reward spec is malformed: unknown term, object or parameter, wrong type, NaN/inf."""

@@ -1,0 +1,1 @@
+"""Sampling-based model-predictive control on ``mujoco.rollout`` (predictive sampling, CEM)."""

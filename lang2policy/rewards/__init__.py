@@ -1,0 +1,1 @@
+"""Reward terms, the versioned reward spec and its validation (Language to Rewards)."""
