@@ -21,6 +21,7 @@ CONSOLE_SCRIPTS = {
     "lang2policy": "lang2policy.cli:main",
     "sim_node": "lang2policy.ros.sim_node:main",
     "planner_node": "lang2policy.ros.planner_node:main",
+    "controller_node": "lang2policy.ros.controller_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to

@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,8 @@ class CachingClient:
         stop: Sequence[str] | str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        grammar: str | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> LLMReply:
         """Like ``LLMClient.complete``; ``reply.cached`` tells whether the file answered."""
         request = build_request(
@@ -141,6 +143,8 @@ class CachingClient:
             stop=stop,
             max_tokens=max_tokens,
             temperature=temperature,
+            grammar=grammar,
+            response_format=response_format,
         )
         reply = self._lookup(request) if self.mode != "record" else None
         if reply is None:

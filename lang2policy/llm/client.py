@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
@@ -52,10 +52,16 @@ class LLMClient:
         stop: Sequence[str] | str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        grammar: str | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> LLMReply:
         """Send one prompt (completion mode) or message list (chat mode) and return the answer.
 
         ``stop``, ``max_tokens`` and ``temperature`` override the config for this call.
+        ``grammar`` (a GBNF grammar, sent as llama.cpp's ``grammar`` field) and
+        ``response_format`` (e.g. ``{"type": "json_object", "schema": {...}}``) constrain
+        the answer; servers that do not know them may reject the request or ignore them
+        (llama.cpp honours ``grammar`` in both modes, ``response_format`` in chat mode only).
         Raises an ``LLMError`` subclass on failure, ``LLMResponseError`` for an empty or
         truncated answer.
         """
@@ -65,6 +71,8 @@ class LLMClient:
             stop=stop,
             max_tokens=max_tokens,
             temperature=temperature,
+            grammar=grammar,
+            response_format=response_format,
         )
         reply = self.send(request)
         log_reply(reply, request)
@@ -125,6 +133,16 @@ class LLMClient:
         }
         if request.stop:
             kwargs["stop"] = list(request.stop)
+        extra: dict[str, Any] = {}
+        if request.grammar is not None:
+            extra["grammar"] = request.grammar
+        if request.response_format is not None:
+            if request.mode == "chat":
+                kwargs["response_format"] = dict(request.response_format)
+            else:  # not a completions parameter: sent in the body (llama.cpp ignores it there)
+                extra["response_format"] = dict(request.response_format)
+        if extra:
+            kwargs["extra_body"] = extra
         if request.mode == "chat":
             return self._openai.chat.completions.create(
                 messages=[dict(m) for m in request.messages or ()], **kwargs

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +31,10 @@ class LLMRequest:
     stop: tuple[str, ...]
     max_tokens: int
     temperature: float
+    # Constrained decoding (optional; part of the key only when set, so older records match):
+    # a GBNF grammar (llama.cpp servers) or an OpenAI ``response_format`` (e.g. a JSON schema).
+    grammar: str | None = None
+    response_format: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (also what the cache stores; it holds no secrets)."""
@@ -40,6 +44,10 @@ class LLMRequest:
         else:
             body["prompt"] = self.prompt
         body.update(stop=list(self.stop), max_tokens=self.max_tokens, temperature=self.temperature)
+        if self.grammar is not None:
+            body["grammar"] = self.grammar
+        if self.response_format is not None:
+            body["response_format"] = dict(self.response_format)
         return body
 
     @classmethod
@@ -53,6 +61,8 @@ class LLMRequest:
             stop=tuple(data.get("stop") or ()),
             max_tokens=int(data["max_tokens"]),
             temperature=float(data["temperature"]),
+            grammar=data.get("grammar"),
+            response_format=data.get("response_format"),
         )
 
     def key(self) -> str:
@@ -110,6 +120,8 @@ class LLM(Protocol):
         stop: Sequence[str] | str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        grammar: str | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> LLMReply: ...
 
 
@@ -120,10 +132,14 @@ def build_request(
     stop: Sequence[str] | str | None = None,
     max_tokens: int | None = None,
     temperature: float | None = None,
+    grammar: str | None = None,
+    response_format: Mapping[str, Any] | None = None,
 ) -> LLMRequest:
     """Resolve one call against ``config``: per-call values win over the config's defaults.
 
     In chat mode a plain string becomes one user message; completion mode needs a string.
+    ``grammar`` (GBNF) and ``response_format`` constrain the answer on servers that support
+    them (llama.cpp: both; OpenAI: ``response_format`` in chat mode).
     """
     if isinstance(stop, str):
         stop = [stop]
@@ -136,6 +152,8 @@ def build_request(
         stop=tuple(config.stop if stop is None else stop),
         max_tokens=int(config.max_tokens if max_tokens is None else max_tokens),
         temperature=float(config.temperature if temperature is None else temperature),
+        grammar=grammar,
+        response_format=response_format,
     )
 
 

@@ -37,7 +37,10 @@ class LockstepMPC:
     """MPC driving a simulated world; ``set_spec`` may be called between any two steps."""
 
     def __init__(self, world, spec: RewardSpec, config: MPCConfig | None = None,
-                 replan_period: float = 0.1, control_period: float = 0.02) -> None:
+                 replan_period: float = 0.1, control_period: float = 0.02,
+                 judge: RewardSpec | None = None) -> None:
+        """``judge``: a spec whose success conditions decide the episode instead of
+        ``spec``'s (benchmarks judge LLM specs by the task's own rule)."""
         self.world = world
         self.config = config or MPCConfig()
         self.pm = PlanningModel(world.description, world.present, self.config.timestep)
@@ -46,6 +49,7 @@ class LockstepMPC:
         self.control_period = control_period
         self.iterations = 0
         self._plan_seconds = 0.0
+        self.judge = judge
         self.set_spec(spec)
         self.pm.load_world(world)
         self.planner.reset(start=world.time)
@@ -53,7 +57,7 @@ class LockstepMPC:
     def set_spec(self, spec: RewardSpec) -> None:
         """Swap the objective; the warm-started plan carries over (no stall, no reset)."""
         self.spec = spec
-        self.tracker = SuccessTracker(spec)
+        self.tracker = SuccessTracker(self.judge or spec)
 
     def close(self) -> None:
         self.planner.close()
@@ -78,13 +82,13 @@ class LockstepMPC:
         return self.pm.features_now()
 
     def final_measures(self) -> dict[str, float]:
-        return {k: float(np.ravel(v)[0]) for k, v in measures(self.spec,
-                                                               self.measure_now()).items()}
+        judged = self.judge or self.spec
+        return {k: float(np.ravel(v)[0]) for k, v in measures(judged, self.measure_now()).items()}
 
     def run(self, on_step: Callable[[LockstepMPC], None] | None = None) -> EpisodeOutcome:
         start = self.world.time
         status = "running"
-        while status == "running" and self.world.time - start < self.spec.duration:
+        while status == "running" and self.world.time - start < self.spec.duration - 1e-9:
             status = self.step()
             if on_step is not None:
                 on_step(self)

@@ -37,7 +37,8 @@ def rotate(quat: np.ndarray, vector: np.ndarray) -> np.ndarray:
 class Features:
     """Arrays over ``[K, T]`` (plus a trailing axis for vectors) for one batch of rollouts.
 
-    ``tool`` is the point between the jaws (the tool centre), ``tool_vel`` its velocity;
+    ``tool`` is the point between the jaws (the tool centre), ``tool_vel`` its velocity,
+    ``tool_axis`` the approach direction and ``closing_axis`` the direction the jaws close along;
     ``objects[name]`` holds ``pos`` (3), ``quat`` (4) and ``vel`` (3); ``gripper`` is the
     normalised opening (0 closed, 1 open); ``clearance_points`` are arm points ``[K, T, P, 3]``
     that must stay above the table; ``ctrl`` the controls applied (``[K, T, nu]``, normalised
@@ -47,6 +48,7 @@ class Features:
     tool: np.ndarray
     tool_vel: np.ndarray
     tool_axis: np.ndarray
+    closing_axis: np.ndarray
     objects: dict[str, dict[str, np.ndarray]]
     gripper: np.ndarray
     arm_q: np.ndarray

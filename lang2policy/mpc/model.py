@@ -140,6 +140,7 @@ class PlanningModel:
             tool=tool,
             tool_vel=sensordata[..., s["tool_vel"]],
             tool_axis=rotate(tool_quat, approach),
+            closing_axis=rotate(tool_quat, self.center_offset / np.linalg.norm(self.center_offset)),
             objects=objects,
             gripper=np.clip((gripper_q - self.arm.gripper_closed) / span, 0.0, 1.0),
             arm_q=qpos_arm[..., :dof],

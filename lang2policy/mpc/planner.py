@@ -20,10 +20,12 @@ from lang2policy.errors import ConfigError
 from lang2policy.mpc import spline
 from lang2policy.mpc.cost import total_cost
 from lang2policy.mpc.model import PlanningModel
+from lang2policy.mpc.proposals import Proposals
 from lang2policy.rewards.spec import RewardSpec
 
 PLANNERS = ("sampling", "cem")
 EXPLORATIONS = ("tool", "joint")
+_NOISE_SCALES = (1.0, 1.0 / 3.0, 0.1)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class MPCConfig:
     noise: float = 0.03  # std of knot noise, as a fraction of each actuator's range
     exploration: str = "tool"  # "tool": most noise moves the tool in space; "joint": raw
     tool_noise: float = 0.02  # std (m) of the tool displacement per knot ("tool" exploration)
+    keep_tilt: bool = False  # "tool" exploration: hold the approach axis while moving
+    proposals: bool = True  # add IK-guided candidates toward the spec's tool targets
     gripper_noise: float = 0.3  # std of gripper knot noise, as a fraction of its range
     interpolation: str = "linear"
     elites: int = 8  # CEM only
@@ -104,6 +108,10 @@ class SamplingPlanner:
         self._sensors = np.empty((c.samples, c.steps, model.nsensordata))
         self._qpos_index = 1 + model.arm_qpos_adr  # FULLPHYSICS = [time, qpos, qvel, ...]
         self.nominal: Plan | None = None
+        self.proposals = Proposals(model) if c.proposals else None
+        # Samples cycle through noise scales (1, 1/3, 1/10): coarse ones find the way, fine
+        # ones converge on it, so the arm neither stalls far off nor jitters near the goal.
+        self._scales = np.resize(np.array(_NOISE_SCALES), c.samples)
         self.base_std = np.full(model.model.nu, c.noise)
         self.base_std[model.arm.gripper_actuator_ids] = c.gripper_noise
         self.base_std *= self.width
@@ -128,6 +136,10 @@ class SamplingPlanner:
         mean = spline.shift(self.nominal.knots, c.horizon, now - self.nominal.start,
                             c.interpolation)
         candidates = self._sample(mean)
+        if self.proposals is not None:
+            guided = self.proposals.knots(spec, mean, c.horizon)
+            if guided:
+                candidates[-len(guided):] = guided
         costs, per_term = self._evaluate(candidates, spec)
         if c.planner == "cem":
             order = np.argsort(costs)[: c.elites]
@@ -151,20 +163,24 @@ class SamplingPlanner:
         noise = self.rng.standard_normal((c.samples, c.knots, mean.shape[-1])) * std
         if c.exploration == "tool":
             noise[..., self.pm.arm.actuator_ids] += self._tool_noise()
+        noise *= self._scales[:, None, None]
         noise[0] = 0.0  # the warm-started nominal plan is always a candidate
         return np.clip(mean + noise, self.pm.ctrl_low, self.pm.ctrl_high)
 
     def _tool_noise(self) -> np.ndarray:
-        """Joint offsets ``[K, P, dof]`` that move the tool by Gaussian displacements: the
-        displacement mapped through the damped pseudo-inverse of the tool Jacobian at the
-        current state. Exploring in space, not in joints, finds reaches far more often."""
+        """Joint offsets ``[K, P, dof]`` that move the tool by Gaussian displacements while
+        keeping its approach axis where it is: displacements (3) plus zero tilt (2 rows of the
+        rotational Jacobian) through a damped least-squares inverse, at the current state.
+        Exploring in space rather than in joints finds reaches and grasps far more often."""
         c = self.config
-        jac = np.zeros((3, self.pm.model.nv))
-        mujoco.mj_jacSite(self.pm.model, self.pm.data, jac, None, self.pm.arm.ee_site_id)
-        j = jac[:, self.pm.arm.dof_adr]
-        pinv = j.T @ np.linalg.inv(j @ j.T + 1e-4 * np.eye(3))
-        displacement = self.rng.standard_normal((c.samples, c.knots, 3)) * c.tool_noise
-        return displacement @ pinv.T
+        pos, rot = np.zeros((3, self.pm.model.nv)), np.zeros((3, self.pm.model.nv))
+        mujoco.mj_jacSite(self.pm.model, self.pm.data, pos, rot, self.pm.arm.ee_site_id)
+        dofs = self.pm.arm.dof_adr
+        j = np.vstack([pos[:, dofs], rot[:2, dofs]]) if c.keep_tilt else pos[:, dofs]
+        pinv = j.T @ np.linalg.inv(j @ j.T + 1e-4 * np.eye(len(j)))
+        target = np.zeros((c.samples, c.knots, len(j)))
+        target[..., :3] = self.rng.standard_normal((c.samples, c.knots, 3)) * c.tool_noise
+        return target @ pinv.T
 
     def rollout(self, knots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Roll out candidate knots ``[K, P, nu]`` from the current state; returns controls

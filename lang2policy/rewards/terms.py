@@ -154,6 +154,15 @@ def grasp(f: Features, p: Mapping[str, Any]) -> np.ndarray:
     return np.where(near, f.gripper, np.abs(p["open"] - f.gripper))
 
 
+def grasp_align(f: Features, p: Mapping[str, Any]) -> np.ndarray:
+    """Angle (rad) between the jaws' closing direction and the nearest horizontal face normal
+    of the object (modulo 90°, a cube's symmetry): 0 when the jaws can close across a face."""
+    closing = np.arctan2(f.closing_axis[..., 1], f.closing_axis[..., 0])
+    error = closing - quat_to_yaw(f.objects[p["object"]]["quat"])
+    period = np.pi / 2
+    return np.abs((error + period / 2) % period - period / 2)
+
+
 def push(f: Features, p: Mapping[str, Any]) -> np.ndarray:
     """Distance (m) from the tool to the pushing spot: ``standoff`` behind the object, on the
     far side from ``point``, at the object's height, so a push moves it toward ``point``."""
@@ -246,6 +255,8 @@ TERMS: dict[str, Term] = {t.name: t for t in (
                            "how close the tool must be before closing"),
           _number("open", 0.5, 0.1, 1.0, "", "opening while approaching")),
          Weight(0.3), grasp),
+    Term("grasp_align", "angle between the jaws' closing direction and the object's faces",
+         "rad", (_OBJECT,), Weight(0.1), grasp_align),
     Term("push", "tool centre to the spot behind an object that pushes it to a point", "m",
          (_OBJECT, _point("where the object should be pushed", (0.2, 0.0, 0.0125)),
           _number("standoff", 0.03, 0.01, 0.1, "m", "distance behind the object's centre")),

@@ -3,6 +3,11 @@
 Times are float seconds of the sim clock on the core side and builtin_interfaces/Time on the
 ROS side. Incoming commands are validated here: a bad message raises InvalidCommandError saying
 what was wrong and what is allowed, and nothing is half-applied.
+
+Objects travel on ``/lang2policy/objects`` as a visualization_msgs/MarkerArray (viewable in
+RViz): each message is the complete current set, a DELETEALL marker first, then one ADD marker
+per object with the object's scene name in ``text``, its pose in ``pose`` (world frame, metres),
+its shape in ``type``/``scale`` and its colour. Markers carry no velocity (readers assume zero).
 """
 
 from __future__ import annotations
@@ -10,16 +15,32 @@ from __future__ import annotations
 import array
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from trajectory_msgs.msg import JointTrajectory
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from visualization_msgs.msg import Marker, MarkerArray
 
 from lang2policy.errors import InvalidCommandError
+from lang2policy.mpc.model import ObjectState
 
 _NS = 1_000_000_000
+OBJECTS_NS = "lang2policy/objects"
+_SHAPES = {"block": Marker.CUBE, "bowl": Marker.CYLINDER}
+
+
+class ObjectPose(NamedTuple):
+    """What ``object_markers`` needs to know of one object."""
+
+    name: str
+    position: Sequence[float]
+    quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0)  # w, x, y, z (MuJoCo order)
+    kind: str = ""  # "block" | "bowl" | anything else (drawn as a sphere)
+    size: float = 0.0125  # half-size of a block, radius of a bowl (m)
+    rgba: Sequence[float] = (0.6, 0.6, 0.6, 1.0)
 
 
 def time_msg(seconds: float) -> Time:
@@ -148,3 +169,73 @@ def camera_info(
     msg.r = np.eye(3).flatten().tolist()
     msg.p = np.hstack([k, np.zeros((3, 1))]).flatten().tolist()
     return msg
+
+
+def trajectory(
+    names: Sequence[str], points: Sequence[tuple[float, Sequence[float]]]
+) -> JointTrajectory:
+    """trajectory_msgs/JointTrajectory from joint names and (time_from_start s, positions).
+
+    The header stamp stays zero: the receiver starts the trajectory when it arrives.
+    """
+    msg = JointTrajectory(joint_names=list(names))
+    for t, positions in points:
+        ns = round(t * _NS)
+        values = [float(v) for v in positions]
+        if len(values) != len(msg.joint_names) or not all(map(math.isfinite, values)):
+            raise ValueError(
+                f"a trajectory point needs {len(msg.joint_names)} finite positions, got {values}"
+            )
+        msg.points.append(
+            JointTrajectoryPoint(
+                positions=values, time_from_start=Duration(sec=ns // _NS, nanosec=ns % _NS)
+            )
+        )
+    return msg
+
+
+def object_markers(
+    objects: Sequence[ObjectPose], stamp: float, frame_id: str = "world"
+) -> MarkerArray:
+    """The complete object set as a MarkerArray: DELETEALL, then one ADD marker per object."""
+    clear = Marker(ns=OBJECTS_NS, action=Marker.DELETEALL)
+    clear.header.stamp, clear.header.frame_id = time_msg(stamp), frame_id
+    markers = [clear]
+    for index, obj in enumerate(objects):
+        marker = Marker(ns=OBJECTS_NS, id=index, action=Marker.ADD, text=obj.name)
+        marker.header = clear.header
+        marker.type = _SHAPES.get(obj.kind, Marker.SPHERE)
+        p, q = marker.pose.position, marker.pose.orientation
+        p.x, p.y, p.z = (float(v) for v in obj.position)
+        q.w, q.x, q.y, q.z = (float(v) for v in obj.quat)
+        diameter = 2.0 * obj.size
+        height = obj.size if obj.kind == "bowl" else diameter
+        marker.scale.x, marker.scale.y, marker.scale.z = diameter, diameter, height
+        c = marker.color
+        c.r, c.g, c.b, c.a = (float(v) for v in obj.rgba)
+        markers.append(marker)
+    return MarkerArray(markers=markers)
+
+
+def objects_from_markers(msg: MarkerArray) -> dict[str, ObjectState]:
+    """Object poses by name from ``/lang2policy/objects`` (see the module docstring).
+
+    ADD/MODIFY markers are objects (name in ``text``, else ``ns``/``id``); DELETE and DELETEALL
+    markers are skipped. An all-zero quaternion means identity (RViz does the same). Raises
+    ValueError for a duplicate name or a non-finite pose; nothing is half-read.
+    """
+    objects: dict[str, ObjectState] = {}
+    for marker in msg.markers:
+        if marker.action != Marker.ADD:
+            continue
+        name = marker.text.strip() or f"{marker.ns}/{marker.id}"
+        if name in objects:
+            raise ValueError(f"object '{name}' appears twice in one MarkerArray")
+        p, q = marker.pose.position, marker.pose.orientation
+        position, quat = (p.x, p.y, p.z), (q.w, q.x, q.y, q.z)
+        if not all(map(math.isfinite, position + quat)):
+            raise ValueError(f"object '{name}' has a non-finite pose {position} {quat}")
+        if not any(quat):
+            quat = (1.0, 0.0, 0.0, 0.0)
+        objects[name] = ObjectState(position, quat)
+    return objects

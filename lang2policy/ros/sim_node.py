@@ -1,6 +1,8 @@
 """The MuJoCo simulation as a ROS 2 robot: the same topics a hardware driver offers.
 
-Publishes ``/clock``, ``/joint_states`` (arm joints + normalised ``gripper``) and, per camera,
+Publishes ``/clock``, ``/joint_states`` (arm joints + normalised ``gripper``), the objects on the
+table as ground truth on ``/lang2policy/objects`` (visualization_msgs/MarkerArray, the format of
+``convert.object_markers``; every control tick) and, per camera,
 ``/camera/<name>/image_raw`` + ``/camera/<name>/camera_info``; follows
 ``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger). A steady-clock
 timer advances physics by one control period of sim time per tick (the timer period is that
@@ -23,16 +25,19 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
+from lang2policy.scene.objects import COLORS
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+OBJECTS_TOPIC = "/lang2policy/objects"
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -75,6 +80,7 @@ class SimNode(Node):
 
         self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self._objects_pub = self.create_publisher(MarkerArray, OBJECTS_TOPIC, 10)
         self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._camera = None
@@ -139,9 +145,23 @@ class SimNode(Node):
         stamp = self.now()
         self._clock_pub.publish(convert.clock(stamp))
         self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
+        self._objects_pub.publish(convert.object_markers(self.object_poses(), stamp))
         if self._camera is not None and stamp + 1e-9 >= self._next_frame:
             self._next_frame = max(self._next_frame + 1.0 / self.camera_rate, stamp)
             self._camera.submit(copy.copy(self.world.data), stamp)
+
+    def object_poses(self) -> list[convert.ObjectPose]:
+        """Ground-truth poses of the objects on the table (what perception would report)."""
+        poses = []
+        for name in self.world.present:
+            pose, spec = self.world.object_pose(name), self.world.handle(name).spec
+            poses.append(
+                convert.ObjectPose(
+                    name, pose.position, pose.quat, spec.kind, self.world.object_size(name),
+                    (*COLORS[spec.color], 1.0),
+                )
+            )
+        return poses
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:

@@ -1,0 +1,131 @@
+"""Stage 1, the motion descriptor: an instruction (and the conversation so far) to a filled
+template, retried while the answer is unusable.
+
+The descriptor keeps the conversation (instruction, description) of the session, as in the
+paper: that is where corrections accumulate ("higher" is answered by repeating the previous
+description with one number changed). An answer that still holds ``CHOICE``/``NUM`` slots,
+lacks a required line or names an object not in the scene is asked again (at a slightly higher
+temperature, so the retry can differ) up to ``attempts`` times, then ``DescriptionError``.
+With ``constrained=True`` (a llama.cpp server) the answer is decoded under a grammar built from
+the template, so it is always a filled description.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lang2policy.errors import LLMResponseError
+from lang2policy.l2r.template import (
+    START,
+    Description,
+    DescriptionError,
+    description_grammar,
+    parse_description,
+)
+from lang2policy.llm.exchange import LLM, Message
+
+log = logging.getLogger("lang2policy.l2r")
+
+MAX_TOKENS = 400
+HISTORY_TURNS = 6  # earlier (instruction, description) pairs shown to the LLM
+RETRY_TEMPERATURE = 0.3  # added per retry
+CHAT_SUFFIX = " Make sure to ignore irrelevant options."
+
+
+@dataclass(frozen=True)
+class DescribeResult:
+    description: Description
+    attempts: int
+    llm_seconds: float
+    errors: tuple[str, ...]  # why earlier attempts were asked again
+
+
+def objects_line(objects: Sequence[str], positions: Mapping[str, Sequence[float]]) -> str:
+    """``objects: red block at (0.20, 0.05), blue bowl`` (positions where known)."""
+    parts = []
+    for name in objects:
+        where = positions.get(name)
+        parts.append(f"{name} at ({where[0]:.2f}, {where[1]:.2f})" if where is not None else name)
+    return "objects: " + ", ".join(parts)
+
+
+def sentence(instruction: str) -> str:
+    """One line ending in a full stop (or its own question or exclamation mark)."""
+    text = " ".join(instruction.split()).rstrip(".")
+    return text if text.endswith(("?", "!")) else text + "."
+
+
+class MotionDescriptor:
+    """Fills the template for each instruction; ``history`` holds the accepted turns."""
+
+    def __init__(self, llm: LLM, prompt: str, *, constrained: bool, attempts: int = 3) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        self.llm, self.prompt = llm, prompt
+        self.constrained, self.attempts = constrained, attempts
+        self.history: list[tuple[str, str]] = []
+
+    def reset(self) -> None:
+        self.history.clear()
+
+    def remember(self, instruction: str, description: Description) -> None:
+        self.history.append((sentence(instruction), description.block()))
+
+    def describe(self, instruction: str, objects: Sequence[str],
+                 positions: Mapping[str, Sequence[float]]) -> DescribeResult:
+        """Ask until the answer parses (at most ``attempts`` times)."""
+        request = self._request(instruction, objects, positions)
+        grammar = description_grammar(objects) if self.constrained else None
+        errors: list[str] = []
+        seconds = 0.0
+        for attempt in range(self.attempts):
+            temperature = None if attempt == 0 else min(1.0, RETRY_TEMPERATURE * attempt)
+            try:
+                reply = self.llm.complete(request, stop=self._stop(), max_tokens=MAX_TOKENS,
+                                          temperature=temperature, grammar=grammar)
+            except LLMResponseError as exc:  # cut off or empty: ask again
+                errors.append(str(exc))
+                continue
+            text, seconds = reply.text, seconds + reply.latency_s
+            try:
+                description = parse_description(self._full(text), objects)
+            except DescriptionError as exc:
+                log.info("description attempt %d unusable: %s", attempt + 1, exc)
+                errors.append(str(exc))
+                continue
+            return DescribeResult(description, attempt + 1, seconds, tuple(errors))
+        raise DescriptionError(
+            f"no usable motion description after {self.attempts} attempts: "
+            + "; ".join(errors[-3:])
+        )
+
+    # ------------------------------------------------------------------ prompts
+    def _completion_mode(self) -> bool:
+        return self.llm.config.mode == "completion"
+
+    def _stop(self) -> list[str] | None:
+        return None if self.constrained else ["\nUser:", "\n\n"]
+
+    def _full(self, text: str) -> str:
+        """Completion answers continue after the prompt's ``[start of description]``."""
+        return f"{START}\n{text}" if self._completion_mode() and START not in text else text
+
+    def _request(self, instruction: str, objects: Sequence[str],
+                 positions: Mapping[str, Sequence[float]]) -> str | list[Message]:
+        scene = objects_line(objects, positions)
+        instruction = sentence(instruction)
+        turns = self.history[-HISTORY_TURNS:]
+        if self._completion_mode():
+            lines = [self.prompt.rstrip("\n"), "", scene]
+            for past, block in turns:
+                lines += [f"User: {past}", block]
+            lines += [f"User: {instruction}", START]
+            return "\n".join(lines) + "\n"
+        messages: list[Message] = [{"role": "system", "content": self.prompt}]
+        for past, block in turns:
+            messages += [{"role": "user", "content": past},
+                         {"role": "assistant", "content": block}]
+        messages.append({"role": "user", "content": f"{scene}\n{instruction}{CHAT_SUFFIX}"})
+        return messages

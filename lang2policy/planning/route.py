@@ -1,0 +1,69 @@
+"""Which planner takes an instruction: Code as Policies ("code") or Language to Rewards ("reward").
+
+``choose_planner(instruction, setting)`` returns ``setting`` when it is "code" or "reward"; for
+"auto" it applies a fixed, deterministic rule on the words of the instruction:
+
+1. a question ("where is the red block?", "how many blocks ...") -> code;
+2. several objects or steps ("all the blocks", "each", "then", "stack", "sort") -> code:
+   sequences of discrete picks and places are what policy code is good at;
+3. a continuous or quantitative motion goal -> reward: heights and distances ("lift ... 10 cm",
+   "higher", "lower"), speeds ("slowly", "faster"), staying above or away ("hover", "keep ...
+   above", "avoid", "stay away"), pushing, turning and uprighting, and relative corrections
+   ("a bit more", "less");
+4. anything else (a single pick and place, "put the red block in the blue bowl") -> code.
+
+``check_instruction`` is the shared check of an incoming instruction (both planners use it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lang2policy.errors import ConfigError, Lang2PolicyError
+
+SETTINGS = ("code", "reward", "auto")
+MAX_INSTRUCTION = 500
+
+_QUESTION = re.compile(
+    r"\?\s*$|^(what|where|which|who|how|is|are|does|do|can|could|tell me)\b", re.IGNORECASE
+)
+_SEQUENCE = re.compile(
+    r"\b(all|each|every|both|then|after that|stack|sort|arrange|line up|in a line|one by one|"
+    r"matching)\b|\bblocks\b|\bbowls\b",
+    re.IGNORECASE,
+)
+_CONTINUOUS = re.compile(
+    r"\d+(\.\d+)?\s*(cm|mm|m|centimet\w*|millimet\w*|met\w*|deg\w*|°|m/s|s|sec\w*)\b"
+    r"|\b(lift|raise|hold\w*|higher|lower|hover\w*|above|keep|stay\w*|avoid\w*|"
+    r"away from|slow\w*|fast\w*|quick\w*|speed|gentl\w*|push\w*|nudge|slide|turn\w*|rotat\w*|"
+    r"spin|upright|stand|yaw|heading|more|less|bit|further|farther|closer)\b",
+    re.IGNORECASE,
+)
+
+
+def choose_planner(instruction: str, setting: str = "auto") -> str:
+    """"code" or "reward" for ``instruction`` under ``setting`` ("code", "reward" or "auto")."""
+    if setting not in SETTINGS:
+        raise ConfigError(f"planner setting {setting!r} is not one of {list(SETTINGS)}")
+    if setting != "auto":
+        return setting
+    text = " ".join(str(instruction or "").split())
+    if _QUESTION.search(text) or _SEQUENCE.search(text):
+        return "code"
+    return "reward" if _CONTINUOUS.search(text) else "code"
+
+
+def check_instruction(text: str) -> str:
+    """The instruction, stripped; a clear error when it is empty, too long or not text."""
+    if text is not None and not isinstance(text, str):
+        raise Lang2PolicyError(f"the instruction must be text, got {type(text).__name__}")
+    text = (text or "").strip()
+    if not text:
+        raise Lang2PolicyError("the instruction is empty; say what the robot should do")
+    if len(text) > MAX_INSTRUCTION:
+        raise Lang2PolicyError(
+            f"the instruction has {len(text)} characters; at most {MAX_INSTRUCTION} are allowed"
+        )
+    if any(ord(c) < 32 and c not in "\t" for c in text):
+        raise Lang2PolicyError("the instruction contains control characters; use plain text")
+    return text

@@ -1,0 +1,255 @@
+"""The real-time MPC controller as a ROS 2 node: reward specs in, streamed joint targets out.
+
+Subscribes
+  * ``/joint_states`` (sensor_msgs/JointState): joints mapped by name (never by order). The
+    header stamp is the *measured time* every plan is built on (sim time from the sim node,
+    wall time from a hardware driver); a zero stamp falls back to this node's ROS clock (sim
+    time if ``use_sim_time`` is set). See ``lang2policy.mpc.realtime`` for the time base.
+  * ``/lang2policy/objects`` (visualization_msgs/MarkerArray, ``convert.objects_from_markers``):
+    the object poses. When the set of names changes, the planning model is rebuilt.
+  * ``/lang2policy/reward_spec`` (std_msgs/String): a reward spec as JSON, validated against
+    the objects last seen (``validate_spec``). A good spec starts or swaps the task at the next
+    planning iteration (warm start kept); a bad one is reported and changes nothing; JSON
+    ``null`` cancels the task and holds.
+
+Publishes
+  * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory, the safety layer's input)
+    at ``control_rate`` while a task runs: points every control period over ``lookahead`` s of
+    the current plan (arm joints in rad, ``gripper`` 0..1), header stamp zero (start on
+    arrival). When a task ends one last trajectory holds the final target; while idle nothing is
+    sent, so other controllers may own the arm (a position-controlled arm holds its last
+    command). Nothing is sent while the joint states are stale (``stale_after``).
+  * ``/lang2policy/status`` (std_msgs/String, JSON) at ``status_rate``:
+    ``{"node": "controller", "state": idle|running|success|failed|timeout, "task", "detail",
+    "success", "stats": {rate_hz, plan_ms_mean, plan_ms_p95, latency_ms_mean, ...}}``, and one
+    message per spec received with state ``accepted`` (detail: clamped-value notes),
+    ``rejected`` (detail: the error) or ``cancelled``.
+
+Until the safety node sits in between, run the sim node with its trajectory input remapped:
+``sim_node --ros-args -r /arm_controller/joint_trajectory:=/lang2policy/joint_command``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
+
+from lang2policy.errors import ConfigError, Lang2PolicyError, RewardSpecError
+from lang2policy.mpc.model import ObjectState
+from lang2policy.mpc.planner import MPCConfig
+from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
+from lang2policy.rewards.spec import validate_spec
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+
+JOINT_STATES_TOPIC = "/joint_states"
+OBJECTS_TOPIC = "/lang2policy/objects"
+SPEC_TOPIC = "/lang2policy/reward_spec"
+COMMAND_TOPIC = "/lang2policy/joint_command"
+STATUS_TOPIC = "/lang2policy/status"
+
+
+class ControllerNode(Node):
+    """``lang2policy_controller``: ``RealtimeMPC`` behind the topic contract above."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_controller", **kwargs)
+        robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
+        layout = self._param("layout", "cap_tabletop", "object pool the planning model knows")
+        config = MPCConfig(
+            planner=self._param("planner", "sampling", "sampling | cem"),
+            samples=int(self._number("samples", 64, "rollouts per planning iteration")),
+            horizon=self._number("horizon", 0.5, "planning horizon (s)"),
+            threads=int(self._number("threads", 2, "rollout threads")),
+        )
+        self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
+        status_rate = self._number("status_rate", 2.0, "Hz of status messages")
+        self.lookahead = self._number("lookahead", 0.1, "seconds of plan in each command")
+        stale_after = self._number("stale_after", 0.5, "wall s without joint states: stop")
+        self._objects: dict[str, ObjectState] = {}
+        self._objects_lock = threading.Lock()
+        self._was_active = False
+        self.rejected_states = 0
+        self.commands_sent = 0
+        self.mpc = RealtimeMPC(robot, config, layout=layout, log=self.get_logger().warning,
+                               stale_after=stale_after).start()
+        self._command = self.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
+        self._status = self.create_publisher(String, STATUS_TOPIC, 10)
+        self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_states, 10)
+        self.create_subscription(MarkerArray, OBJECTS_TOPIC, self._on_objects, 10)
+        self.create_subscription(String, SPEC_TOPIC, self._on_spec, 10)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
+        self._timers = [
+            self.create_timer(1.0 / self.control_rate, self._on_control, clock=steady),
+            self.create_timer(1.0 / status_rate, self.publish_status, clock=steady),
+        ]
+        self.get_logger().info(
+            f"{robot}: {config.planner} MPC, {config.samples} samples, {config.horizon:g} s "
+            f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
+            f"{COMMAND_TOPIC}"
+        )
+
+    # ----------------------------------------------------------------- parameters
+    def _param(self, name: str, default, description: str):
+        descriptor = ParameterDescriptor(description=description, read_only=True)
+        return self.declare_parameter(name, default, descriptor).value
+
+    def _number(self, name: str, default: float, description: str) -> float:
+        """A read-only positive number (int or float accepted)."""
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        value = self.declare_parameter(name, default, descriptor).value
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"parameter '{name}' must be a number > 0, got {value!r}")
+        return float(value)
+
+    # ----------------------------------------------------------------- inputs
+    def _on_joint_states(self, msg: JointState) -> None:
+        stamp = convert.to_seconds(msg.header.stamp)
+        if stamp == 0.0:
+            stamp = self.get_clock().now().nanoseconds * 1e-9
+        names = list(msg.name)
+        try:
+            if len(msg.position) != len(names):
+                raise InvalidStateError(
+                    f"JointState has {len(names)} names but {len(msg.position)} positions"
+                )
+            positions = dict(zip(names, msg.position, strict=True))
+            velocities = (
+                dict(zip(names, msg.velocity, strict=True))
+                if len(msg.velocity) == len(names) else None
+            )
+            with self._objects_lock:
+                objects = self._objects
+            self.mpc.update_state(stamp, positions, objects, velocities)
+        except InvalidStateError as exc:
+            self.rejected_states += 1
+            self.get_logger().warning(
+                f"ignored {JOINT_STATES_TOPIC}: {exc}", throttle_duration_sec=2.0
+            )
+
+    def _on_objects(self, msg: MarkerArray) -> None:
+        try:
+            objects = convert.objects_from_markers(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignored {OBJECTS_TOPIC}: {exc}", throttle_duration_sec=2.0)
+            return
+        with self._objects_lock:
+            self._objects = objects
+
+    def _on_spec(self, msg: String) -> None:
+        try:
+            data = json.loads(msg.data)
+        except json.JSONDecodeError as exc:
+            self._report("rejected", "", f"the reward spec is not valid JSON: {exc}")
+            return
+        if data is None:
+            self.mpc.set_spec(None)
+            self._report("cancelled", "", "holding position")
+            return
+        with self._objects_lock:
+            names = sorted(self._objects)
+        try:
+            validated = validate_spec(data, names)
+            self.mpc.set_spec(validated.spec)
+        except Lang2PolicyError as exc:  # RewardSpecError, or an object the model lacks
+            task = data.get("task", "") if isinstance(data, dict) else ""
+            self._report("rejected", str(task)[:200], _spec_error(exc, names))
+            return
+        self._report("accepted", validated.spec.task, {"notes": list(validated.notes)})
+
+    # ----------------------------------------------------------------- outputs
+    def _on_control(self) -> None:
+        """Stream the plan while a task runs; one hold message when it ends."""
+        active = self.mpc.active
+        if not self.mpc.fresh:
+            if active:
+                self.get_logger().warning(
+                    f"no fresh {JOINT_STATES_TOPIC}: not commanding", throttle_duration_sec=2.0
+                )
+            return
+        if active:
+            self._send(self._plan_points())
+            self._was_active = True
+        elif self._was_active:
+            self._send(self._plan_points(count=1))
+            self._was_active = False
+
+    def _plan_points(self, count: int | None = None) -> list[tuple[float, list[float]]]:
+        period = 1.0 / self.control_rate
+        count = count or max(1, round(self.lookahead / period))
+        now = self.mpc.clock()
+        points = []
+        for k in range(1, count + 1):
+            action = self.mpc.action(now + k * period)
+            if action is None:
+                return []
+            points.append((k * period, [action[n] for n in self.mpc.names]))
+        return points
+
+    def _send(self, points: list[tuple[float, list[float]]]) -> None:
+        if not points:  # an empty trajectory would mean "stop" to the receiver
+            return
+        try:
+            msg = convert.trajectory(self.mpc.names, points)
+        except ValueError as exc:  # non-finite: never sent
+            self.get_logger().error(f"not sending a command: {exc}")
+            return
+        self._command.publish(msg)
+        self.commands_sent += 1
+
+    def publish_status(self) -> None:
+        """The periodic status line (state, task, reason, planning statistics)."""
+        stats = self.mpc.stats()
+        self._publish(
+            {
+                "node": "controller",
+                "state": stats.status,
+                "task": stats.task,
+                "detail": stats.reason,
+                "success": stats.status == "success",
+                "stats": stats.as_dict(),
+            }
+        )
+
+    def _report(self, state: str, task: str, detail: object) -> None:
+        self._publish({"node": "controller", "state": state, "task": task, "detail": detail})
+        line = f"reward spec {state}: {task} {detail}".rstrip()
+        if state == "rejected":  # rclpy wants one severity per call site
+            self.get_logger().warning(line)
+        else:
+            self.get_logger().info(line)
+
+    def _publish(self, payload: dict) -> None:
+        self._status.publish(String(data=json.dumps(payload)))
+
+    def destroy_node(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self.mpc.stop()
+        super().destroy_node()
+
+
+def _spec_error(exc: Exception, objects: list[str]) -> str:
+    text = str(exc)
+    if isinstance(exc, RewardSpecError) and not objects:
+        text += f" (no objects seen on {OBJECTS_TOPIC} yet)"
+    return text
+
+
+def main(args=None) -> int:
+    """Console entry ``controller_node``: run the MPC controller until Ctrl-C or shutdown."""
+    return spin_node(ControllerNode, "controller_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,241 @@
+"""The MPC controller node in a real ROS 2 graph (rclpy, Fast DDS on loopback, private domain).
+
+A real SimNode (its trajectory input remapped to /lang2policy/joint_command, where the safety
+node will sit later) and a ControllerNode spin in one MultiThreadedExecutor with a probe node.
+Reward specs published on /lang2policy/reward_spec move the simulated tool; the tool position
+is computed independently from /joint_states by forward kinematics of the scene model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+
+from lang2policy.ros import convert  # noqa: E402
+from lang2policy.scene.world import World  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+REPO = Path(__file__).resolve().parents[1]
+DOMAIN_ID = 1 + (os.getpid() + 53) % 200
+POINT_A = (0.22, 0.08, 0.14)
+POINT_B = (0.20, -0.10, 0.08)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class ToolFK:
+    """Tool centre from measured joint positions (the reward terms' 'tool' point)."""
+
+    def __init__(self) -> None:
+        self.world = World("so101")
+        self.offset = np.array(self.world.description.grasp.center_offset)
+
+    def __call__(self, joints: dict[str, float]) -> np.ndarray:
+        w = self.world
+        w.data.qpos[w.arm.qpos_adr] = [joints[n] for n in w.arm.joint_names]
+        mujoco.mj_kinematics(w.model, w.data)
+        site = w.arm.ee_site_id
+        return w.data.site_xpos[site] + w.data.site_xmat[site].reshape(3, 3) @ self.offset
+
+
+class Probe:
+    """Publishes specs; records statuses, joint states, objects and commands."""
+
+    def __init__(self, context) -> None:
+        from lang2policy.ros.controller_node import COMMAND_TOPIC, SPEC_TOPIC, STATUS_TOPIC
+
+        self.node = rclpy.create_node("controller_probe", context=context)
+        self.lock = threading.Lock()
+        self.statuses: list[dict] = []
+        self.joints: dict[str, float] = {}
+        self.objects: list[str] = []
+        self.commands = 0
+        self.node.create_subscription(String, STATUS_TOPIC, self._on_status, 50)
+        self.node.create_subscription(JointState, "/joint_states", self._on_joints, 10)
+        self.node.create_subscription(MarkerArray, "/lang2policy/objects", self._on_objects, 10)
+        self.node.create_subscription(JointTrajectory, COMMAND_TOPIC, self._on_command, 10)
+        self.spec_pub = self.node.create_publisher(String, SPEC_TOPIC, 10)
+
+    def _on_status(self, msg: String) -> None:
+        with self.lock:
+            self.statuses.append(json.loads(msg.data))
+
+    def _on_joints(self, msg: JointState) -> None:
+        with self.lock:
+            self.joints = dict(zip(msg.name, msg.position, strict=True))
+
+    def _on_objects(self, msg: MarkerArray) -> None:
+        with self.lock:
+            self.objects = list(convert.objects_from_markers(msg))
+
+    def _on_command(self, _msg: JointTrajectory) -> None:
+        with self.lock:
+            self.commands += 1
+
+    def send(self, payload: object) -> None:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        wait_for(self.spec_pub.get_subscription_count, 10, "the controller's spec subscription")
+        self.spec_pub.publish(String(data=text))
+
+    def status(self, predicate, timeout: float, what: str) -> dict:
+        """The first status (received from now on) that satisfies ``predicate``."""
+        with self.lock:
+            start = len(self.statuses)
+
+        def find():
+            with self.lock:
+                return next((s for s in self.statuses[start:] if predicate(s)), None)
+
+        return wait_for(find, timeout, what)
+
+
+def tool_to_point(point, duration: float = 30.0, success: dict | None = None) -> dict:
+    spec = {
+        "version": 1,
+        "task": f"tool to {list(point)}",
+        "duration": duration,
+        "terms": [{"term": "tool_to_point", "params": {"point": list(point)}}],
+    }
+    if success:
+        spec["success"] = success
+    return spec
+
+
+@pytest.fixture(scope="module")
+def graph():
+    from lang2policy.ros.controller_node import COMMAND_TOPIC, ControllerNode
+    from lang2policy.ros.sim_node import TRAJECTORY_TOPIC, SimNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
+        mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        sim = SimNode(
+            context=context,
+            parameter_overrides=[Parameter("camera_rate", value=0), Parameter("seed", value=0)],
+            cli_args=["--ros-args", "-r", f"{TRAJECTORY_TOPIC}:={COMMAND_TOPIC}"],
+        )
+        controller = ControllerNode(
+            context=context, parameter_overrides=[Parameter("samples", value=32)]
+        )
+        probe = Probe(context)
+        executor = MultiThreadedExecutor(num_threads=4, context=context)
+        for node in (sim, controller, probe.node):
+            executor.add_node(node)
+        stop = threading.Event()
+        spinner = threading.Thread(
+            target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)],
+            daemon=True,
+        )
+        spinner.start()
+        try:
+            probe.status(lambda s: s.get("stats", {}).get("objects"), 20, "objects known")
+            yield sim, controller, probe
+        finally:
+            stop.set()
+            spinner.join(timeout=10)
+            executor.shutdown()
+            for node in (controller, sim, probe.node):
+                node.destroy_node()
+            rclpy.shutdown(context=context)
+
+
+def test_specs_move_the_tool_and_a_swap_retargets_it(graph):
+    sim, _controller, probe = graph
+    fk = ToolFK()
+    start = fk(probe.joints)
+    assert sorted(probe.objects) == sorted(sim.objects)  # the sim publishes its objects
+
+    probe.send(tool_to_point(POINT_A))
+    accepted = probe.status(lambda s: s["state"] in ("accepted", "rejected"), 10, "the answer")
+    assert accepted["state"] == "accepted", accepted
+    initial_a = np.linalg.norm(start - POINT_A)
+    wait_for(lambda: np.linalg.norm(fk(probe.joints) - POINT_A) < 0.02, 20, "tool at A")
+    running = probe.status(lambda s: s["state"] == "running", 5, "a running status")
+    assert running["stats"]["rate_hz"] > 5 and running["stats"]["iterations"] > 5, running
+
+    # swap mid-run (no success condition: task A is still running) to B with a success check
+    at_a = fk(probe.joints)
+    initial_b = np.linalg.norm(at_a - POINT_B)
+    probe.send(tool_to_point(POINT_B, success={"all": [{"term": "tool_to_point",
+                                                        "below": 0.015}], "hold": 0.3}))
+    done = probe.status(lambda s: s["state"] in ("success", "failed", "timeout"), 25, "B's end")
+    assert done["state"] == "success", done
+    final = np.linalg.norm(fk(probe.joints) - POINT_B)
+    assert initial_a > 0.08 and initial_b > 0.15  # the targets were far away
+    assert final < 0.03 < 0.25 * initial_b, (final, initial_b)
+
+    # the task has ended: the controller stops streaming and the arm holds
+    commands = probe.commands
+    time.sleep(0.5)
+    assert probe.commands <= commands + 1
+    assert np.linalg.norm(fk(probe.joints) - POINT_B) < 0.03
+
+
+def test_bad_specs_are_rejected_with_reasons_and_nothing_crashes(graph):
+    sim, controller, probe = graph
+    cases = [
+        ("{not json", "not valid JSON"),
+        ({"terms": [{"term": "no_such_term"}]}, "tool_to_point"),  # lists the valid terms
+        ({"terms": [{"term": "reach", "params": {"object": "purple unicorn"}}]},
+         sim.objects[0]),  # lists the objects in the scene
+        ({"terms": [{"term": "tool_to_point", "params": {"point": [float("nan"), 0, 0]}}]},
+         "point"),
+    ]
+    for payload, expected in cases:
+        probe.send(payload)
+        answer = probe.status(lambda s: s["state"] in ("accepted", "rejected"), 10, "answer")
+        assert answer["state"] == "rejected" and expected in answer["detail"], answer
+    clamped = tool_to_point(POINT_A, duration=500.0)  # duration above its maximum: clamped
+    probe.send(clamped)
+    answer = probe.status(lambda s: s["state"] in ("accepted", "rejected"), 10, "answer")
+    assert answer["state"] == "accepted" and answer["detail"]["notes"], answer
+    probe.send("null")  # cancel: hold
+    probe.status(lambda s: s["state"] == "cancelled", 10, "cancelled")
+    idle = probe.status(lambda s: s["state"] == "idle" and "stats" in s, 5, "idle status")
+    assert idle["stats"]["rejected_states"] == 0
+    assert controller.mpc.alive
+
+
+def test_main_rejects_bad_parameters_with_a_reason():
+    env = dict(os.environ, ROS_DOMAIN_ID=str(1 + (DOMAIN_ID + 7) % 200),
+               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "lang2policy.ros.controller_node", "--ros-args",
+         "-p", "planner:=annealing"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "planner must be one of" in output and "Traceback" not in output, output
