@@ -98,7 +98,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 @pytest.fixture
 def mpc():
-    controller = RealtimeMPC("so101", CONFIG, log=lambda line: None).start()
+    controller = RealtimeMPC("so101", CONFIG, log=lambda line: None, info=lambda line: None).start()
     yield controller
     controller.stop()
 

@@ -239,3 +239,33 @@ def test_main_rejects_bad_parameters_with_a_reason():
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
     assert "planner must be one of" in output and "Traceback" not in output, output
+
+
+# --------------------------------------------------------------------- pure conversions
+def test_object_markers_round_trip_and_bad_markers_are_refused():
+    poses = [
+        convert.ObjectPose("red block", (0.2, 0.1, 0.0125), (0.0, 0.0, 0.0, 1.0), "block"),
+        convert.ObjectPose("blue bowl", (0.25, -0.1, 0.0), kind="bowl", size=0.05),
+    ]
+    msg = convert.object_markers(poses, stamp=3.5)
+    assert msg.markers[0].action == msg.markers[0].DELETEALL  # every message: the full set
+    objects = convert.objects_from_markers(msg)
+    assert list(objects) == ["red block", "blue bowl"]
+    assert objects["red block"].position == pytest.approx((0.2, 0.1, 0.0125))
+    assert objects["red block"].quat == pytest.approx((0.0, 0.0, 0.0, 1.0))
+    assert msg.markers[2].scale.x == pytest.approx(0.1) and msg.markers[2].header.stamp.sec == 3
+    msg.markers[2].text = "red block"
+    with pytest.raises(ValueError, match="twice"):
+        convert.objects_from_markers(msg)
+    msg.markers[2].text = "blue bowl"
+    msg.markers[2].pose.position.x = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        convert.objects_from_markers(msg)
+
+
+def test_trajectory_builder_refuses_non_finite_positions():
+    msg = convert.trajectory(["a", "b"], [(0.02, [0.1, 0.2]), (1.5, [0.3, 0.4])])
+    assert convert.trajectory_points(msg, ["a", "b"]) == [
+        (0.02, {"a": 0.1, "b": 0.2}), (1.5, {"a": 0.3, "b": 0.4})]
+    with pytest.raises(ValueError, match="finite"):
+        convert.trajectory(["a", "b"], [(0.02, [0.1, float("nan")])])

@@ -23,13 +23,19 @@ from std_msgs.msg import String  # noqa: E402
 pytestmark = pytest.mark.ros
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
+RECEIVED_SPECS: list[dict] = []  # what the planner node published on /lang2policy/reward_spec
 OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
 DOMAIN_ID = 1 + (os.getpid() + 97) % 200
 
 
 @pytest.fixture(scope="module")
 def graph():
-    from lang2policy.ros.planner_node import INSTRUCTION_TOPIC, STATUS_TOPIC, PlannerNode
+    from lang2policy.ros.planner_node import (
+        INSTRUCTION_TOPIC,
+        SPEC_TOPIC,
+        STATUS_TOPIC,
+        PlannerNode,
+    )
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
@@ -46,6 +52,9 @@ def graph():
         statuses: list[dict] = []
         probe.create_subscription(
             String, STATUS_TOPIC, lambda m: statuses.append(json.loads(m.data)), 10
+        )
+        probe.create_subscription(
+            String, SPEC_TOPIC, lambda m: RECEIVED_SPECS.append(json.loads(m.data)), 10
         )
         publisher = probe.create_publisher(String, INSTRUCTION_TOPIC, 10)
         executor = MultiThreadedExecutor(num_threads=3, context=context)
@@ -128,3 +137,44 @@ def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
     busy = wait_for(lambda: next((s for s in statuses if s["state"] == "busy"), None), 20, "busy")
     assert busy["instruction"] == "put the blue block in the green bowl"
     assert final_status(statuses, follow_up)["state"] == "done"
+
+
+class FakeRewardPlanner:
+    """Stands in for the LLM reward planner: records what it was asked, returns fixed specs."""
+
+    def __init__(self, objects: list[str]) -> None:
+        self.objects = objects
+        self.calls: list[tuple[str, object]] = []
+
+    def plan(self, instruction, current=None, *, positions=None):
+        from lang2policy.l2r.planner import RewardPlan
+        from lang2policy.rewards.spec import validate_spec
+
+        self.calls.append((instruction, current))
+        height = 0.1 if current is None else current.term("object_height").params["height"] + 0.05
+        spec = validate_spec(
+            {"task": instruction, "terms": [{"term": "object_height",
+                                             "params": {"object": "red block", "height": height}}]},
+            self.objects,
+        ).spec
+        return RewardPlan(spec, current is None, (), "description", "set_height(...)")
+
+
+def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(graph):
+    planner, send, statuses = graph
+    fake = FakeRewardPlanner(planner.objects)
+    planner._reward_planner_for = lambda objects: fake  # no LLM: the routing and topics
+    RECEIVED_SPECS.clear()
+    send("lift the red block 10 cm")
+    done = final_status(statuses, "lift the red block 10 cm", timeout=20)
+    assert done["state"] == "done" and done["detail"]["route"] == "reward", done
+    received = next(s for s in statuses if s["instruction"] == "lift the red block 10 cm")
+    assert received["state"] == "received" and received["detail"] == {"route": "reward"}
+    first = wait_for(lambda: RECEIVED_SPECS[:1], 10, "the published spec")[0]
+    assert first == done["detail"]["spec"] and first["terms"][0]["params"]["height"] == 0.1
+    send("higher")
+    assert final_status(statuses, "higher", timeout=20)["detail"]["new_task"] is False
+    second = wait_for(lambda: RECEIVED_SPECS[1:2], 10, "the edited spec")[0]
+    assert second["terms"][0]["params"]["height"] == pytest.approx(0.15)
+    assert fake.calls[0][1] is None and fake.calls[1][1].task == "lift the red block 10 cm"
+    assert planner.current_spec.task == "higher"

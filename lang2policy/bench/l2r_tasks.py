@@ -35,7 +35,7 @@ def _bowls(names: list[str]) -> list[str]:
 def _grasp_terms(block: str) -> list[dict]:
     return [
         {"term": "reach", "weight": 1.0, "params": {"object": block}},
-        {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.02}},
+        {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
         {"term": "grasp_align", "weight": 0.1, "params": {"object": block}},
         {"term": "tool_pointing_down", "weight": 0.05},
     ]
@@ -63,7 +63,7 @@ def lift(world: World, rng: np.random.Generator) -> TaskInstance:
     height = float(rng.choice([0.06, 0.08, 0.1]))
     lift_term = {"id": "lift", "term": "object_height", "weight": 3.0,
                  "params": {"object": block, "height": height}}
-    spec = {"task": "lift", "duration": 12, "terms": [*_grasp_terms(block), lift_term],
+    spec = {"task": "lift", "duration": 20, "terms": [*_grasp_terms(block), lift_term],
             "success": {"all": [{"term": "lift", "below": 0.02}], "hold": 0.5}}
     judge = _judge([lift_term], [{"term": "lift", "below": 0.02}])
     return TaskInstance(f"lift the {block} {round(height * 100)} cm", spec, judge, world.present)

@@ -25,6 +25,7 @@ from lang2policy.rewards.spec import RewardSpec
 
 PLANNERS = ("sampling", "cem")
 EXPLORATIONS = ("tool", "joint")
+BACKENDS = ("rollout", "python")
 _NOISE_SCALES = (1.0, 1.0 / 3.0, 0.1)
 
 
@@ -48,6 +49,7 @@ class MPCConfig:
     min_noise: float = 0.01  # CEM only: floor of the refitted std (fraction of range)
     threads: int = 2
     seed: int = 0
+    backend: str = "rollout"  # "python": a plain mj_step loop (the benchmark's baseline)
 
     def __post_init__(self) -> None:
         checks = [
@@ -64,6 +66,7 @@ class MPCConfig:
              f"interpolation must be one of {list(spline.INTERPOLATIONS)}"),
             (1 <= self.elites < self.samples, "elites must be in [1, samples)"),
             (1 <= self.threads <= 64, "threads must be in [1, 64]"),
+            (self.backend in BACKENDS, f"backend must be one of {list(BACKENDS)}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -188,6 +191,10 @@ class SamplingPlanner:
         c = self.config
         controls = np.einsum("tp,kpu->ktu", self._basis, knots)
         initial = np.tile(self.pm.state(), (len(knots), 1))
+        if c.backend == "python":
+            python_rollout(self.pm.model, self._datas[0], initial, controls,
+                           self._states[: len(knots)], self._sensors[: len(knots)])
+            return controls, self._sensors[: len(knots)]
         self._rollout.rollout(
             self._models[: len(knots)], self._datas, initial, controls, nstep=c.steps,
             skip_checks=True, state=self._states[: len(knots)],
@@ -200,3 +207,16 @@ class SamplingPlanner:
         qpos = self._states[: len(knots)][..., self._qpos_index]
         features = self.pm.features(sensors, controls, qpos, self.config.timestep)
         return total_cost(spec, features)
+
+
+def python_rollout(model: mujoco.MjModel, data: mujoco.MjData, initial: np.ndarray,
+                   controls: np.ndarray, states: np.ndarray, sensors: np.ndarray) -> None:
+    """The same work as ``mujoco.rollout`` in a plain Python loop of ``mj_step`` calls (one
+    thread, the GIL held): the baseline ``lang2policy bench mpc`` compares against."""
+    for k in range(len(initial)):
+        mujoco.mj_setState(model, data, initial[k], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        for t in range(controls.shape[1]):
+            data.ctrl[:] = controls[k, t]
+            mujoco.mj_step(model, data)
+            mujoco.mj_getState(model, data, states[k, t], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+            sensors[k, t] = data.sensordata

@@ -176,6 +176,7 @@ class RealtimeMPC:
         objects: Sequence[str] = (),
         layout: str = "cap_tabletop",
         log: Callable[[str], None] | None = None,
+        info: Callable[[str], None] | None = None,
         stale_after: float = 0.5,
         max_extrapolation: float = 0.2,
         clock_reset: float = 1.0,
@@ -184,7 +185,8 @@ class RealtimeMPC:
         self.config = config or MPCConfig()
         self.stale_after, self.max_extrapolation = stale_after, max_extrapolation
         self.clock_reset = clock_reset
-        self._log = log or _LOG.warning
+        self._log = log or _LOG.warning  # problems
+        self._info = info or _LOG.info  # lifecycle: rebuilds, task ends
         self._pool = {o.name for o in load_layout(layout).pool()}
         self.pm = PlanningModel(robot, list(objects), self.config.timestep, layout)
         self.planner = SamplingPlanner(self.pm, self.config)
@@ -498,7 +500,7 @@ class RealtimeMPC:
 
     def _rebuild(self, names: list[str], turn: _Turn) -> None:
         """A new planning model and planner for a new set of objects (planning thread)."""
-        self._log(f"objects changed {list(self.pm.object_names)} -> {names}: rebuilding the "
+        self._info(f"objects changed {list(self.pm.object_names)} -> {names}: rebuilding the "
                   "planning model")
         pm = PlanningModel(self.robot, names, self.config.timestep, self.layout)
         planner = SamplingPlanner(pm, self.config)
@@ -553,7 +555,7 @@ class RealtimeMPC:
         if status == "idle":
             self._task_name = ""
         if was_running and status != "idle":
-            self._log(f"task '{self._task_name}' ended: {status} ({reason})")
+            self._info(f"task '{self._task_name}' ended: {status} ({reason})")
 
 
 def _finite(value: object) -> bool:

@@ -148,10 +148,12 @@ def gripper(f: Features, p: Mapping[str, Any]) -> np.ndarray:
 
 
 def grasp(f: Features, p: Mapping[str, Any]) -> np.ndarray:
-    """Opened to ``open`` away from the object, closed within ``radius`` of its centre: the
-    opening error (0..1)."""
-    near = _distance(f.tool, f.objects[p["object"]]["pos"]) < p["radius"]
-    return np.where(near, f.gripper, np.abs(p["open"] - f.gripper))
+    """Opening error (0..1) against a target opening that shrinks with the tool's distance to
+    the object: ``open`` beyond 3 x ``radius``, closed within ``radius``, linear between.
+    Continuous on purpose: a step would make the grasp zone a barrier the planner avoids."""
+    distance = _distance(f.tool, f.objects[p["object"]]["pos"])
+    desired = p["open"] * np.clip((distance - p["radius"]) / (2 * p["radius"]), 0.0, 1.0)
+    return np.abs(f.gripper - desired)
 
 
 def grasp_align(f: Features, p: Mapping[str, Any]) -> np.ndarray:

@@ -79,8 +79,9 @@ class ControllerNode(Node):
         self._was_active = False
         self.rejected_states = 0
         self.commands_sent = 0
-        self.mpc = RealtimeMPC(robot, config, layout=layout, log=self.get_logger().warning,
-                               stale_after=stale_after).start()
+        logger = self.get_logger()
+        self.mpc = RealtimeMPC(robot, config, layout=layout, log=logger.warning,
+                               info=logger.info, stale_after=stale_after).start()
         self._command = self.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
         self._status = self.create_publisher(String, STATUS_TOPIC, 10)
         self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_states, 10)

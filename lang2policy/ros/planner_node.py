@@ -9,6 +9,18 @@ with ``busy`` (corrections and ``stop`` arrive with the terminal and safety node
 
 Skills execute on an in-process simulated arm (``robot``, ``seed``, ``objects`` parameters);
 the history of the session is kept, so follow-up instructions work.
+
+Routing (parameter ``planner``: ``code`` | ``reward`` | ``auto``, default ``auto``): each
+instruction goes to Code as Policies or to Language to Rewards, as
+``lang2policy.planning.route.choose_planner`` decides. A reward-routed instruction is planned
+into a reward spec (``lang2policy.l2r.planner.RewardPlanner``) and published as JSON on
+``/lang2policy/reward_spec`` for the MPC controller node; the last spec is kept as the running
+one, so a follow-up like "higher" edits it. Reward specs name the objects of the live scene
+(``/lang2policy/objects``, with their positions) when that topic has been heard, else the
+objects of the in-process session. ``reward_llm`` (default: the ``llm`` setting) picks the LLM
+of the reward planner; with the same setting both planners share one client. Every status line
+of an instruction carries its route: ``"received"`` has ``{"route": ...}`` as its detail and
+the final ``done`` detail has ``"route"`` too (for reward: the spec, notes, description, code).
 """
 
 from __future__ import annotations
@@ -19,14 +31,19 @@ import threading
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
 
-from lang2policy.errors import Lang2PolicyError
+from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.exec_policy import scene_readout
+from lang2policy.planning.route import SETTINGS, choose_planner
+from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
 from lang2policy.run_instruction import RunRequest, build_session, check_instruction
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"
 STATUS_TOPIC = "/lang2policy/status"
+SPEC_TOPIC = "/lang2policy/reward_spec"
+OBJECTS_TOPIC = "/lang2policy/objects"
 
 
 class PlannerNode(Node):
@@ -42,12 +59,26 @@ class PlannerNode(Node):
             llm=self._param("llm", "local", "local | openai | replay:FILE | record:FILE"),
             seed=int(self._param("seed", 0, "scene seed")),
         )
+        self.route = self._param("planner", "auto", "code | reward | auto (choose per instruction)")
+        if self.route not in SETTINGS:
+            raise ConfigError(f"parameter 'planner' must be one of {list(SETTINGS)}, "
+                              f"got {self.route!r}")
+        self.reward_llm = self._param("reward_llm", "", 'LLM of the reward planner; "" = llm')
         self.session, self.objects, self.planning = build_session(request)
+        self.llm_setting = request.llm
+        self.current_spec = None  # the last reward spec sent: what a correction edits
+        self._reward_planner = None
+        self._reward_objects: tuple[str, ...] = ()
+        self._live_objects: dict[str, tuple[float, ...]] = {}
         self._status = self.create_publisher(String, STATUS_TOPIC, 10)
+        self._spec = self.create_publisher(String, SPEC_TOPIC, 10)
         self.create_subscription(String, INSTRUCTION_TOPIC, self._on_instruction, 10)
+        self.create_subscription(MarkerArray, OBJECTS_TOPIC, self._on_objects, 10)
         self._busy = threading.Lock()
         self._worker: threading.Thread | None = None
-        self.get_logger().info(f"ready: {request.robot} with {', '.join(self.objects)}")
+        self.get_logger().info(
+            f"ready: {request.robot} with {', '.join(self.objects)}; planner {self.route}"
+        )
 
     def _param(self, name: str, default, description: str):
         descriptor = ParameterDescriptor(description=description, read_only=True)
@@ -59,18 +90,70 @@ class PlannerNode(Node):
         self._status.publish(message)
         self.get_logger().info(f"{state}: {instruction} {detail if detail else ''}".rstrip())
 
+    def _on_objects(self, message: MarkerArray) -> None:
+        try:
+            objects = convert.objects_from_markers(message)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignored {OBJECTS_TOPIC}: {exc}", throttle_duration_sec=5.0)
+            return
+        self._live_objects = {n: tuple(float(v) for v in o.position) for n, o in objects.items()}
+
     def _on_instruction(self, message: String) -> None:
         try:
             instruction = check_instruction(message.data)
+            route = choose_planner(instruction, self.route)
         except Lang2PolicyError as exc:
             self.publish_status("rejected", message.data[:200], str(exc))
             return
         if not self._busy.acquire(blocking=False):
             self.publish_status("busy", instruction, "another instruction is running")
             return
-        self.publish_status("received", instruction)
-        self._worker = threading.Thread(target=self._handle, args=(instruction,), daemon=True)
+        self.publish_status("received", instruction, {"route": route})
+        handle = self._handle_reward if route == "reward" else self._handle
+        self._worker = threading.Thread(target=handle, args=(instruction,), daemon=True)
         self._worker.start()
+
+    def _handle_reward(self, instruction: str) -> None:
+        """Plan a reward spec and hand it to the MPC controller (worker thread)."""
+        try:
+            positions = dict(self._live_objects)
+            planner = self._reward_planner_for(tuple(positions) or tuple(self.objects))
+            plan = planner.plan(instruction, self.current_spec, positions=positions or None)
+            self._spec.publish(String(data=plan.spec.to_json()))
+            self.current_spec = plan.spec
+            detail = {
+                "route": "reward",
+                "outcome": "reward_spec",
+                "new_task": plan.new_task,
+                "spec": plan.spec.to_dict(),
+                "notes": list(plan.notes),
+                "description": plan.description,
+                "code": plan.code,
+            }
+            self.publish_status("done", instruction, detail)
+        except Exception as exc:  # the node must survive any planning error
+            self.publish_status("failed", instruction, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._busy.release()
+
+    def _reward_planner_for(self, objects: tuple[str, ...]):
+        """The reward planner for the scene's objects (a new one, and no running spec, when
+        the set of objects changed)."""
+        if self._reward_planner is None or set(objects) != set(self._reward_objects):
+            from lang2policy.l2r.planner import RewardPlanner
+            from lang2policy.llm import make_client
+
+            setting = self.reward_llm or self.llm_setting
+            llm = (
+                self.planning.planner.llm
+                if setting == self.llm_setting
+                else make_client(setting)
+            )
+            if self._reward_planner is not None:
+                self.current_spec = None
+            self._reward_planner = RewardPlanner(llm, list(objects))
+            self._reward_objects = objects
+        return self._reward_planner
 
     def _handle(self, instruction: str) -> None:
         try:
@@ -80,6 +163,7 @@ class PlannerNode(Node):
             )
             outcome = result.outcome
             detail = {
+                "route": "code",
                 "outcome": outcome.kind,
                 "message": outcome.message,
                 "attempts": result.attempts,

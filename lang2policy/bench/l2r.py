@@ -1,0 +1,130 @@
+"""``lang2policy bench l2r``: per-task success of the MPC over seeded episodes, for reference
+reward specs and (with ``--llm``) for specs the Language-to-Rewards planner writes.
+
+Both tracks run on the same seeded scenes and are judged by each task's own conditions
+(``l2r_tasks``), from simulator state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from lang2policy.bench.l2r_tasks import TASKS, TaskInstance
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.mpc.episode import LockstepMPC
+from lang2policy.mpc.planner import MPCConfig
+from lang2policy.rewards.spec import RewardSpec, validate_spec
+from lang2policy.scene.world import World
+
+
+@dataclass
+class Episode:
+    task: str
+    track: str
+    seed: int
+    success: bool
+    status: str
+    sim_seconds: float
+    plan_ms: float
+    error: str = ""
+
+
+def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConfig) -> dict:
+    judge = validate_spec(task.judge, world.present, add_defaults=False).spec
+    mpc = LockstepMPC(world, spec, config, judge=judge)
+    try:
+        outcome = mpc.run()
+    finally:
+        mpc.close()
+    return {"success": outcome.success, "status": outcome.status,
+            "sim_seconds": round(outcome.sim_seconds, 2), "plan_ms": round(outcome.plan_ms, 1)}
+
+
+def _llm_spec(planner, task: TaskInstance) -> RewardSpec:
+    planner.reset()
+    return planner.plan(task.instruction, None).spec
+
+
+def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
+        tasks: Sequence[str] | None = None, llm: str | None = None,
+        planner: str = "sampling", progress: bool = True) -> dict:
+    names = list(tasks or TASKS)
+    unknown = [n for n in names if n not in TASKS]
+    if unknown:
+        raise Lang2PolicyError(f"unknown tasks {unknown}; valid tasks: {list(TASKS)}")
+    tracks = ["reference"] + (["llm"] if llm else [])
+    reward_planner = _make_reward_planner(llm) if llm else None
+    world = World(robot)
+    rows: list[Episode] = []
+    began = time.perf_counter()
+    cases = [(n, s, t) for n in names for s in range(first_seed, first_seed + episodes)
+             for t in tracks]
+    bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
+    for name, seed, track in bar:
+        rows.append(_episode(world, name, seed, track, reward_planner, planner))
+        bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
+    return _report(robot, names, tracks, rows, episodes, first_seed, llm,
+                   time.perf_counter() - began)
+
+
+def _episode(world: World, name: str, seed: int, track: str, reward_planner,
+             planner: str) -> Episode:
+    world.reset(seed)
+    task = TASKS[name](world, np.random.default_rng(seed))
+    config = MPCConfig(planner=planner, seed=seed)
+    try:
+        spec = (validate_spec(task.reference, world.present).spec if track == "reference"
+                else _llm_spec(reward_planner, task))
+        result = _run_one(world, task, spec, config)
+        return Episode(name, track, seed, **result)
+    except Lang2PolicyError as exc:
+        return Episode(name, track, seed, False, "error", 0.0, 0.0,
+                       f"{type(exc).__name__}: {exc}")
+
+
+def _make_reward_planner(llm: str):
+    from lang2policy.l2r.planner import RewardPlanner
+    from lang2policy.llm.factory import make_client
+
+    world = World("so101")
+    return RewardPlanner(make_client(llm), world.present)
+
+
+def _report(robot, names, tracks, rows, episodes, first_seed, llm, wall) -> dict:
+    per_task = {}
+    for name in names:
+        per_task[name] = {}
+        for track in tracks:
+            mine = [r for r in rows if r.task == name and r.track == track]
+            wins = sum(r.success for r in mine)
+            per_task[name][track] = {"successes": wins, "episodes": len(mine),
+                                     "rate": round(wins / max(1, len(mine)), 2)}
+    solved = {t: sum(per_task[n][t]["rate"] >= 0.8 for n in names) for t in tracks}
+    return {"benchmark": "l2r", "robot": robot, "episodes_per_task": episodes,
+            "first_seed": first_seed, "llm": llm, "tasks": per_task,
+            "tasks_at_80_percent": solved, "wall_seconds": round(wall, 1),
+            "episodes": [asdict(r) for r in rows]}
+
+
+def format_text(report: dict) -> str:
+    tracks = list(report["tasks_at_80_percent"])
+    header = f"  {'task':<15}" + "".join(f"{t:>14}" for t in tracks)
+    lines = [f"Language to Rewards tasks on {report['robot']}, "
+             f"{report['episodes_per_task']} seeded episodes each "
+             f"(llm: {report['llm'] or 'not run'})", header]
+    for name, row in report["tasks"].items():
+        cells = "".join(f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} "
+                        f"{row[t]['rate']:>4.0%}" for t in tracks)
+        lines.append(f"  {name:<15}{cells}")
+    lines.append("  tasks at >= 80%: " + ", ".join(
+        f"{t} {n}/{len(report['tasks'])}" for t, n in report["tasks_at_80_percent"].items()))
+    errors = [e for e in report["episodes"] if e["error"]]
+    lines += [f"  error {e['task']} seed {e['seed']} ({e['track']}): {e['error']}"
+              for e in errors[:10]]
+    lines.append(f"  wall {report['wall_seconds']:.0f} s")
+    return "\n".join(lines)
