@@ -64,7 +64,7 @@ class MPCConfig:
             (0.0 <= self.gripper_noise <= 1.0, "gripper_noise must be in [0, 1]"),
             (self.interpolation in spline.INTERPOLATIONS,
              f"interpolation must be one of {list(spline.INTERPOLATIONS)}"),
-            (1 <= self.elites < self.samples, "elites must be in [1, samples)"),
+            (1 <= self.elites <= 256, "elites must be in [1, 256]"),
             (1 <= self.threads <= 64, "threads must be in [1, 64]"),
             (self.backend in BACKENDS, f"backend must be one of {list(BACKENDS)}"),
         ]
@@ -145,7 +145,7 @@ class SamplingPlanner:
                 candidates[-len(guided):] = guided
         costs, per_term = self._evaluate(candidates, spec)
         if c.planner == "cem":
-            order = np.argsort(costs)[: c.elites]
+            order = np.argsort(costs)[: min(c.elites, c.samples - 1)]
             elite = candidates[order]
             knots = elite.mean(axis=0)
             self.std = np.maximum(elite.std(axis=0), c.min_noise * self.width)
