@@ -81,7 +81,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_robot(intents)
     intents.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
     intents.add_argument("--json", action="store_true", help="print JSON only")
+    _add_bench_l2r(bench)
     return parser
+
+
+def _add_bench_l2r(bench) -> None:
+    """``bench l2r`` (task success for reference and LLM reward specs) and ``bench mpc``."""
+    l2r = bench.add_parser("l2r", help="Language-to-Rewards tasks: reference and LLM specs")
+    l2r.add_argument("--llm", help=_LLM_HELP + "; omit for the reference track only")
+    l2r.add_argument("--episodes", type=int, default=5, help="seeded episodes per task")
+    l2r.add_argument("--seed", type=int, default=0, help="first episode seed")
+    l2r.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
+    l2r.add_argument("--planner", default="sampling", choices=["sampling", "cem"])
+    l2r.add_argument("--json", action="store_true", help="print JSON only")
+    mpc = bench.add_parser("mpc", help="MPC rollout/planning speed vs a Python mj_step loop")
+    mpc.add_argument("--samples", type=int, default=32, help="rollouts per iteration")
+    mpc.add_argument("--horizon", type=float, default=0.5, help="planning horizon (s)")
+    mpc.add_argument("--threads", type=int, default=2, help="rollout threads")
+    mpc.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    mpc.add_argument("--json", action="store_true", help="print JSON only")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +124,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _exec_policy(args)
     if args.command == "run":
         return _run(args)
+    if args.bench in ("l2r", "mpc"):
+        return _bench_l2r(args)
     if args.bench == "cap":
         from lang2policy.bench import cap
 
@@ -143,6 +163,27 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.seconds <= 0:
         raise _usage("--seconds must be positive")
     _print(sim_speed.run(args.robot, args.seconds), args.json, sim_speed.format_text)
+    return 0
+
+
+def _bench_l2r(args: argparse.Namespace) -> int:
+    if args.bench == "mpc":
+        from lang2policy.bench import mpc
+
+        if args.seconds <= 0 or not 2 <= args.samples <= 1024:
+            raise _usage("--seconds must be positive and --samples in [2, 1024]")
+        report = mpc.run(samples=args.samples, horizon=args.horizon, seconds=args.seconds,
+                         threads=args.threads, progress=not args.json)
+        _print(report, args.json, mpc.format_text)
+        return 0
+    from lang2policy.bench import l2r
+
+    if args.episodes < 1:
+        raise _usage("--episodes must be at least 1")
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    report = l2r.run(episodes=args.episodes, first_seed=args.seed, tasks=tasks, llm=args.llm,
+                     planner=args.planner, progress=not args.json)
+    _print(report, args.json, l2r.format_text)
     return 0
 
 
