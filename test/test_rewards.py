@@ -61,13 +61,13 @@ def test_a_good_spec_validates_and_round_trips():
 
 def test_unknown_term_lists_the_valid_terms():
     bad = {**LIFT, "terms": [{"term": "teleport", "params": {}}]}
-    with pytest.raises(RewardSpecError, match="unknown term 'teleport'.*object_height"):
+    with pytest.raises(RewardSpecError, match=r"unknown term 'teleport'.*object_height"):
         validate_spec(bad, OBJECTS)
 
 
 def test_unknown_object_lists_the_scene_objects():
     bad = {**LIFT, "terms": [{"term": "reach", "params": {"object": "green block"}}]}
-    with pytest.raises(RewardSpecError, match="'green block'.*blue bowl.*red block"):
+    with pytest.raises(RewardSpecError, match=r"'green block'.*blue bowl.*red block"):
         validate_spec(bad, OBJECTS)
 
 
