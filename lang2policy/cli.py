@@ -93,6 +93,7 @@ def _add_bench_l2r(bench) -> None:
     l2r.add_argument("--seed", type=int, default=0, help="first episode seed")
     l2r.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
     l2r.add_argument("--planner", default="sampling", choices=["sampling", "cem"])
+    l2r.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")
     l2r.add_argument("--json", action="store_true", help="print JSON only")
     mpc = bench.add_parser("mpc", help="MPC rollout/planning speed vs a Python mj_step loop")
     mpc.add_argument("--samples", type=int, default=32, help="rollouts per iteration")
@@ -182,7 +183,7 @@ def _bench_l2r(args: argparse.Namespace) -> int:
         raise _usage("--episodes must be at least 1")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     report = l2r.run(episodes=args.episodes, first_seed=args.seed, tasks=tasks, llm=args.llm,
-                     planner=args.planner, progress=not args.json)
+                     planner=args.planner, samples=args.samples, progress=not args.json)
     _print(report, args.json, l2r.format_text)
     return 0
 

@@ -52,7 +52,7 @@ def _llm_spec(planner, task: TaskInstance) -> RewardSpec:
 
 def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
         tasks: Sequence[str] | None = None, llm: str | None = None,
-        planner: str = "sampling", progress: bool = True) -> dict:
+        planner: str = "sampling", samples: int = 128, progress: bool = True) -> dict:
     names = list(tasks or TASKS)
     unknown = [n for n in names if n not in TASKS]
     if unknown:
@@ -66,17 +66,19 @@ def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
              for t in tracks]
     bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
     for name, seed, track in bar:
-        rows.append(_episode(world, name, seed, track, reward_planner, planner))
+        rows.append(_episode(world, name, seed, track, reward_planner,
+                             MPCConfig(planner=planner, samples=samples, seed=seed)))
         bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
-    return _report(robot, names, tracks, rows, episodes, first_seed, llm,
-                   time.perf_counter() - began)
+    report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
+                     time.perf_counter() - began)
+    report |= {"planner": planner, "samples": samples}
+    return report
 
 
 def _episode(world: World, name: str, seed: int, track: str, reward_planner,
-             planner: str) -> Episode:
+             config: MPCConfig) -> Episode:
     world.reset(seed)
     task = TASKS[name](world, np.random.default_rng(seed))
-    config = MPCConfig(planner=planner, seed=seed)
     try:
         spec = (validate_spec(task.reference, world.present).spec if track == "reference"
                 else _llm_spec(reward_planner, task))
@@ -115,7 +117,8 @@ def format_text(report: dict) -> str:
     tracks = list(report["tasks_at_80_percent"])
     header = f"  {'task':<15}" + "".join(f"{t:>14}" for t in tracks)
     lines = [f"Language to Rewards tasks on {report['robot']}, "
-             f"{report['episodes_per_task']} seeded episodes each "
+             f"{report['episodes_per_task']} seeded episodes each, {report['planner']} "
+             f"planner with {report['samples']} samples "
              f"(llm: {report['llm'] or 'not run'})", header]
     for name, row in report["tasks"].items():
         cells = "".join(f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} "
