@@ -136,6 +136,7 @@ def test_success_ends_the_task_and_the_arm_holds(mpc):
         held = mpc.action()
         time.sleep(0.3)
         assert mpc.action() == held and mpc.stats().iterations == iterations
+        assert mpc.stats().rate_hz == 0.0  # the planner stopped
         assert np.linalg.norm(plant.tool() - POINT_A) < 0.03
 
 

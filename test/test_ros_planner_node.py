@@ -146,7 +146,7 @@ class FakeRewardPlanner:
         self.objects = objects
         self.calls: list[tuple[str, object]] = []
 
-    def plan(self, instruction, current=None, *, positions=None):
+    def plan(self, instruction, current=None, *, positions=None, headings=None):
         from lang2policy.l2r.planner import RewardPlan
         from lang2policy.rewards.spec import validate_spec
 
@@ -178,3 +178,12 @@ def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(graph)
     assert second["terms"][0]["params"]["height"] == pytest.approx(0.15)
     assert fake.calls[0][1] is None and fake.calls[1][1].task == "lift the red block 10 cm"
     assert planner.current_spec.task == "higher"
+
+
+def test_object_headings_for_the_reward_planner_come_from_marker_quaternions():
+    import math
+
+    from lang2policy.ros.planner_node import _yaw_degrees
+
+    assert _yaw_degrees((math.cos(0.5), 0.0, 0.0, math.sin(0.5))) == pytest.approx(57.29578)
+    assert _yaw_degrees((1.0, 0.0, 0.0, 0.0)) == 0.0

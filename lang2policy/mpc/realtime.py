@@ -80,7 +80,7 @@ class RealtimeStats:
     task: str = ""
     time: float = 0.0  # measured time of the latest state
     iterations: int = 0  # planning iterations since the last start from a hold
-    rate_hz: float = 0.0  # planning iterations per wall second, over the last 2 s
+    rate_hz: float = 0.0  # planning iterations per wall second over the last 2 s (0: stopped)
     plan_ms_mean: float = 0.0
     plan_ms_p95: float = 0.0
     latency_ms_mean: float = 0.0  # state arrival to plan publication
@@ -400,6 +400,7 @@ class RealtimeMPC:
         """Status, reason and planning statistics (see ``RealtimeStats``)."""
         now = _time.monotonic()
         with self._lock:
+            running = self._running
             recent = [h for h in self._history if now - h[0] <= 2.0]
             all_history = list(self._history)
             state = self._state
@@ -410,7 +411,7 @@ class RealtimeMPC:
                 objects=tuple(self.pm.object_names), rebuilds=self._rebuilds,
                 rejected_states=self._rejected,
                 stale=state is None or now - state.received >= self.stale_after)
-        if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
+        if running and len(recent) >= 2 and recent[-1][0] > recent[0][0]:
             stats.rate_hz = (len(recent) - 1) / (recent[-1][0] - recent[0][0])
         if all_history:
             plan_ms = 1000 * np.array([h[1] for h in all_history])

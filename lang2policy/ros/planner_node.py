@@ -16,16 +16,17 @@ instruction goes to Code as Policies or to Language to Rewards, as
 into a reward spec (``lang2policy.l2r.planner.RewardPlanner``) and published as JSON on
 ``/lang2policy/reward_spec`` for the MPC controller node; the last spec is kept as the running
 one, so a follow-up like "higher" edits it. Reward specs name the objects of the live scene
-(``/lang2policy/objects``, with their positions) when that topic has been heard, else the
-objects of the in-process session. ``reward_llm`` (default: the ``llm`` setting) picks the LLM
-of the reward planner; with the same setting both planners share one client. Every status line
-of an instruction carries its route: ``"received"`` has ``{"route": ...}`` as its detail and
+(``/lang2policy/objects``, with their positions and headings) when that topic has been heard,
+else the objects of the in-process session. ``reward_llm`` (default: the ``llm`` setting) picks
+the LLM of the reward planner; with the same setting both planners share one client. Every
+instruction's status carries its route: ``"received"`` has ``{"route": ...}`` as its detail and
 the final ``done`` detail has ``"route"`` too (for reward: the spec, notes, description, code).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 
 from rcl_interfaces.msg import ParameterDescriptor
@@ -69,7 +70,8 @@ class PlannerNode(Node):
         self.current_spec = None  # the last reward spec sent: what a correction edits
         self._reward_planner = None
         self._reward_objects: tuple[str, ...] = ()
-        self._live_objects: dict[str, tuple[float, ...]] = {}
+        self._live_objects: dict[str, tuple[float, ...]] = {}  # name -> [x, y, z]
+        self._live_headings: dict[str, float] = {}  # name -> yaw (degrees)
         self._status = self.create_publisher(String, STATUS_TOPIC, 10)
         self._spec = self.create_publisher(String, SPEC_TOPIC, 10)
         self.create_subscription(String, INSTRUCTION_TOPIC, self._on_instruction, 10)
@@ -97,6 +99,7 @@ class PlannerNode(Node):
             self.get_logger().warning(f"ignored {OBJECTS_TOPIC}: {exc}", throttle_duration_sec=5.0)
             return
         self._live_objects = {n: tuple(float(v) for v in o.position) for n, o in objects.items()}
+        self._live_headings = {n: _yaw_degrees(o.quat) for n, o in objects.items()}
 
     def _on_instruction(self, message: String) -> None:
         try:
@@ -116,9 +119,14 @@ class PlannerNode(Node):
     def _handle_reward(self, instruction: str) -> None:
         """Plan a reward spec and hand it to the MPC controller (worker thread)."""
         try:
-            positions = dict(self._live_objects)
+            positions, headings = dict(self._live_objects), dict(self._live_headings)
             planner = self._reward_planner_for(tuple(positions) or tuple(self.objects))
-            plan = planner.plan(instruction, self.current_spec, positions=positions or None)
+            plan = planner.plan(
+                instruction,
+                self.current_spec,
+                positions=positions or None,
+                headings=headings or None,
+            )
             self._spec.publish(String(data=plan.spec.to_json()))
             self.current_spec = plan.spec
             detail = {
@@ -183,6 +191,12 @@ class PlannerNode(Node):
     def destroy_node(self) -> None:
         self.wait_idle(timeout=1.0)  # a running plan gets a moment to finish its status
         super().destroy_node()
+
+
+def _yaw_degrees(quat) -> float:
+    """Heading (rotation about z, degrees) of a (w, x, y, z) quaternion."""
+    w, x, y, z = quat
+    return math.degrees(math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
 
 
 def main(args=None) -> int:
