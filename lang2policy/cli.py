@@ -35,9 +35,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--scripted", action="store_true", help="no LLM: call the motion primitives directly"
     )
 
-    runp = commands.add_parser("run", help="plan one instruction with an LLM and run it in sim")
-    runp.add_argument("instruction", help='e.g. "put the red block in the blue bowl"')
+    runp = commands.add_parser(
+        "run", help="plan an instruction (and follow-ups) with an LLM and run it in sim"
+    )
+    runp.add_argument(
+        "instructions",
+        nargs="+",
+        metavar="INSTRUCTION",
+        help='e.g. "put the red block in the blue bowl"; more instructions are follow-ups '
+        'handled in turn in the same session: with --planner reward each is planned with the '
+        'running spec as context and swapped into the running MPC ("lift the red block 10 cm" '
+        '"higher")',
+    )
     _add_robot(runp)
+    runp.add_argument(
+        "--planner",
+        default="code",
+        choices=["code", "reward", "auto"],
+        help="code: Code as Policies (default); reward: Language to Rewards with the MPC; "
+        "auto: chosen from the first instruction (lang2policy.planning.route)",
+    )
+    runp.add_argument(
+        "--duration",
+        type=float,
+        help="reward planner: at most this many simulated seconds per instruction",
+    )
     runp.add_argument("--objects", help='comma-separated objects, e.g. "red block,blue bowl"')
     runp.add_argument("--llm", default="local", help=_LLM_HELP)
     runp.add_argument("--seed", type=int, default=0, help="scene seed")
@@ -201,12 +223,15 @@ def _run(args: argparse.Namespace) -> int:
     from lang2policy import run_instruction
 
     request = run_instruction.RunRequest(
-        instruction=args.instruction,
+        instruction=args.instructions[0],
         robot=args.robot,
         objects=_objects(args.objects),
         llm=args.llm,
         seed=args.seed,
         video=args.video,
+        follow_ups=tuple(args.instructions[1:]),
+        planner=args.planner,
+        duration=args.duration,
     )
     say = (lambda line: None) if args.json else print
     report = run_instruction.run(request, say=say)

@@ -1,9 +1,13 @@
-"""``lang2policy run "INSTRUCTION"``: plan one instruction with an LLM and execute it in simulation.
+"""``lang2policy run "INSTRUCTION" [FOLLOW-UP ...]``: plan instructions with an LLM and execute
+them in simulation.
 
-Builds a seeded tabletop scene (or the objects given), the LLM client (local Gemma by default,
-any OpenAI-compatible endpoint, or a replay file), the Code-as-Policies planner and the sandbox,
-then plans, runs (with one repair attempt) and reports the program, the outcome and the final
-scene read from the simulator. ``--video`` records the run from a scene camera.
+Builds a seeded tabletop scene (or the objects given) and the LLM client (local Gemma by
+default, any OpenAI-compatible endpoint, or a replay file). ``planner`` picks the planner:
+"code" (Code as Policies: plans, runs in the sandbox with one repair attempt, reports the
+program and outcome), "reward" (Language to Rewards: plans a reward spec that the MPC
+optimises on the world; follow-ups edit the running spec, ``lang2policy.l2r.run``) or "auto"
+(``choose_planner`` on the first instruction; the follow-ups go to the same planner). The
+report ends with the final scene read from the simulator. ``--video`` records the run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.exec_policy import scene_readout
+from lang2policy.planning.route import MAX_INSTRUCTION, check_instruction, choose_planner
 from lang2policy.sandbox.outcome import printable
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxRunner
@@ -21,7 +26,8 @@ from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.tasks import Session
 
-MAX_INSTRUCTION = 500
+__all__ = ["MAX_INSTRUCTION", "RunRequest", "build_session", "check_instruction", "run"]
+VIDEO_FPS = 10  # the reward path captures one frame per MPC step (0.1 s simulated)
 
 
 @dataclass(frozen=True)
@@ -33,20 +39,13 @@ class RunRequest:
     seed: int = 0
     video: Path | None = None
     camera: str = "front"
+    follow_ups: tuple[str, ...] = ()  # later instructions, planned with what runs as context
+    planner: str = "code"  # "code", "reward" or "auto"
+    duration: float | None = None  # reward path: cap of each step, simulated seconds
 
-
-def check_instruction(text: str) -> str:
-    """The instruction, stripped; a clear error when it is empty, too long or not text."""
-    text = (text or "").strip()
-    if not text:
-        raise Lang2PolicyError("the instruction is empty; say what the robot should do")
-    if len(text) > MAX_INSTRUCTION:
-        raise Lang2PolicyError(
-            f"the instruction has {len(text)} characters; at most {MAX_INSTRUCTION} are allowed"
-        )
-    if any(ord(c) < 32 and c not in "\t" for c in text):
-        raise Lang2PolicyError("the instruction contains control characters; use plain text")
-    return text
+    @property
+    def instructions(self) -> list[str]:
+        return [self.instruction, *self.follow_ups]
 
 
 def build_session(request: RunRequest):
@@ -63,20 +62,70 @@ def build_session(request: RunRequest):
 
 
 def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
-    """Plan and execute one instruction; returns a JSON-able report."""
-    instruction = check_instruction(request.instruction)
+    """Plan and execute the instructions; returns a JSON-able report."""
+    instructions = [check_instruction(text) for text in request.instructions]
+    if request.duration is not None and not request.duration > 0:
+        raise Lang2PolicyError(f"the duration must be a positive number of seconds, got "
+                               f"{request.duration}")
+    planner = choose_planner(instructions[0], request.planner)
+    if planner == "reward":
+        return _run_reward(request, instructions, say)
+    return _run_code(request, instructions, say)
+
+
+def _run_code(request: RunRequest, instructions: list[str], say: Callable[[str], None]) -> dict:
     session, objects, planning = build_session(request)
     say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}: {', '.join(objects)}")
     recorder = session.record(request.camera) if request.video else None
-    result = planning.handle(instruction, on_status=lambda line: say(f"[run] {line}"))
+    results = []
+    for instruction in instructions:
+        results.append(planning.handle(instruction, on_status=lambda line: say(f"[run] {line}")))
     session.world.step_seconds(0.5)  # let objects settle before reading the scene
     report = {
-        "instruction": instruction,
+        "instruction": instructions[0],
+        "planner": "code",
         "robot": request.robot,
         "seed": request.seed,
         "llm": request.llm,
         "objects": objects,
-        "result": result.as_dict(),
+        "result": results[0].as_dict(),
+        "scene": scene_readout(session),
+    }
+    if len(results) > 1:
+        report["steps"] = [r.as_dict() for r in results]
+    if recorder is not None:
+        report["video"] = str(recorder.save(request.video))
+        recorder.renderer.close()
+    return report
+
+
+def _run_reward(request: RunRequest, instructions: list[str],
+                say: Callable[[str], None]) -> dict:
+    from lang2policy.l2r.planner import RewardPlanner
+    from lang2policy.l2r.run import run_instructions, scene_state
+    from lang2policy.llm import make_client
+
+    session = Session(request.robot)
+    objects = session.reset(request.seed, list(request.objects) if request.objects else None)
+    positions, _ = scene_state(session.world)
+    planner = RewardPlanner(make_client(request.llm), positions)
+    say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}, reward planner: "
+        f"{', '.join(objects)}")
+    recorder = _recorder(session, request.camera) if request.video else None
+    capture = None if recorder is None else (lambda mpc: recorder.maybe_capture(mpc.world.data))
+    steps = run_instructions(session, planner, instructions, seed=request.seed,
+                             duration=request.duration, say=lambda line: say(f"[run] {line}"),
+                             on_step=capture)
+    report = {
+        "instruction": instructions[0],
+        "instructions": instructions,
+        "planner": "reward",
+        "robot": request.robot,
+        "seed": request.seed,
+        "llm": request.llm,
+        "objects": objects,
+        "ok": len(steps) == len(instructions) and all(step["ok"] for step in steps),
+        "steps": steps,
         "scene": scene_readout(session),
     }
     if recorder is not None:
@@ -85,20 +134,19 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
     return report
 
 
+def _recorder(session: Session, camera: str):
+    from lang2policy.scene.render import CameraRenderer, VideoRecorder
+
+    recorder = VideoRecorder(CameraRenderer(session.world.model, 480, 360), camera, VIDEO_FPS)
+    recorder.maybe_capture(session.world.data)
+    return recorder
+
+
 def format_text(report: dict) -> str:
-    result = report["result"]
-    outcome = result["outcome"]
-    program = (result.get("program") or {}).get("code") or "(no program)"
-    lines = [
-        f"instruction: {report['instruction']}",
-        "program:",
-        *("    " + line for line in printable(program).splitlines()),
-        f"attempts: {result['attempts']}",
-        f"outcome: {outcome['kind']}"
-        + ("" if outcome["ok"] else f" - {printable(outcome['message'])}"),
-    ]
-    if outcome.get("said"):
-        lines.append("said: " + printable(" | ".join(outcome["said"])))
+    if report.get("planner") == "reward":
+        lines = _reward_lines(report)
+    else:
+        lines = _code_lines(report)
     lines.append("scene:")
     for name, position in report["scene"]["positions"].items():
         lines.append(f"  {name:<16} at {position}")
@@ -109,5 +157,48 @@ def format_text(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _code_lines(report: dict) -> list[str]:
+    lines = []
+    for result in report.get("steps") or [report["result"]]:
+        outcome = result["outcome"]
+        program = (result.get("program") or {}).get("code") or "(no program)"
+        lines += [
+            f"instruction: {result['instruction']}",
+            "program:",
+            *("    " + line for line in printable(program).splitlines()),
+            f"attempts: {result['attempts']}",
+            f"outcome: {outcome['kind']}"
+            + ("" if outcome["ok"] else f" - {printable(outcome['message'])}"),
+        ]
+        if outcome.get("said"):
+            lines.append("said: " + printable(" | ".join(outcome["said"])))
+    return lines
+
+
+def _reward_lines(report: dict) -> list[str]:
+    lines = []
+    for step in report["steps"]:
+        lines.append(f"instruction: {step['instruction']}")
+        plan, outcome = step["plan"], step["outcome"]
+        if plan is None:
+            lines.append(f"  not planned: {printable(step['error'])}")
+            continue
+        lines.append(f"  {'new task' if plan['new_task'] else 'edits the running spec'} "
+                     f"(planned in {plan['plan_ms'] / 1000:.1f} s)")
+        lines += ["  description:", *(f"    {line}" for line in plan["description"].splitlines())]
+        lines += ["  code:", *(f"    {line}" for line in printable(plan["code"]).splitlines())]
+        lines += [f"  note: {printable(note)}" for note in plan["notes"]]
+        goals = {c["term"] for c in plan["spec"].get("success", {}).get("all", [])}
+        final = ", ".join(f"{k} {v:g}" for k, v in outcome["final"].items() if k in goals)
+        lines.append(f"  outcome: {outcome['status']} after {outcome['sim_seconds']:.1f} s "
+                     f"simulated ({outcome['iterations']} MPC iterations, "
+                     f"{outcome['mpc_plan_ms']:.0f} ms each)" + (f"; {final}" if final else ""))
+    return lines
+
+
 def main_exit_code(report: dict) -> int:
-    return 0 if report["result"]["outcome"]["ok"] else 1
+    """0 when everything succeeded, 1 when a plan or its execution did not."""
+    if report.get("planner") == "reward":
+        return 0 if report["ok"] else 1
+    results = report.get("steps") or [report["result"]]
+    return 0 if all(r["outcome"]["ok"] for r in results) else 1

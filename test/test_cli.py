@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from lang2policy.cli import main
 
 
@@ -121,3 +123,50 @@ def test_bench_cap_oracle_track_json(capsys):
     assert report["tracks"] == ["oracle"]
     assert report["oracle"]["episodes"] == 2
     assert [f["family"] for f in report["families"]] == ["pick_place", "corner"]
+
+
+# Recorded from the local Gemma model with grammar-constrained decoding:
+#   lang2policy run "lift the red block 10 cm" "higher" --planner reward --seed 1 --duration 1 \
+#     --objects "red block,blue bowl,green block" --llm record:test/fixtures/llm/l2r_cli.jsonl
+# (the follow-up's prompt holds the object positions after the first step: record it again if
+# the MPC starts moving the blocks in that second)
+L2R_REPLAY = "replay:test/fixtures/llm/l2r_cli.jsonl"
+L2R_ARGS = ["--objects", "red block,blue bowl,green block", "--seed", "1", "--duration", "1"]
+
+
+def test_run_reward_plans_a_spec_runs_the_mpc_and_a_follow_up_edits_it(capsys, tmp_path):
+    video = tmp_path / "l2r.mp4"
+    args = ["run", "lift the red block 10 cm", "higher", "--planner", "reward", *L2R_ARGS]
+    code = main([*args, "--llm", L2R_REPLAY, "--video", str(video), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == (0 if report["ok"] else 1)
+    assert report["planner"] == "reward" and report["instructions"] == ["lift the red block 10 cm",
+                                                                         "higher"]
+    first, second = report["steps"]
+    lift = {t["id"]: t for t in first["plan"]["spec"]["terms"]}["lift"]
+    assert lift["params"] == {"object": "red block", "height": 0.1, "mode": "exactly"}
+    assert first["plan"]["new_task"] and not second["plan"]["new_task"]
+    higher = {t["id"]: t for t in second["plan"]["spec"]["terms"]}["lift"]
+    assert higher["params"]["height"] > 0.1
+    assert "set_lift" in first["plan"]["code"] and "* This is not a new task." in (
+        second["plan"]["description"])
+    for step in report["steps"]:  # both ran on the world, for the capped duration
+        assert step["outcome"]["status"] in ("success", "timeout", "failed")
+        assert 0.5 < step["outcome"]["sim_seconds"] <= 1.05
+        assert step["outcome"]["iterations"] >= 5 and "lift" in step["outcome"]["final"]
+        assert step["plan"]["plan_ms"] > 0 and step["plan"]["notes"] == []
+    assert set(report["scene"]["positions"]) == {"red block", "blue bowl", "green block"}
+    assert video.stat().st_size > 10_000
+
+
+def test_run_auto_routes_to_rewards_and_reports_planning_failures(capsys):
+    args = ["run", "lift the red block 10 cm", "spin around", "--planner", "auto", *L2R_ARGS]
+    assert main([*args, "--llm", L2R_REPLAY]) == 1
+    out = capsys.readouterr().out
+    assert "instruction: lift the red block 10 cm" in out and "set_lift" in out
+    assert "instruction: spin around" in out and "not planned: ReplayMissError" in out
+    assert main(["run", "lift it", "--planner", "reward", "--duration", "0"]) == 2
+    assert "duration must be a positive number" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "lift it", "--planner", "rewards"])
+    assert "invalid choice" in capsys.readouterr().err

@@ -9,6 +9,10 @@ Every call sets terms under fixed ids (``set_lift`` sets ``reach``, ``grasp`` an
 applying the calls of a correction to the running spec *edits* it: the same ids are
 overwritten, everything else stays. ``RewardBuilder.to_dict()`` gives the spec JSON that
 ``validate_spec`` checks (numbers outside a term's range are clamped there, with a note).
+Relative calls (``set_push_by``, ``set_turn``) are resolved here from the object positions and
+headings the planner was given. Term choices, weights and tolerances follow the benchmark's
+reference specs (``lang2policy.bench.l2r_tasks``): e.g. an object moved to a point is pushed
+there, a lift grasps with the aligned, pointing-down gripper.
 """
 
 from __future__ import annotations
@@ -23,13 +27,19 @@ from lang2policy.skills.spec import Param, Skill
 _OBJ = Param("obj", "object", "the object, by its scene name, e.g. 'red block'")
 _X = Param("x", "number", "x of the point in metres (+x away from the robot)")
 _Y = Param("y", "number", "y of the point in metres (+y to the robot's left)")
+DIRECTIONS = ("away from the robot", "toward the robot", "to the left", "to the right")
 
-# Success tolerances (in each term's unit) and the hold time of a goal.
+# Success tolerances (in each term's unit), as in the benchmark's reference specs.
 POSITION_TOLERANCE = 0.02  # m
-ANGLE_TOLERANCE = 0.1  # rad (about 6 degrees)
-REGION_TOLERANCE = 0.01  # m: how deep the tool may dip into a keep-out region before failing
+ANGLE_TOLERANCE = 0.17  # rad (about 10 degrees)
+UPRIGHT_TOLERANCE = 0.1  # rad
+REGION_TOLERANCE = 0.005  # m: how deep the tool may dip into a keep-out region before failing
 # Terms that only help reach a goal; their success conditions give way to a goal's.
 SUBGOALS = ("reach", "grasp")
+# Duration of a task by its goal term, unless set_duration / execute_plan(duration) sets one.
+GOAL_DURATIONS = {"lift": 20.0, "hover": 8.0, "tool_to": 15.0, "to_point": 15.0,
+                  "place_on": 15.0, "push_to": 15.0, "yaw": 15.0, "upright": 15.0}
+DEFAULT_DURATION = 10.0
 
 
 def _api(name: str, params: tuple[Param, ...], doc: str) -> Skill:
@@ -43,13 +53,18 @@ REWARD_API: dict[str, Skill] = {s.name: s for s in (
     _api("set_lift", (_OBJ, Param("height", "number", "lift above the table in metres")),
          "Grasp the object and hold it `height` metres above where it rests."),
     _api("set_object_target", (_OBJ, _X, _Y),
-         "Grasp the object and move it to the point (x, y) on the table."),
+         "Move the object to the point (x, y) on the table (it may be pushed)."),
     _api("set_place_on", (_OBJ, Param("target", "object", "the object to put it on or in")),
          "Grasp the object and put it on (or in) the target object."),
     _api("set_push", (_OBJ, _X, _Y),
          "Push the object, without grasping it, to the point (x, y) on the table."),
+    _api("set_push_by", (_OBJ, Param("distance", "number", "metres"),
+                         Param("direction", "string", "which way", choices=DIRECTIONS)),
+         "Push the object, without grasping it, `distance` metres in a direction."),
     _api("set_yaw", (_OBJ, Param("degrees", "number", "target heading in degrees")),
          "Turn the object to a heading (degrees, counter-clockwise from +x)."),
+    _api("set_turn", (_OBJ, Param("degrees", "number", "degrees, counter-clockwise")),
+         "Turn the object by an angle from its current heading."),
     _api("set_upright", (_OBJ,), "Stand the object upright (a face flat on the table)."),
     _api("set_hover", (_X, _Y, Param("height", "number", "height above the table in metres")),
          "Keep the gripper `height` metres above the point (x, y)."),
@@ -78,19 +93,33 @@ def prompt_api() -> str:
     for skill in REWARD_API.values():
         args = ", ".join(p.name if p.required else f"{p.name}={p.default!r}"
                          for p in skill.params)
-        blocks.append(f"def {skill.name}({args}):\n    \"\"\"{skill.doc}\"\"\"")
+        doc = skill.doc
+        choices = [p for p in skill.params if p.choices]
+        if choices:
+            doc += " " + "; ".join(f"{p.name}: one of {list(p.choices)}" for p in choices) + "."
+        blocks.append(f"def {skill.name}({args}):\n    \"\"\"{doc}\"\"\"")
     return "\n".join(blocks)
+
+
+def _wrap_degrees(value: float) -> float:
+    return (value + 180.0) % 360.0 - 180.0
 
 
 class RewardBuilder:
     """The reward being built: terms by id, success conditions by term id, duration.
 
     ``base`` (the running spec) is the starting point when the task is not new. Objects are
-    checked against ``objects``; numbers are passed on for ``validate_spec`` to range-check.
+    checked against ``objects``; ``positions`` (x, y, z) and ``headings`` (degrees) of objects
+    serve the relative calls (``set_push_by``, ``set_turn``). Numbers are passed on for
+    ``validate_spec`` to range-check.
     """
 
-    def __init__(self, objects: Sequence[str], base: RewardSpec | None = None) -> None:
+    def __init__(self, objects: Sequence[str], base: RewardSpec | None = None, *,
+                 positions: Mapping[str, Sequence[float]] | None = None,
+                 headings: Mapping[str, float] | None = None) -> None:
         self.objects = list(objects)
+        self.positions = dict(positions or {})
+        self.headings = dict(headings or {})
         self.terms: dict[str, dict[str, Any]] = {}
         self.conditions: dict[str, dict[str, Any]] = {}
         self.duration: float | None = None
@@ -121,14 +150,17 @@ class RewardBuilder:
             for term_id in SUBGOALS:
                 conditions.pop(term_id, None)
         data: dict[str, Any] = {"version": 1, "task": task[:500],
-                                "terms": list(self.terms.values())}
-        if self.duration is not None:
-            data["duration"] = self.duration
+                                "terms": list(self.terms.values()),
+                                "duration": self.duration or self._default_duration()}
         if conditions:
             data["success"] = {"all": list(conditions.values())}
             if self.hold is not None:
                 data["success"]["hold"] = self.hold
         return data
+
+    def _default_duration(self) -> float:
+        return max((GOAL_DURATIONS.get(i, 0.0) for i in self.terms), default=0.0) or \
+            DEFAULT_DURATION
 
     def _set(self, term_id: str, term: str, params: dict[str, Any],
              weight: float | None = None) -> None:
@@ -136,6 +168,11 @@ class RewardBuilder:
         if weight is not None:
             entry["weight"] = weight
         self.terms[term_id] = entry
+
+    def _drop(self, *term_ids: str) -> None:
+        for term_id in term_ids:
+            self.terms.pop(term_id, None)
+            self.conditions.pop(term_id, None)
 
     def _goal(self, term_id: str, tolerance: float, always: bool = False) -> None:
         self.conditions[term_id] = {"term": term_id,
@@ -145,6 +182,13 @@ class RewardBuilder:
         if name not in self.objects:
             raise UnknownObjectError(f"unknown object {name!r}; objects: {sorted(self.objects)}")
         return name
+
+    def _position(self, name: str) -> Sequence[float]:
+        where = self.positions.get(self._object(name))
+        if where is None:
+            raise InvalidIntentError(f"the position of the {name} is not known here; give an "
+                                     "absolute point instead (set_push)")
+        return where
 
     # ------------------------------------------------------------------ the API
     def call(self, name: str, args: Mapping[str, Any]) -> None:
@@ -160,78 +204,108 @@ class RewardBuilder:
         self.reset()
 
     def _api_set_reach(self, obj: str) -> None:
-        self._set("reach", "reach", {"object": self._object(obj), "approach": "above"})
+        self._set("reach", "reach", {"object": self._object(obj)}, 1.0)
+        self._set("pointing_down", "tool_pointing_down", {}, 0.05)
         self._goal("reach", POSITION_TOLERANCE)
 
     def _api_set_grasp(self, obj: str) -> None:
         self._api_set_reach(obj)
-        self._set("grasp", "grasp", {"object": obj})
+        self._drop("gripper", "push", "flat_on_table")  # the grasp term drives the gripper
+        self._set("grasp", "grasp", {"object": obj, "radius": 0.01}, 0.3)
+        self._set("grasp_align", "grasp_align", {"object": obj}, 0.1)
         self._goal("grasp", 0.1)
 
     def _api_set_lift(self, obj: str, height: float) -> None:
         self._api_set_grasp(obj)
-        self._set("lift", "object_height", {"object": obj, "height": height,
-                                            "mode": "exactly"})
+        self._set("lift", "object_height", {"object": obj, "height": height}, 3.0)
         self._goal("lift", POSITION_TOLERANCE)
 
+    def _pushing(self, obj: str, point: list[float], term_id: str, tolerance: float) -> None:
+        self._drop(*SUBGOALS, "grasp_align", "pointing_down")  # pushing, not grasping
+        self._set("push", "push", {"object": self._object(obj), "point": point}, 1.0)
+        self._set("gripper", "gripper", {"opening": 0.0}, 0.2)
+        self._set(term_id, "object_to_point", {"object": obj, "point": point, "axes": "xy"},
+                  3.0)
+        self._goal(term_id, tolerance)
+
     def _api_set_object_target(self, obj: str, x: float, y: float) -> None:
-        self._api_set_grasp(obj)
-        self._set("to_point", "object_to_point", {"object": obj, "point": [x, y, 0.0125],
-                                                  "axes": "xy"})
-        self._goal("to_point", POSITION_TOLERANCE)
+        self._drop("push_to", "flat_on_table")
+        self._pushing(obj, [x, y, 0.0125], "to_point", 0.03)
+        self.hold = 0.3
+
+    def _api_set_push(self, obj: str, x: float, y: float) -> None:
+        self._drop("to_point")
+        self._pushing(obj, [x, y, 0.0125], "push_to", POSITION_TOLERANCE)
+        self._set("flat_on_table", "object_height",
+                  {"object": obj, "height": 0.0, "mode": "at_most"}, 1.0)
+        self._goal("flat_on_table", POSITION_TOLERANCE, always=True)
+        self.hold = 0.3
+
+    def _api_set_push_by(self, obj: str, distance: float, direction: str) -> None:
+        x, y = (float(v) for v in self._position(obj)[:2])
+        radial = (x, y) if (x, y) != (0.0, 0.0) else (1.0, 0.0)
+        norm = (radial[0] ** 2 + radial[1] ** 2) ** 0.5
+        unit = {"away from the robot": (radial[0] / norm, radial[1] / norm),
+                "toward the robot": (-radial[0] / norm, -radial[1] / norm),
+                "to the left": (0.0, 1.0), "to the right": (0.0, -1.0)}[direction]
+        self._api_set_push(obj, round(x + distance * unit[0], 4),
+                           round(y + distance * unit[1], 4))
 
     def _api_set_place_on(self, obj: str, target: str) -> None:
         if self._object(target) == self._object(obj):
             raise InvalidIntentError(f"set_place_on: {obj!r} cannot be placed on itself")
         self._api_set_grasp(obj)
         offset = 0.02 if target.endswith("bowl") else 0.025
-        self._set("place_on", "object_on", {"object": obj, "target": target, "offset": offset})
-        self._goal("place_on", POSITION_TOLERANCE)
-
-    def _api_set_push(self, obj: str, x: float, y: float) -> None:
-        self._set("push", "push", {"object": self._object(obj), "point": [x, y, 0.0125]})
-        self._set("push_to", "object_to_point", {"object": obj, "point": [x, y, 0.0125],
-                                                 "axes": "xy"})
-        self._set("gripper", "gripper", {"opening": 0.0})
-        for term_id in SUBGOALS:  # pushing, not grasping
-            self.terms.pop(term_id, None)
-            self.conditions.pop(term_id, None)
-        self._goal("push_to", POSITION_TOLERANCE)
+        self._set("place_on", "object_on", {"object": obj, "target": target, "offset": offset},
+                  3.0)
+        self._goal("place_on", 0.025)
 
     def _api_set_yaw(self, obj: str, degrees: float) -> None:
         self._api_set_grasp(obj)
-        self._set("yaw", "object_yaw", {"object": obj, "yaw_deg": degrees})
+        self._set("yaw", "object_yaw", {"object": obj, "yaw_deg": degrees}, 1.0)
+        self._set("upright", "object_upright", {"object": obj}, 0.5)
         self._goal("yaw", ANGLE_TOLERANCE)
+        self._goal("upright", UPRIGHT_TOLERANCE)
+
+    def _api_set_turn(self, obj: str, degrees: float) -> None:
+        heading = self.headings.get(self._object(obj))
+        if heading is None:
+            raise InvalidIntentError(f"the heading of the {obj} is not known here; give an "
+                                     "absolute heading instead (set_yaw)")
+        self._api_set_yaw(obj, round(_wrap_degrees(float(heading) + degrees), 2))
 
     def _api_set_upright(self, obj: str) -> None:
         self._api_set_reach(obj)
-        self._set("upright", "object_upright", {"object": obj, "any_face": "yes"})
-        self._goal("upright", ANGLE_TOLERANCE)
+        self._set("upright", "object_upright", {"object": obj}, 1.0)
+        self._goal("upright", UPRIGHT_TOLERANCE)
 
     def _api_set_hover(self, x: float, y: float, height: float) -> None:
-        self._set("hover", "tool_above", {"point": [x, y, 0.0], "height": height})
-        self._goal("hover", POSITION_TOLERANCE)
+        self._set("hover", "tool_above", {"point": [x, y, 0.0], "height": height}, 1.0)
+        self._goal("hover", 0.015)
+        self.hold = 1.0
 
     def _api_set_tool_target(self, x: float, y: float, z: float) -> None:
-        self._set("tool_to", "tool_to_point", {"point": [x, y, z], "axes": "xyz"})
-        self._goal("tool_to", POSITION_TOLERANCE)
+        self._set("tool_to", "tool_to_point", {"point": [x, y, z]}, 2.0)
+        self._goal("tool_to", 0.015)
+        self.hold = 0.3
 
     def _api_set_speed_limit(self, m_per_s: float) -> None:
-        self._set("speed", "tool_speed", {"speed": m_per_s, "mode": "at_most"}, weight=5.0)
+        self._set("speed", "tool_speed", {"speed": m_per_s, "mode": "at_most"}, 10.0)
 
     def _api_set_min_speed(self, m_per_s: float) -> None:
-        self._set("speed", "tool_speed", {"speed": m_per_s, "mode": "at_least"}, weight=5.0)
+        self._set("speed", "tool_speed", {"speed": m_per_s, "mode": "at_least"}, 2.0)
 
     def _api_avoid_region(self, center: list[float], half_size: float) -> None:
-        params = {"point": list(center), "half_size": [half_size] * 3, "subject": "tool"}
+        params = {"point": list(center), "half_size": [half_size] * 3, "margin": 0.01,
+                  "subject": "tool"}
         same = [i for i, t in self.terms.items()
                 if t["term"] == "keep_out" and t["params"].get("point") == params["point"]]
         term_id = same[0] if same else _free_id(self.terms, "keep_out")
-        self._set(term_id, "keep_out", params)
+        self._set(term_id, "keep_out", params, 50.0)
         self._goal(term_id, REGION_TOLERANCE, always=True)
 
     def _api_set_gripper(self, opening: float) -> None:
-        self._set("gripper", "gripper", {"opening": opening})
+        self._set("gripper", "gripper", {"opening": opening}, 0.2)
 
     def _api_set_duration(self, seconds: float) -> None:
         self.duration = seconds

@@ -1,11 +1,15 @@
 """Stage 2, the reward coder: a filled description to calls of the reward API (stateless).
 
-The coder sees only the API, its examples and one description, as in the paper. Its code runs
-in the sandbox (``sandboxed.run_reward_code``). With ``constrained=True`` (a llama.cpp server)
-the answer is decoded under a grammar that admits only a list of API calls: function names
-from the API, object names from the scene (never an object placed on itself), numbers of a
-fixed shape, ``reset_reward()`` first exactly when the task is new and ``execute_plan()``
-last. Such code always runs; out-of-range numbers are clamped by the spec validation.
+The coder sees only the shared header (template, API, examples) and one description, never
+the conversation, as in the paper. Its code runs in the sandbox (``sandboxed``).
+
+With a small local model (``constrained=True``) the description is already a filled template
+(the descriptor's grammar saw to that), and each template line maps to exactly one API call
+(``LINE_CALLS``), so the code is written from the description directly (``description_code``):
+the program a grammar-constrained decode would be forced to produce, without the model's
+latency or its chance to contradict the description. ``llm_for_constrained=True`` asks the model
+instead, under ``grammar.code_grammar`` (API calls only; always runs). Chat models write free
+code, as in the paper.
 """
 
 from __future__ import annotations
@@ -13,17 +17,38 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import permutations
 
-from lang2policy.l2r.api import REWARD_API
-from lang2policy.l2r.template import NUMBER_RULES, Description, gbnf_literal
+from lang2policy.l2r.grammar import CODE_END, code_grammar, number_text, quoted
+from lang2policy.l2r.template import Description
 from lang2policy.llm.exchange import LLM, Message
 
-CODE_START, CODE_END = "[start of code]", "[end of code]"
+CODE_START = "[start of code]"
 MAX_TOKENS = 300
-MAX_CALLS = 8  # calls between reset_reward() and execute_plan() in constrained code
 _FENCE = re.compile(r"```(?:python)?\n(.*?)```", re.DOTALL)
-_FIXED = ("reset_reward", "execute_plan")
+
+__all__ = ["CODE_END", "CODE_START", "LINE_CALLS", "CodeReply", "RewardCoder",
+           "description_code", "extract_code"]
+
+# Template line -> (API function, arguments): "obj" is the description's object, "place_on"
+# and other slot names are that slot's value; "open" is 1.0 or 0.0 from the gripper choice;
+# "[avoid_x, avoid_y]" is the region's centre (0.05 m high).
+LINE_CALLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "grasp": ("set_grasp", ("obj",)),
+    "lift": ("set_lift", ("obj", "lift")),
+    "move": ("set_object_target", ("obj", "move_x", "move_y")),
+    "place": ("set_place_on", ("obj", "place_on")),
+    "push": ("set_push", ("obj", "push_x", "push_y")),
+    "push_by": ("set_push_by", ("obj", "push_distance", "push_direction")),
+    "yaw": ("set_yaw", ("obj", "yaw")),
+    "turn": ("set_turn", ("obj", "turn")),
+    "upright": ("set_upright", ("obj",)),
+    "hover": ("set_hover", ("hover_x", "hover_y", "hover_height")),
+    "tool": ("set_tool_target", ("tool_x", "tool_y", "tool_z")),
+    "speed": ("set_speed_limit", ("speed",)),
+    "avoid": ("avoid_region", ("[avoid_x, avoid_y]", "avoid_half")),
+    "gripper": ("set_gripper", ("open",)),
+    "duration": ("set_duration", ("duration",)),
+}
 
 
 @dataclass(frozen=True)
@@ -45,53 +70,45 @@ def extract_code(reply: str) -> str:
     return text.strip("\n") + "\n"
 
 
-def _args_rule(name: str, objects: Sequence[str]) -> str:
-    skill = REWARD_API[name]
-    kinds = [p.kind for p in skill.params]
-    if name == "set_place_on":  # two different objects
-        pairs = [f'{gbnf_literal(repr_name(a))} ", " {gbnf_literal(repr_name(b))}'
-                 for a, b in permutations(objects, 2)]
-        return "(" + " | ".join(f"({p})" for p in pairs) + ")" if pairs else ""
-    parts = []
-    for kind in kinds:
-        parts.append({"object": "obj", "number": "snum",
-                      "point": '"[" snum ", " snum ", " snum "]"'}[kind])
-    return ' ", " '.join(parts)
+def _argument(arg: str, description: Description) -> str:
+    values = description.values
+    if arg == "obj":
+        return quoted(description.object or "none")
+    if arg == "open":
+        return "1.0" if values.get("gripper") == "open" else "0.0"
+    if arg.startswith("["):
+        x, y = (number_text(float(values[a])) for a in arg.strip("[]").split(", "))
+        return f"[{x}, {y}, 0.05]"
+    value = values[arg]
+    return number_text(value) if isinstance(value, float) else quoted(str(value))
 
 
-def repr_name(name: str) -> str:
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def code_grammar(objects: Sequence[str], new_task: bool) -> str:
-    """GBNF for the constrained coder's answer (the text after ``[start of code]\\n``)."""
-    calls = []
-    for name in REWARD_API:
-        if name in _FIXED:
+def description_code(description: Description, new_task: bool) -> str:
+    """The reward code of a template-only description: one call per line, in order."""
+    lines = ["reset_reward()"] if new_task else []
+    for key in description.lines:
+        if key not in LINE_CALLS:
             continue
-        args = _args_rule(name, objects)
-        if name == "set_place_on" and not args:
-            continue  # needs two objects
-        calls.append(f'"{name}(" {args} ")\\n"' if args else f'"{name}()\\n"')
-    first = '"reset_reward()\\n" ' if new_task else ""
-    optional = " ".join(["call?"] * (MAX_CALLS - 1))
-    objects_rule = " | ".join(gbnf_literal(repr_name(o)) for o in objects)
-    return "\n".join([
-        f'root ::= {first}call {optional} "execute_plan()\\n" {gbnf_literal(CODE_END)}',
-        "call ::= " + " | ".join(f"({c})" for c in calls),
-        f"obj ::= {objects_rule}",
-        NUMBER_RULES,
-    ])
+        name, args = LINE_CALLS[key]
+        if key == "speed" and description.values.get("speed_mode") == "at least":
+            name = "set_min_speed"
+        lines.append(f"{name}({', '.join(_argument(a, description) for a in args)})")
+    return "\n".join([*lines, "execute_plan()"]) + "\n"
 
 
 class RewardCoder:
     """Writes reward code for one description (no memory between calls)."""
 
-    def __init__(self, llm: LLM, prompt: str, *, constrained: bool) -> None:
+    def __init__(self, llm: LLM, prompt: str, *, constrained: bool,
+                 llm_for_constrained: bool = False) -> None:
         self.llm, self.prompt, self.constrained = llm, prompt, constrained
+        self.llm_for_constrained = llm_for_constrained
 
     def write(self, description: Description, new_task: bool,
               objects: Sequence[str]) -> CodeReply:
+        """Code for ``description``; ``new_task`` decides ``reset_reward()`` when constrained."""
+        if self.constrained and not self.llm_for_constrained and not description.unknown:
+            return CodeReply(description_code(description, new_task), 0.0)
         grammar = code_grammar(objects, new_task) if self.constrained else None
         stop = None if self.constrained else [CODE_END]
         reply = self.llm.complete(self._request(description), stop=stop, max_tokens=MAX_TOKENS,
@@ -100,6 +117,6 @@ class RewardCoder:
 
     def _request(self, description: Description) -> str | list[Message]:
         if self.llm.config.mode == "completion":
-            return f"{self.prompt.rstrip(chr(10))}\n\n{description.block()}\n{CODE_START}\n"
+            return f"{self.prompt}\nNow:\n\n{description.block()}\n{CODE_START}\n"
         return [{"role": "system", "content": self.prompt},
                 {"role": "user", "content": description.block()}]

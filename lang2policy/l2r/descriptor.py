@@ -17,11 +17,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lang2policy.errors import LLMResponseError
+from lang2policy.l2r.grammar import (
+    about_gripper,
+    description_grammar,
+    grammar_regex,
+    ground_numbers,
+    mentioned,
+)
+from lang2policy.l2r.prompts import RewardPrompts, annotate
 from lang2policy.l2r.template import (
+    END,
     START,
     Description,
     DescriptionError,
-    description_grammar,
     parse_description,
 )
 from lang2policy.llm.exchange import LLM, Message
@@ -51,6 +59,16 @@ def objects_line(objects: Sequence[str], positions: Mapping[str, Sequence[float]
     return "objects: " + ", ".join(parts)
 
 
+def _check_grammar(text: str, grammar: str | None) -> None:
+    """A constrained answer must be one the grammar admits: a server that ignored the grammar
+    (not llama.cpp?) is caught here rather than trusted."""
+    if grammar is not None and not grammar_regex(grammar).fullmatch(text):
+        raise DescriptionError(
+            "the answer does not follow the grammar it was decoded under; does the LLM server "
+            f"support llama.cpp grammars? It began {text[:80]!r}"
+        )
+
+
 def sentence(instruction: str) -> str:
     """One line ending in a full stop (or its own question or exclamation mark)."""
     text = " ".join(instruction.split()).rstrip(".")
@@ -60,24 +78,25 @@ def sentence(instruction: str) -> str:
 class MotionDescriptor:
     """Fills the template for each instruction; ``history`` holds the accepted turns."""
 
-    def __init__(self, llm: LLM, prompt: str, *, constrained: bool, attempts: int = 3) -> None:
+    def __init__(self, llm: LLM, prompts: RewardPrompts, *, constrained: bool,
+                 attempts: int = 3) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
-        self.llm, self.prompt = llm, prompt
+        self.llm, self.prompts = llm, prompts
         self.constrained, self.attempts = constrained, attempts
-        self.history: list[tuple[str, str]] = []
+        self.history: list[tuple[str, Description]] = []
 
     def reset(self) -> None:
         self.history.clear()
 
     def remember(self, instruction: str, description: Description) -> None:
-        self.history.append((sentence(instruction), description.block()))
+        self.history.append((sentence(instruction), description))
 
     def describe(self, instruction: str, objects: Sequence[str],
                  positions: Mapping[str, Sequence[float]]) -> DescribeResult:
         """Ask until the answer parses (at most ``attempts`` times)."""
         request = self._request(instruction, objects, positions)
-        grammar = description_grammar(objects) if self.constrained else None
+        grammar = self._grammar(instruction, objects, positions) if self.constrained else None
         errors: list[str] = []
         seconds = 0.0
         for attempt in range(self.attempts):
@@ -90,6 +109,7 @@ class MotionDescriptor:
                 continue
             text, seconds = reply.text, seconds + reply.latency_s
             try:
+                _check_grammar(text, grammar)
                 description = parse_description(self._full(text), objects)
             except DescriptionError as exc:
                 log.info("description attempt %d unusable: %s", attempt + 1, exc)
@@ -101,31 +121,41 @@ class MotionDescriptor:
             + "; ".join(errors[-3:])
         )
 
+    def _grammar(self, instruction: str, objects: Sequence[str],
+                 positions: Mapping[str, Sequence[float]]) -> str:
+        focus = mentioned(instruction, objects)
+        previous = self.history[-1][1].object if self.history else None
+        numbers = ground_numbers(instruction, focus, positions)
+        return description_grammar(objects, focus, previous, numbers, about_gripper(instruction))
+
     # ------------------------------------------------------------------ prompts
     def _completion_mode(self) -> bool:
         return self.llm.config.mode == "completion"
 
     def _stop(self) -> list[str] | None:
-        return None if self.constrained else ["\nUser:", "\n\n"]
+        return None if self.constrained else [END, "\nUser:"]
 
     def _full(self, text: str) -> str:
-        """Completion answers continue after the prompt's ``[start of description]``."""
-        return f"{START}\n{text}" if self._completion_mode() and START not in text else text
+        """Completion answers continue after the prompt's ``[start of description]`` (and
+        stop before ``[end of description]`` unless a grammar wrote it)."""
+        if not self._completion_mode() or START in text:
+            return text
+        return f"{START}\n{text.rstrip()}\n" + ("" if END in text else END)
 
     def _request(self, instruction: str, objects: Sequence[str],
                  positions: Mapping[str, Sequence[float]]) -> str | list[Message]:
         scene = objects_line(objects, positions)
-        instruction = sentence(instruction)
         turns = self.history[-HISTORY_TURNS:]
+        said = annotate(sentence(instruction))
         if self._completion_mode():
-            lines = [self.prompt.rstrip("\n"), "", scene]
-            for past, block in turns:
-                lines += [f"User: {past}", block]
-            lines += [f"User: {instruction}", START]
+            lines = [self.prompts.descriptor_prompt(instruction), "Now the user:", "", scene]
+            for past, described in turns:
+                lines += [f"User: {annotate(past)}", described.block()]
+            lines += [f"User: {said}", START]
             return "\n".join(lines) + "\n"
-        messages: list[Message] = [{"role": "system", "content": self.prompt}]
-        for past, block in turns:
-            messages += [{"role": "user", "content": past},
-                         {"role": "assistant", "content": block}]
-        messages.append({"role": "user", "content": f"{scene}\n{instruction}{CHAT_SUFFIX}"})
+        messages: list[Message] = [{"role": "system", "content": self.prompts.descriptor_prompt()}]
+        for past, described in turns:
+            messages += [{"role": "user", "content": annotate(past)},
+                         {"role": "assistant", "content": described.block()}]
+        messages.append({"role": "user", "content": f"{scene}\n{said}{CHAT_SUFFIX}"})
         return messages

@@ -28,7 +28,7 @@ from lang2policy.errors import ConfigError
 from lang2policy.l2r.coder import RewardCoder
 from lang2policy.l2r.descriptor import MotionDescriptor
 from lang2policy.l2r.prompts import RewardPrompts
-from lang2policy.l2r.sandboxed import run_reward_code
+from lang2policy.l2r.sandboxed import CodeResult, run_reward_code
 from lang2policy.llm.exchange import LLM
 from lang2policy.planning.route import check_instruction
 from lang2policy.rewards.spec import RewardSpec
@@ -60,47 +60,70 @@ class RewardPlan:
                 "retried_because": list(self.retried_because)}
 
 
-def _object_names(objects: Sequence[str] | Positions) -> tuple[list[str], dict]:
-    if isinstance(objects, Mapping):
-        names = [str(n) for n in objects]
-        positions = {str(n): tuple(float(v) for v in p) for n, p in objects.items()}
-    else:
-        names, positions = [str(n) for n in objects], {}
+def _scene(objects: Sequence[str] | Positions) -> tuple[list[str], dict]:
+    """(names, positions) from a list of names or a mapping name -> [x, y, z]."""
+    if isinstance(objects, str) or not isinstance(objects, Sequence | Mapping):
+        raise ConfigError(f"objects must be a list of names or a mapping of names to "
+                          f"positions; got {type(objects).__name__}")
+    names = [str(n) for n in objects]
     if not names or any(not n.strip() for n in names) or len(set(names)) != len(names):
         raise ConfigError(f"the planner needs distinct, non-empty object names; got {names}")
+    positions = {}
+    if isinstance(objects, Mapping):
+        positions = {str(n): tuple(float(v) for v in p) for n, p in objects.items()
+                     if p is not None}
     return names, positions
 
 
 class RewardPlanner:
-    """Language to Rewards over one scene; ``reset()`` forgets the conversation."""
+    """Language to Rewards over one scene; ``reset()`` forgets the conversation.
+
+    ``objects``: the scene's object names, or a mapping name -> position [x, y, z] (positions
+    help the descriptor place points and serve relative pushes). ``constrained``: None picks
+    grammar-constrained decoding for completion-mode LLMs (the local model). ``attempts``:
+    descriptor attempts per instruction.
+    """
 
     def __init__(self, llm: LLM, objects: Sequence[str] | Positions, *,
                  prompts: RewardPrompts | None = None, constrained: bool | None = None,
                  attempts: int = 3, limits: SandboxLimits | None = None) -> None:
         self.llm = llm
-        self.objects, self.positions = _object_names(objects)
+        self.objects, self.positions = _scene(objects)
+        self.headings: dict[str, float] = {}
         self.prompts = prompts or RewardPrompts.load()
-        self.constrained = (llm.config.mode == "completion") if constrained is None \
-            else constrained
-        self.descriptor = MotionDescriptor(llm, self.prompts.descriptor,
-                                           constrained=self.constrained, attempts=attempts)
-        self.coder = RewardCoder(llm, self.prompts.coder, constrained=self.constrained)
+        if constrained is None:
+            constrained = llm.config.mode == "completion"
+        self.constrained = constrained
+        self.descriptor = MotionDescriptor(llm, self.prompts, constrained=constrained,
+                                           attempts=attempts)
+        self.coder = RewardCoder(llm, self.prompts.coder_prompt(), constrained=constrained)
         self.limits = limits
 
     def reset(self) -> None:
         """Forget the conversation (a new scene, or the user said "reset")."""
         self.descriptor.reset()
 
+    def set_scene(self, objects: Sequence[str] | Positions,
+                  headings: Mapping[str, float] | None = None) -> None:
+        """Replace the objects (names or name -> position) and their headings (degrees)."""
+        self.objects, self.positions = _scene(objects)
+        self.headings = {str(n): float(v) for n, v in (headings or {}).items()}
+
     def plan(self, instruction: str, current: RewardSpec | None = None, *,
-             positions: Positions | None = None) -> RewardPlan:
+             positions: Positions | None = None,
+             headings: Mapping[str, float] | None = None) -> RewardPlan:
         """Plan ``instruction``; ``current`` is the spec running now (None: nothing runs).
 
-        ``positions`` (name -> [x, y, ...]) updates the object positions the descriptor sees.
+        ``positions`` (name -> [x, y, z]) and ``headings`` (name -> degrees) update what the
+        planner knows of the objects now (relative pushes and turns need them).
         """
         started = time.perf_counter()
         instruction = check_instruction(instruction)
         if positions is not None:
-            self.positions = {n: tuple(float(v) for v in p) for n, p in positions.items()}
+            self.positions.update({str(n): tuple(float(v) for v in p)
+                                   for n, p in positions.items()})
+        if headings is not None:
+            self.headings.update({str(n): float(v) for n, v in headings.items()})
         described = self.descriptor.describe(instruction, self.objects, self.positions)
         description = described.description
         notes = [f"description line not in the template (left to the coder): {line}"
@@ -112,12 +135,9 @@ class RewardPlanner:
         written = self.coder.write(description, new_task, self.objects)
         task = instruction if new_task else _joined(current.task, instruction)
         result = run_reward_code(written.code, self.objects, task,
-                                 base=None if new_task else current, limits=self.limits)
-        notes += list(result.validated.notes)
-        if not result.executed:
-            notes.append("the reward code did not call execute_plan(); the reward is used as set")
-        if not new_task and "reset_reward" in result.calls:
-            notes.append("the reward code called reset_reward(): the running reward was replaced")
+                                 base=None if new_task else current, limits=self.limits,
+                                 positions=self.positions, headings=self.headings)
+        notes += _result_notes(result, new_task)
         self.descriptor.remember(instruction, description)
         return RewardPlan(
             spec=result.spec, new_task=new_task, notes=tuple(notes),
@@ -127,6 +147,15 @@ class RewardPlanner:
             plan_ms=1000 * (time.perf_counter() - started),
             retried_because=described.errors,
         )
+
+
+def _result_notes(result: CodeResult, new_task: bool) -> list[str]:
+    notes = list(result.validated.notes)
+    if not result.executed:
+        notes.append("the reward code did not call execute_plan(); the reward is used as set")
+    if not new_task and "reset_reward" in result.calls:
+        notes.append("the reward code called reset_reward(): the running reward was replaced")
+    return notes
 
 
 def _joined(previous: str, instruction: str, limit: int = 500) -> str:

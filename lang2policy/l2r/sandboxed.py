@@ -9,7 +9,7 @@ policy below (reward functions only, objects must be in the scene), and is appli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lang2policy.errors import Lang2PolicyError
@@ -54,10 +54,13 @@ def reward_policy() -> PrivilegePolicy:
 
 def run_reward_code(code: str, objects: Sequence[str], task: str, *,
                     base: RewardSpec | None = None, limits: SandboxLimits | None = None,
-                    ast_check: bool = True) -> CodeResult:
+                    ast_check: bool = True,
+                    positions: Mapping[str, Sequence[float]] | None = None,
+                    headings: Mapping[str, float] | None = None) -> CodeResult:
     """Run ``code`` against a builder started from ``base`` (None: empty) and validate the
-    spec it built. Raises ``RewardCodeError`` (the sandbox outcome) or ``RewardSpecError``."""
-    builder = RewardBuilder(objects, base)
+    spec it built. ``positions``/``headings`` of objects serve the relative calls.
+    Raises ``RewardCodeError`` (the sandbox outcome) or ``RewardSpecError``."""
+    builder = RewardBuilder(objects, base, positions=positions, headings=headings)
     runner = SandboxRunner(RewardBackend(builder), reward_policy(), limits=limits or REWARD_LIMITS,
                            ast_check=ast_check, skills=REWARD_API)
     outcome = runner.run(code)

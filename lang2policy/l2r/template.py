@@ -8,8 +8,8 @@ does not need them. The filled description sits between ``[start of description]
 - the template text for the prompt (``template_text``),
 - the parser of a filled description (``parse_description``: slot values per line, unfilled
   slots detected, lines outside the template kept as notes), and
-- a GBNF grammar that only admits filled descriptions (``description_grammar``), for
-  constrained decoding with a small local model: its answer always parses.
+- the GBNF grammar that only admits filled descriptions (``grammar.description_grammar``),
+  for constrained decoding with a small local model: its answer always parses.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.l2r.api import DIRECTIONS
 
 START, END = "[start of description]", "[end of description]"
 _UNFILLED = re.compile(r"CHOICE|NUM\s*:|\[NUM\]")
@@ -32,11 +33,16 @@ class DescriptionError(Lang2PolicyError):
 
 @dataclass(frozen=True)
 class Num:
-    """``[NUM: default]``: a number; ``signed`` ones may be negative (coordinates, angles)."""
+    """``[NUM: default]``: a number of a ``kind`` ("length", "x", "y", "z", "speed", "angle",
+    "time"); only x, y and angles may be negative."""
 
     name: str
     default: float
-    signed: bool = False
+    kind: str = "length"
+
+    @property
+    def signed(self) -> bool:
+        return self.kind in ("x", "y", "angle")
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,14 @@ class Line:
     parts: tuple[Part, ...]
     optional: bool = True
 
+    @property
+    def about_object(self) -> bool:
+        """Whether the line says what happens to the object to manipulate."""
+        return isinstance(self.parts[0], str) and self.parts[0].startswith("The object should")
 
-def _point(prefix: str, signed: bool = True) -> tuple[Part, ...]:
-    return ("x = ", Num(f"{prefix}_x", 0.2, signed), " m, y = ", Num(f"{prefix}_y", 0.0, signed),
-            " m")
+
+def _point(prefix: str) -> tuple[Part, ...]:
+    return ("x = ", Num(f"{prefix}_x", 0.2, "x"), " m, y = ", Num(f"{prefix}_y", 0.0, "y"), " m")
 
 
 TEMPLATE: tuple[Line, ...] = (
@@ -76,20 +86,24 @@ TEMPLATE: tuple[Line, ...] = (
     Line("place", ("The object should be placed on ", Choice("place_on"), ".")),
     Line("push", ("The object should be pushed, without grasping it, to the point ",
                   *_point("push"), ".")),
-    Line("yaw", ("The object should be turned to a heading of ", Num("yaw", 0.0, True),
+    Line("push_by", ("The object should be pushed, without grasping it, ",
+                     Num("push_distance", 0.05), " m ", Choice("push_direction", DIRECTIONS),
+                     ".")),
+    Line("yaw", ("The object should be turned to a heading of ", Num("yaw", 0.0, "angle"),
                  " degrees.")),
+    Line("turn", ("The object should be turned by ", Num("turn", 45.0, "angle"), " degrees.")),
     Line("upright", ("The object should stand upright.",)),
     Line("hover", ("The gripper should hover ", Num("hover_height", 0.1),
                    " m above the point ", *_point("hover"), ".")),
     Line("tool", ("The gripper should move to the point ", *_point("tool"), ", z = ",
-                  Num("tool_z", 0.1), " m.")),
+                  Num("tool_z", 0.1, "z"), " m.")),
     Line("speed", ("The gripper should move ", Choice("speed_mode", ("no faster than",
                                                                     "at least")),
-                   " ", Num("speed", 0.1), " m/s.")),
+                   " ", Num("speed", 0.1, "speed"), " m/s.")),
     Line("avoid", ("The gripper should stay out of the box centred at ", *_point("avoid"),
                    ", with a half size of ", Num("avoid_half", 0.05), " m.")),
     Line("gripper", ("The gripper should be ", Choice("gripper", ("open", "closed")), ".")),
-    Line("duration", ("The task should take at most ", Num("duration", 10.0), " seconds.")),
+    Line("duration", ("The task should take at most ", Num("duration", 10.0, "time"), " seconds.")),
 )
 LINES = {line.key: line for line in TEMPLATE}
 
@@ -218,35 +232,3 @@ def _require(values: dict[str, float | str], objects: Sequence[str], text: str) 
                                    f"the scene; objects: {sorted(objects)} or none")
         raise DescriptionError("the description lacks the line '* The object to manipulate "
                                "is ...'")
-
-
-# ---------------------------------------------------------------- grammar (GBNF)
-def gbnf_literal(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-NUMBER_RULES = (
-    'unum ::= [0-9] [0-9]? [0-9]? ("." [0-9] [0-9]? [0-9]?)?\n'
-    'snum ::= "-"? unum\n'
-)
-
-
-def _gbnf_part(part: Part, objects: Sequence[str]) -> str:
-    if isinstance(part, Num):
-        return "snum" if part.signed else "unum"
-    if isinstance(part, Choice):
-        return "(" + " | ".join(gbnf_literal(c) for c in part.choices(objects)) + ")"
-    return gbnf_literal(part)
-
-
-def description_grammar(objects: Sequence[str]) -> str:
-    """GBNF for the answer after ``[start of description]\\n``: the required lines, then any
-    optional lines in template order (each at most once), then ``[end of description]``."""
-    rules, root = [], []
-    for line in TEMPLATE:
-        body = " ".join(_gbnf_part(p, objects) for p in line.parts)
-        rules.append(f'l-{line.key.replace("_", "-")} ::= "* " {body} "\\n"')
-        name = f"l-{line.key.replace('_', '-')}"
-        root.append(name if not line.optional else f"{name}?")
-    return "\n".join([f"root ::= {' '.join(root)} {gbnf_literal(END)}", *rules,
-                      NUMBER_RULES])
