@@ -6,12 +6,14 @@ default, any OpenAI-compatible endpoint, or a replay file). ``planner`` picks th
 "code" (Code as Policies: plans, runs in the sandbox with one repair attempt, reports the
 program and outcome), "reward" (Language to Rewards: plans a reward spec that the MPC
 optimises on the world; follow-ups edit the running spec, ``lang2policy.l2r.run``) or "auto"
-(``choose_planner`` on the first instruction; the follow-ups go to the same planner). The
+(``choose_planner`` on the first instruction; the follow-ups go to the same planner). On the
+reward path without given objects, objects the instructions name join the seeded layout. The
 report ends with the final scene read from the simulator. ``--video`` records the run.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +109,8 @@ def _run_reward(request: RunRequest, instructions: list[str],
 
     session = Session(request.robot)
     objects = session.reset(request.seed, list(request.objects) if request.objects else None)
+    if not request.objects:
+        objects = _with_named_objects(session, request.seed, objects, instructions)
     positions, _ = scene_state(session.world)
     planner = RewardPlanner(make_client(request.llm), positions)
     say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}, reward planner: "
@@ -132,6 +136,18 @@ def _run_reward(request: RunRequest, instructions: list[str],
         report["video"] = str(recorder.save(request.video))
         recorder.renderer.close()
     return report
+
+
+def _with_named_objects(session: Session, seed: int, objects: list[str],
+                        instructions: list[str]) -> list[str]:
+    """The seeded layout, with the pool objects the instructions name put on the table in
+    place of others ("lift the red block" always finds one); unchanged when all are there."""
+    text = " ".join(instructions).lower()
+    named = [n for n in session.world.objects if re.search(rf"\b{re.escape(n)}\b", text)]
+    if all(n in objects for n in named):
+        return objects
+    others = [o for o in objects if o not in named]
+    return session.reset(seed, [*named, *others][: max(len(objects), len(named))])
 
 
 def _recorder(session: Session, camera: str):

@@ -170,3 +170,13 @@ def test_run_auto_routes_to_rewards_and_reports_planning_failures(capsys):
     with pytest.raises(SystemExit):
         main(["run", "lift it", "--planner", "rewards"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_run_reward_puts_the_objects_an_instruction_names_on_the_table(capsys, tmp_path):
+    empty = tmp_path / "empty.jsonl"  # no answers: planning fails, the scene is still built
+    empty.write_text("")
+    args = ["run", "lift the red block 10 cm", "--planner", "reward", "--seed", "0"]
+    assert main([*args, "--llm", f"replay:{empty}", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert "red block" in report["objects"] and len(report["objects"]) == 5
+    assert report["steps"][0]["error"].startswith("ReplayMissError")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lang2policy.errors import LLMResponseError, RewardSpecError
+from lang2policy.errors import LLMResponseError, RewardSpecError, UnknownObjectError
 from lang2policy.l2r.planner import RewardPlan, RewardPlanner
 from lang2policy.l2r.sandboxed import RewardCodeError
 from lang2policy.l2r.template import DescriptionError
@@ -137,6 +137,9 @@ def test_unknown_objects_and_garbage_are_rejected_with_what_is_allowed():
     planner, _ = chat_planner([described(LIFT), "execute_plan()"])
     with pytest.raises(RewardCodeError, match="set no reward terms"):
         planner.plan("lift the red block 10 cm")
+    with pytest.raises(UnknownObjectError, match=r"names purple block, which is not in the "
+                       r"scene; objects: \['blue bowl', 'green block', 'red block'\]"):
+        chat_planner([])[0].plan("lift the purple block")  # before any LLM call
     for bad in ("", "   ", "x" * 501, "lift\x00it"):
         with pytest.raises(Exception, match="instruction"):
             planner.plan(bad)

@@ -12,6 +12,7 @@ from lang2policy.l2r.grammar import (
     grammar_regex,
     ground_numbers,
     mentioned,
+    missing_objects,
 )
 from lang2policy.l2r.prompts import RewardPrompts, annotate
 from lang2policy.l2r.sandboxed import run_reward_code
@@ -157,11 +158,18 @@ def test_numbers_are_grounded_by_kind():
     found = ground_numbers("move the gripper slowly (under 5 cm/s) to x=0.21 m, y=-0.05, "
                            "8 cm up, turn 30 degrees within 12 s", ["red block"], POSITIONS)
     assert found == {"length": [0.08], "speed": [0.05], "angle": [30.0], "time": [12.0],
-                     "x": [0.21], "y": [-0.05], "z": []}
+                     "x": [0.21], "y": [-0.05], "z": [],
+                     "speed_mode": ["no faster than"]}
     above = ground_numbers("hold the gripper 10 cm above the red block", ["red block"],
                            POSITIONS)
     assert above["x"] == [0.2] and above["y"] == [0.1] and above["length"] == [0.1]
     assert ground_numbers("quickly")["speed"] == [0.2]
+    assert ground_numbers("quickly")["speed_mode"] == ["at least"]
+    slow = grammar_regex(description_grammar(OBJECTS, numbers=ground_numbers("slowly")))
+    line = "* The gripper should move {} 0.05 m/s.\n"
+    head = "* This is a new task.\n* The object to manipulate is none.\n"
+    assert slow.fullmatch(head + line.format("no faster than") + "[end of description]")
+    assert not slow.fullmatch(head + line.format("at least") + "[end of description]")
 
 
 def test_objects_named_in_an_instruction():
@@ -170,6 +178,10 @@ def test_objects_named_in_an_instruction():
     assert mentioned("lift the bowl", OBJECTS) == ["blue bowl"]  # the only bowl
     assert mentioned("lift the block", OBJECTS) == []  # two blocks: ambiguous
     assert about_gripper("keep the gripper above it") and not about_gripper("lift it")
+    assert missing_objects("put the purple block in the blue bowl", OBJECTS) == ["purple block"]
+    assert missing_objects("stack the yellow blocks on the red block", OBJECTS) == [
+        "yellow block"]
+    assert missing_objects("lift the left block", OBJECTS) == []
 
 
 def test_the_code_grammar_admits_api_calls_only():

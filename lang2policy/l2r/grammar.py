@@ -46,6 +46,11 @@ _UNIT_PATTERNS = (  # (kind, pattern, scale of each unit); speeds before lengths
 )
 _AXIS = re.compile(r"\b([xyz])\s*[=:]?\s*" + _NUMBER + r"(\s*m\b(?!\s*/))?", re.IGNORECASE)
 _SPEED_WORDS = ((r"\b(slow\w*|gentl\w*|careful\w*)\b", 0.05), (r"\b(quick\w*|fast\w*)\b", 0.2))
+_SPEED_MODES = (  # the speed line's choice, from the words of a new instruction
+    (r"\b(slow\w*|gentl\w*|careful\w*|under|below|at most|no faster|no more than)\b",
+     "no faster than"),
+    (r"\b(quick\w*|fast|faster than|at least|hurry|rapid\w*)\b", "at least"),
+)
 
 
 def gbnf_literal(text: str) -> str:
@@ -80,6 +85,21 @@ def mentioned(instruction: str, objects: Sequence[str]) -> list[str]:
     return [o for o in objects if o in named]
 
 
+COLOURS = ("red", "green", "blue", "yellow", "orange", "purple", "pink", "cyan", "brown",
+           "gray", "grey", "white", "black")
+
+
+def missing_objects(instruction: str, objects: Sequence[str]) -> list[str]:
+    """Objects the instruction names ("<colour> <kind>", kinds from the scene's names) that
+    are not in the scene."""
+    kinds = {o.split()[-1].lower() for o in objects if o.split()}
+    colours = set(COLOURS) | {o.split()[0].lower() for o in objects if len(o.split()) > 1}
+    present = {o.lower() for o in objects}
+    found = re.findall(r"\b([a-z]+)(?= ([a-z]+?)s?\b)", " ".join(instruction.lower().split()))
+    named = [f"{c} {k}" for c, k in found if c in colours and k in kinds]
+    return [n for n in dict.fromkeys(named) if n not in present]
+
+
 def about_gripper(instruction: str) -> bool:
     """Whether the instruction is about the gripper itself ("keep the gripper above ...")."""
     return bool(_GRIPPER_WORDS.search(instruction))
@@ -93,13 +113,14 @@ def _scale(units: dict[str, float], unit: str) -> float:
 
 def ground_numbers(instruction: str, focus: Sequence[str] = (),
                    positions: Mapping[str, Sequence[float]] | None = None
-                   ) -> dict[str, list[float]]:
+                   ) -> dict[str, list]:
     """The values an instruction states, by kind: "length" (m), "speed" (m/s), "angle" (deg),
     "time" (s) and "x"/"y"/"z" (m: numbers after an axis letter, other plain numbers for
     every axis; if there are none, the positions of the ``focus`` objects). Speed words count
     too: "slowly"
-    is 0.05 m/s, "quickly" 0.2 m/s (the descriptor's rule 7)."""
-    found: dict[str, list[float]] = {k: [] for k in ("length", "speed", "angle", "time",
+    is 0.05 m/s, "quickly" 0.2 m/s (the descriptor's rule 7), and they set "speed_mode", the
+    choice of the speed line ("no faster than" or "at least")."""
+    found: dict[str, list] = {k: [] for k in ("length", "speed", "angle", "time",
                                                      "x", "y", "z")}
     text = instruction
     for match in _AXIS.finditer(text):  # "x=0.23 m", "y -0.1": before units
@@ -115,6 +136,8 @@ def ground_numbers(instruction: str, focus: Sequence[str] = (),
     for pattern, speed in _SPEED_WORDS:
         if re.search(pattern, instruction, re.IGNORECASE):
             found["speed"].append(speed)
+    found["speed_mode"] = [mode for pattern, mode in _SPEED_MODES
+                           if re.search(pattern, instruction, re.IGNORECASE)]
     stated = bool(found["x"] or found["y"])
     for name in [] if stated else focus:  # "above the red block": its position
         where = (positions or {}).get(name)
@@ -142,7 +165,8 @@ def _part(part: Part, objects: Sequence[str], numbers) -> str:
     if isinstance(part, Num):
         return _number_rule(part, numbers)
     if isinstance(part, Choice):
-        return _alternatives([gbnf_literal(c) for c in part.choices(objects)])
+        grounded = (numbers or {}).get(part.name) or part.choices(objects)
+        return _alternatives([gbnf_literal(c) for c in grounded])
     return gbnf_literal(part)
 
 

@@ -24,9 +24,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lang2policy.errors import ConfigError
+from lang2policy.errors import ConfigError, UnknownObjectError
 from lang2policy.l2r.coder import RewardCoder
 from lang2policy.l2r.descriptor import MotionDescriptor
+from lang2policy.l2r.grammar import missing_objects
 from lang2policy.l2r.prompts import RewardPrompts
 from lang2policy.l2r.sandboxed import CodeResult, run_reward_code
 from lang2policy.llm.exchange import LLM
@@ -119,6 +120,11 @@ class RewardPlanner:
         """
         started = time.perf_counter()
         instruction = check_instruction(instruction)
+        missing = missing_objects(instruction, self.objects)
+        if missing:
+            raise UnknownObjectError(f"the instruction names {', '.join(missing)}, which "
+                                     f"{'is' if len(missing) == 1 else 'are'} not in the "
+                                     f"scene; objects: {sorted(self.objects)}")
         if positions is not None:
             self.positions.update({str(n): tuple(float(v) for v in p)
                                    for n, p in positions.items()})
