@@ -45,8 +45,12 @@ def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConf
             "sim_seconds": round(outcome.sim_seconds, 2), "plan_ms": round(outcome.plan_ms, 1)}
 
 
-def _llm_spec(planner, task: TaskInstance) -> RewardSpec:
+def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
+    """A fresh plan for the task's instruction, the planner told this episode's scene."""
+    from lang2policy.l2r.run import scene_state
+
     planner.reset()
+    planner.set_scene(*scene_state(world))
     return planner.plan(task.instruction, None).spec
 
 
@@ -81,7 +85,7 @@ def _episode(world: World, name: str, seed: int, track: str, reward_planner,
     task = TASKS[name](world, np.random.default_rng(seed))
     try:
         spec = (validate_spec(task.reference, world.present).spec if track == "reference"
-                else _llm_spec(reward_planner, task))
+                else _llm_spec(reward_planner, world, task))
         result = _run_one(world, task, spec, config)
         return Episode(name, track, seed, **result)
     except Lang2PolicyError as exc:

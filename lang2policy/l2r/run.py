@@ -64,7 +64,7 @@ class RewardRun:
                  duration: float | None = None, on_step: Callable[[LockstepMPC], None] | None
                  = None) -> None:
         self.session, self.planner = session, planner
-        self.config = MPCConfig(seed=seed)
+        self.config = MPCConfig(seed=seed, samples=128)
         self.duration, self.on_step = duration, on_step
         self.mpc: LockstepMPC | None = None
 
