@@ -69,6 +69,10 @@ class ControllerNode(Node):
             samples=int(self._number("samples", 64, "rollouts per planning iteration")),
             horizon=self._number("horizon", 0.5, "planning horizon (s)"),
             threads=int(self._number("threads", 2, "rollout threads")),
+            # IK-guided candidates make many short GIL-releasing MuJoCo calls; beside the
+            # executor's threads each release can wait a whole GIL switch interval, which
+            # stretched iterations to seconds. Off by default here; on in lockstep runs.
+            proposals=bool(self._param("proposals", False, "IK-guided candidates (slow here)")),
         )
         self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
         status_rate = self._number("status_rate", 2.0, "Hz of status messages")
