@@ -129,7 +129,7 @@ class PlannerNode(Node):
             )
             self._spec.publish(String(data=plan.spec.to_json()))
             self.current_spec = plan.spec
-            detail = {
+            state, detail = "done", {
                 "route": "reward",
                 "outcome": "reward_spec",
                 "new_task": plan.new_task,
@@ -138,11 +138,11 @@ class PlannerNode(Node):
                 "description": plan.description,
                 "code": plan.code,
             }
-            self.publish_status("done", instruction, detail)
         except Exception as exc:  # the node must survive any planning error
-            self.publish_status("failed", instruction, f"{type(exc).__name__}: {exc}")
+            state, detail = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            self._busy.release()
+            self._busy.release()  # before the final status: whoever hears it may send more
+        self.publish_status(state, instruction, detail)
 
     def _reward_planner_for(self, objects: tuple[str, ...]):
         """The reward planner for the scene's objects (a new one, and no running spec, when
@@ -170,6 +170,7 @@ class PlannerNode(Node):
                 on_status=lambda line: self.publish_status("running", instruction, line),
             )
             outcome = result.outcome
+            state = "done" if outcome.ok else "failed"
             detail = {
                 "route": "code",
                 "outcome": outcome.kind,
@@ -178,11 +179,11 @@ class PlannerNode(Node):
                 "code": result.program.code if result.program else "",
                 "relations": scene_readout(self.session)["relations"],
             }
-            self.publish_status("done" if outcome.ok else "failed", instruction, detail)
         except Exception as exc:  # the node must survive any planning error
-            self.publish_status("failed", instruction, f"{type(exc).__name__}: {exc}")
+            state, detail = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            self._busy.release()
+            self._busy.release()  # before the final status: whoever hears it may send more
+        self.publish_status(state, instruction, detail)
 
     def wait_idle(self, timeout: float | None = None) -> None:
         if self._worker is not None:
