@@ -10,6 +10,7 @@ import time
 import mujoco
 import numpy as np
 import pytest
+from waiting import wait_for
 
 from lang2policy.errors import RewardSpecError
 from lang2policy.mpc.model import ObjectState
@@ -85,15 +86,6 @@ def tool_spec(point, objects, duration: float = 30.0, success: dict | None = Non
         data["success"] = success
     return validate_spec(data, objects).spec
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture

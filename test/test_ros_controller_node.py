@@ -31,6 +31,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.scene.world import World  # noqa: E402
@@ -42,15 +43,6 @@ DOMAIN_ID = 1 + (os.getpid() + 53) % 200
 POINT_A = (0.22, 0.08, 0.14)
 POINT_B = (0.20, -0.10, 0.08)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class ToolFK:

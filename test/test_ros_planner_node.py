@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -85,15 +85,6 @@ def graph():
             probe.destroy_node()
             rclpy.shutdown(context=context)
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def final_status(statuses: list[dict], instruction: str, timeout: float = 120) -> dict:

@@ -32,6 +32,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower  # noqa: E402
 from lang2policy.errors import InvalidCommandError  # noqa: E402
@@ -54,15 +55,6 @@ def ros_env(domain_id: int = DOMAIN_ID) -> dict[str, str]:
         "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
     }
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def trajectory(names, points) -> JointTrajectory:
