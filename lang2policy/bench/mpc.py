@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 from tqdm import tqdm
@@ -51,8 +52,6 @@ def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float
     spec = _lift_spec(world)
     planner = SamplingPlanner(pm, config)
     latencies, plan_times = [], []
-    joints = dict(zip(pm.arm.joint_names, world.arm_qpos(), strict=True))
-    joints["gripper"] = float(world.data.qpos[world.arm.gripper_qpos_adr[0]])
     began = time.perf_counter()
     while time.perf_counter() - began < seconds or len(latencies) < 3:
         start = time.perf_counter()
@@ -76,13 +75,11 @@ def run(robot: str = "so101", samples: int = 32, horizon: float = 0.5, seconds: 
     pm = PlanningModel(world.description, world.present)
     pm.load_world(world)
     base = MPCConfig(samples=samples, horizon=horizon, threads=threads)
-    jobs = [("throughput", MPCConfig(**{**base.__dict__, "backend": "python", "threads": 1})),
-            ("throughput", MPCConfig(**{**base.__dict__, "threads": 1})),
+    jobs = [("throughput", replace(base, backend="python", threads=1)),
+            ("throughput", replace(base, threads=1)),
             ("throughput", base)]
-    for planner in ("sampling", "cem"):
-        for backend in ("python", "rollout"):
-            jobs.append(("planning", MPCConfig(**{**base.__dict__, "planner": planner,
-                                                  "backend": backend})))
+    jobs += [("planning", replace(base, planner=planner, backend=backend))
+             for planner in ("sampling", "cem") for backend in ("python", "rollout")]
     throughput, planning = [], []
     for kind, config in tqdm(jobs, desc="bench mpc", unit="case", disable=not progress):
         if kind == "throughput":

@@ -7,7 +7,6 @@ is what benchmarks and tests need. The real-time loop for a live robot is ``real
 
 from __future__ import annotations
 
-import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -101,14 +100,3 @@ class LockstepMPC:
             reason=self.tracker.broken,
         )
 
-
-def run_episode(world, spec: RewardSpec, config: MPCConfig | None = None,
-                **kwargs) -> EpisodeOutcome:
-    began = _time.perf_counter()
-    mpc = LockstepMPC(world, spec, config, **kwargs)
-    try:
-        outcome = mpc.run()
-    finally:
-        mpc.close()
-    outcome.reason = outcome.reason or f"wall {_time.perf_counter() - began:.1f} s"
-    return outcome

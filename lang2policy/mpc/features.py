@@ -8,7 +8,7 @@ works on ``K`` candidate trajectories of ``T`` steps at once (a single state is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,11 +57,3 @@ class Features:
     ctrl: np.ndarray
     dt: float
     table_z: float = 0.0
-    extra: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.tool.shape[:2]
-
-    def object(self, name: str) -> dict[str, np.ndarray]:
-        return self.objects[name]

@@ -155,10 +155,12 @@ class PlanningModel:
         """qpos addresses of the arm joints followed by the gripper joints."""
         return np.concatenate([self.arm.qpos_adr, self.arm.gripper_qpos_adr])
 
-    def features_now(self, data: mujoco.MjData | None = None) -> Features:
-        """Features of one state (``K = T = 1``), after ``mj_forward``."""
+    def features_now(self, data: mujoco.MjData | None = None, forward: bool = True) -> Features:
+        """Features of one state (``K = T = 1``), after ``mj_forward`` unless the caller
+        has just run it (``forward=False``)."""
         data = self.data if data is None else data
-        mujoco.mj_forward(self.model, data)
+        if forward:
+            mujoco.mj_forward(self.model, data)
         sensordata = data.sensordata.reshape(1, 1, -1)
         qpos = data.qpos[self.arm_qpos_adr].reshape(1, 1, -1)
         return self.features(sensordata, data.ctrl.reshape(1, 1, -1), qpos)
@@ -194,7 +196,7 @@ class PlanningModel:
         """Set the state from measured joints (by name, the gripper joint included) and
         object poses; unmeasured velocities are zero, controls default to the positions."""
         d = self.data
-        names = [*self.arm.joint_names, *self._gripper_joint_names()]
+        names = [*self.arm.joint_names, *self.gripper_joint_names]
         missing = [n for n in names if n not in joint_positions]
         if missing:
             raise ConfigError(f"joint state lacks {missing}; expected joints {names}")
@@ -218,7 +220,9 @@ class PlanningModel:
                 self.model.actuator_trnid[a, 0]).name] for a in range(self.model.nu)])
         d.ctrl[:] = np.clip(ctrl, self.ctrl_low, self.ctrl_high)
 
-    def _gripper_joint_names(self) -> list[str]:
+    @property
+    def gripper_joint_names(self) -> list[str]:
+        """Names of the joints the gripper actuators drive (measured like arm joints)."""
         return [self.model.joint(self.model.actuator_trnid[a, 0]).name
                 for a in self.arm.gripper_actuator_ids]
 

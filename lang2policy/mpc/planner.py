@@ -132,6 +132,9 @@ class SamplingPlanner:
     def improve(self, spec: RewardSpec) -> Plan:
         """One planning iteration from the state in ``self.pm.data``; returns the new plan."""
         began = _time.perf_counter()
+        # Loading a state sets qpos only: derive positions and frames once, here, so the
+        # tool Jacobian (exploration) and the IK proposals see the state being planned from.
+        mujoco.mj_forward(self.pm.model, self.pm.data)
         now = float(self.pm.data.time)
         if self.nominal is None:
             self.reset(start=now)

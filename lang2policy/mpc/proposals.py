@@ -119,7 +119,7 @@ class Proposals:
     def knots(self, spec: RewardSpec, mean: np.ndarray, horizon: float) -> list[np.ndarray]:
         """Candidate knots ``[P, nu]`` (arm joints ramped toward each hint's IK solution,
         gripper as in ``mean``)."""
-        f = self.pm.features_now()
+        f = self.pm.features_now(forward=False)  # improve() ran mj_forward
         q_now = self.pm.data.qpos[self.pm.arm.qpos_adr].copy()
         out = []
         for target, square_to in self.hints(spec, f):

@@ -115,8 +115,7 @@ class _ArmMap:
         self.joint_names = arm.joint_names
         self.arm_ids = np.asarray(arm.actuator_ids)
         self.gripper_ids = np.asarray(arm.gripper_actuator_ids)
-        self.gripper_joints = tuple(
-            model.joint(int(model.actuator_trnid[a, 0])).name for a in self.gripper_ids)
+        self.gripper_joints = tuple(pm.gripper_joint_names)
         self.closed, self.span = arm.gripper_closed, arm.gripper_open - arm.gripper_closed
         self.low, self.high = pm.ctrl_low.copy(), pm.ctrl_high.copy()
         self.nu = model.nu
