@@ -34,21 +34,20 @@ from __future__ import annotations
 import json
 import threading
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.errors import ConfigError, Lang2PolicyError, RewardSpecError
+from lang2policy.errors import Lang2PolicyError, RewardSpecError
 from lang2policy.mpc.model import ObjectState
 from lang2policy.mpc.planner import MPCConfig
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
 
 JOINT_STATES_TOPIC = "/joint_states"
 OBJECTS_TOPIC = "/lang2policy/objects"
@@ -57,7 +56,7 @@ COMMAND_TOPIC = "/lang2policy/joint_command"
 STATUS_TOPIC = "/lang2policy/status"
 
 
-class ControllerNode(Node):
+class ControllerNode(ReadOnlyParameters):
     """``lang2policy_controller``: ``RealtimeMPC`` behind the topic contract above."""
 
     def __init__(self, **kwargs) -> None:
@@ -101,21 +100,6 @@ class ControllerNode(Node):
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
             f"{COMMAND_TOPIC}"
         )
-
-    # ----------------------------------------------------------------- parameters
-    def _param(self, name: str, default, description: str):
-        descriptor = ParameterDescriptor(description=description, read_only=True)
-        return self.declare_parameter(name, default, descriptor).value
-
-    def _number(self, name: str, default: float, description: str) -> float:
-        """A read-only positive number (int or float accepted)."""
-        descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
-        )
-        value = self.declare_parameter(name, default, descriptor).value
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"parameter '{name}' must be a number > 0, got {value!r}")
-        return float(value)
 
     # ----------------------------------------------------------------- inputs
     def _on_joint_states(self, msg: JointState) -> None:

@@ -29,8 +29,6 @@ import json
 import math
 import threading
 
-from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.node import Node
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
@@ -39,6 +37,7 @@ from lang2policy.exec_policy import scene_readout
 from lang2policy.planning.route import SETTINGS, choose_planner
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.run_instruction import RunRequest, build_session, check_instruction
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"
@@ -47,7 +46,7 @@ SPEC_TOPIC = "/lang2policy/reward_spec"
 OBJECTS_TOPIC = "/lang2policy/objects"
 
 
-class PlannerNode(Node):
+class PlannerNode(ReadOnlyParameters):
     """``lang2policy_planner``: Code-as-Policies planning + sandboxed execution."""
 
     def __init__(self, **kwargs) -> None:
@@ -81,10 +80,6 @@ class PlannerNode(Node):
         self.get_logger().info(
             f"ready: {request.robot} with {', '.join(self.objects)}; planner {self.route}"
         )
-
-    def _param(self, name: str, default, description: str):
-        descriptor = ParameterDescriptor(description=description, read_only=True)
-        return self.declare_parameter(name, default, descriptor).value
 
     def publish_status(self, state: str, instruction: str, detail: object = "") -> None:
         message = String()

@@ -18,9 +18,7 @@ import copy
 import json
 import threading
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
@@ -32,6 +30,7 @@ from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyErro
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
@@ -44,7 +43,7 @@ def camera_topics(name: str) -> tuple[str, str]:
     return f"/camera/{name}/image_raw", f"/camera/{name}/camera_info"
 
 
-class SimNode(Node):
+class SimNode(ReadOnlyParameters):
     """``lang2policy_sim``: World + SimRobot behind the ros2_control-style topic contract."""
 
     def __init__(self, **kwargs) -> None:
@@ -96,26 +95,6 @@ class SimNode(Node):
             f"{list(self.robot.limits.names)}; {self.control_rate:g} Hz control, cameras "
             f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}"
         )
-
-    # ----------------------------------------------------------------- parameters
-    def _param(self, name: str, default, description: str):
-        descriptor = ParameterDescriptor(description=description, read_only=True)
-        return self.declare_parameter(name, default, descriptor).value
-
-    def _number(self, name, default, description, zero=False, integer=False) -> float:
-        """A read-only numeric parameter (int or float accepted), > 0 (>= 0 with ``zero``)."""
-        descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
-        )
-        value = self.declare_parameter(name, default, descriptor).value
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = ok and (value >= 0 if zero else value > 0) and (not integer or value == int(value))
-        if not ok:
-            kind = "an integer" if integer else "a number"
-            raise ConfigError(
-                f"parameter '{name}' must be {kind} {'>= 0' if zero else '> 0'}, got {value!r}"
-            )
-        return float(value)
 
     def _check_cameras(self, cameras, scene_cameras, width, height) -> None:
         unknown = [c for c in cameras if c not in scene_cameras]

@@ -1,0 +1,31 @@
+"""Read-only, validated node parameters shared by every lang2policy node."""
+
+from __future__ import annotations
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+
+from lang2policy.errors import ConfigError
+
+
+class ReadOnlyParameters(Node):
+    """A ``Node`` whose parameters are declared read-only, numbers checked on the way in."""
+
+    def _param(self, name: str, default, description: str):
+        descriptor = ParameterDescriptor(description=description, read_only=True)
+        return self.declare_parameter(name, default, descriptor).value
+
+    def _number(self, name, default, description, zero=False, integer=False) -> float:
+        """A read-only numeric parameter (int or float accepted), > 0 (>= 0 with ``zero``)."""
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        value = self.declare_parameter(name, default, descriptor).value
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = ok and (value >= 0 if zero else value > 0) and (not integer or value == int(value))
+        if not ok:
+            kind = "an integer" if integer else "a number"
+            raise ConfigError(
+                f"parameter '{name}' must be {kind} {'>= 0' if zero else '> 0'}, got {value!r}"
+            )
+        return float(value)
