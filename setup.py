@@ -22,6 +22,10 @@ CONSOLE_SCRIPTS = {
     "sim_node": "lang2policy.ros.sim_node:main",
     "planner_node": "lang2policy.ros.planner_node:main",
     "controller_node": "lang2policy.ros.controller_node:main",
+    "safety_node": "lang2policy.ros.safety_node:main",
+    "perception_node": "lang2policy.ros.perception_node:main",
+    "terminal_node": "lang2policy.ros.terminal_node:main",
+    "recorder_node": "lang2policy.ros.recorder_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to
