@@ -28,7 +28,7 @@ from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.tasks import Session
 
-__all__ = ["MAX_INSTRUCTION", "RunRequest", "build_session", "check_instruction", "run"]
+__all__ = ["MAX_INSTRUCTION", "RunRequest", "build_planning", "build_session", "check_instruction", "run"]
 VIDEO_FPS = 10  # the reward path captures one frame per MPC step (0.1 s simulated)
 
 
@@ -52,15 +52,20 @@ class RunRequest:
 
 def build_session(request: RunRequest):
     """(sim session, objects on the table, planning session) for one run."""
+    session = Session(request.robot)
+    objects = session.reset(request.seed, list(request.objects) if request.objects else None)
+    return session, objects, build_planning(SimSkillBackend(session), request.llm)
+
+
+def build_planning(backend: SimSkillBackend, llm: str):
+    """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
+    policy of the backend's robot, the sandbox runner."""
     from lang2policy.llm import make_client
     from lang2policy.planning import CodeAsPoliciesPlanner, PlanningSession
 
-    session = Session(request.robot)
-    objects = session.reset(request.seed, list(request.objects) if request.objects else None)
-    backend = SimSkillBackend(session)
-    policy = default_policy(session.world.description, known_skills=SKILLS)
-    planner = CodeAsPoliciesPlanner(make_client(request.llm))
-    return session, objects, PlanningSession(planner, SandboxRunner(backend, policy), backend)
+    policy = default_policy(backend.description, known_skills=SKILLS)
+    planner = CodeAsPoliciesPlanner(make_client(llm))
+    return PlanningSession(planner, SandboxRunner(backend, policy), backend)
 
 
 def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:

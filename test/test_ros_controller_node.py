@@ -136,6 +136,7 @@ class SimProcess:
         self.objects = World("so101").reset(0)  # what the sim node draws for seed 0
         command = [sys.executable, "-m", "lang2policy.ros.sim_node", "--ros-args",
                    "-p", "camera_rate:=0", "-p", "seed:=0",
+                   "-p", "objects_topic:=/lang2policy/objects",  # ground truth, no perception
                    "-r", f"{TRAJECTORY_TOPIC}:={COMMAND_TOPIC}"]
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)

@@ -46,6 +46,7 @@ def graph():
             Parameter("llm", value=f"replay:{FIXTURE}"),
             Parameter("objects", value=OBJECTS),
             Parameter("seed", value=1),
+            Parameter("execute", value="local"),  # test_ros_graph.py covers the graph's arm
         ]
         planner = PlannerNode(context=context, parameter_overrides=overrides)
         probe = rclpy.create_node("planner_probe", context=context)

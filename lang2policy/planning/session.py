@@ -60,6 +60,8 @@ class PlanningSession:
     ) -> None:
         self.planner, self.runner, self.backend = planner, runner, backend
         self.history: list[tuple[str, str]] = []
+        # Asked after a failed run: True (e.g. the person said stop) skips the repair attempt.
+        self.cancelled: Callable[[], bool] = lambda: False
 
     def reset(self) -> None:
         """Forget the history (a new scene)."""
@@ -79,6 +81,9 @@ class PlanningSession:
         outcome = self._run(program, status)
         if outcome.ok:
             return self._succeeded(instruction, program, outcome, before, 1, None, status)
+        if self.cancelled():
+            status(f"cancelled: {outcome.headline()}")
+            return InstructionResult(instruction, program, outcome, attempts=1)
         status(f"repairing after: {outcome.headline()}")
         try:
             repaired = self.planner.repair(

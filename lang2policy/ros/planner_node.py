@@ -7,8 +7,18 @@ Planning and execution run in a worker thread, one instruction at a time, so the
 answering while the LLM thinks; an instruction that arrives while one is running is refused
 with ``busy`` (corrections and ``stop`` arrive with the terminal and safety nodes).
 
-Skills execute on an in-process simulated arm (``robot``, ``seed``, ``objects`` parameters);
-the history of the session is kept, so follow-up instructions work.
+Where skills execute (parameter ``execute``):
+  * ``graph`` (default): on the arm in the graph. The node keeps a mirror of the scene from
+    ``/joint_states`` and ``/lang2policy/objects`` and streams the primitives' commands on
+    ``/lang2policy/joint_command`` (the safety node's input), see ``lang2policy.ros.graph_arm``.
+    Before a code plan runs, a running reward task is cancelled (``null`` on the spec topic).
+  * ``local``: on an in-process simulated arm (``robot``, ``seed``, ``objects`` parameters), as
+    ``lang2policy run`` does; nothing moves in the graph.
+The history of the session is kept, so follow-up instructions work.
+
+Stop: when the safety node reports ``stopped`` on ``/lang2policy/safety``, the running motion is
+aborted at its next control step, no repair is attempted, and a running reward task is
+cancelled; the instruction ends ``failed`` with the reason.
 
 Routing (parameter ``planner``: ``code`` | ``reward`` | ``auto``, default ``auto``): each
 instruction goes to Code as Policies or to Language to Rewards, as
@@ -28,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
@@ -35,15 +46,24 @@ from visualization_msgs.msg import MarkerArray
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.exec_policy import scene_readout
 from lang2policy.planning.route import SETTINGS, choose_planner
+from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
+from lang2policy.ros.graph_arm import GraphArm
 from lang2policy.ros.params import ReadOnlyParameters
-from lang2policy.run_instruction import RunRequest, build_session, check_instruction
+from lang2policy.run_instruction import (
+    RunRequest,
+    build_planning,
+    build_session,
+    check_instruction,
+)
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"
 STATUS_TOPIC = "/lang2policy/status"
 SPEC_TOPIC = "/lang2policy/reward_spec"
 OBJECTS_TOPIC = "/lang2policy/objects"
+SAFETY_TOPIC = "/lang2policy/safety"
+EXECUTE_MODES = ("graph", "local")
 
 
 class PlannerNode(ReadOnlyParameters):
@@ -64,7 +84,30 @@ class PlannerNode(ReadOnlyParameters):
             raise ConfigError(f"parameter 'planner' must be one of {list(SETTINGS)}, "
                               f"got {self.route!r}")
         self.reward_llm = self._param("reward_llm", "", 'LLM of the reward planner; "" = llm')
-        self.session, self.objects, self.planning = build_session(request)
+        self.execute = self._param("execute", "graph", "graph (the arm in the graph) | local")
+        if self.execute not in EXECUTE_MODES:
+            raise ConfigError(f"parameter 'execute' must be one of {list(EXECUTE_MODES)}, "
+                              f"got {self.execute!r}")
+        self.wait_for_scene = self._number(
+            "scene_timeout", 10.0, "seconds to wait for joint states and objects (graph)"
+        )
+        self.arm = None
+        if self.execute == "graph":
+            self.arm = GraphArm(
+                self,
+                request.robot,
+                control_period=1.0 / self._number("control_rate", 50.0, "command rate (Hz)"),
+                stale_after=self._number("state_timeout", 2.0, "s without joint states = lost"),
+            )
+            self.session = self.arm.session
+            self.backend = RemoteSkillBackend(self.session)
+            self.planning = build_planning(self.backend, request.llm)
+            self.objects = []
+        else:
+            self.session, self.objects, self.planning = build_session(request)
+        self._stopped = threading.Event()  # set by a stop during the running instruction
+        self.planning.cancelled = self._stopped.is_set
+        self.safety_state = "unknown"
         self.llm_setting = request.llm
         self.current_spec = None  # the last reward spec sent: what a correction edits
         self._reward_planner = None
@@ -75,11 +118,11 @@ class PlannerNode(ReadOnlyParameters):
         self._spec = self.create_publisher(String, SPEC_TOPIC, 10)
         self.create_subscription(String, INSTRUCTION_TOPIC, self._on_instruction, 10)
         self.create_subscription(MarkerArray, OBJECTS_TOPIC, self._on_objects, 10)
+        self.create_subscription(String, SAFETY_TOPIC, self._on_safety, 10)
         self._busy = threading.Lock()
         self._worker: threading.Thread | None = None
-        self.get_logger().info(
-            f"ready: {request.robot} with {', '.join(self.objects)}; planner {self.route}"
-        )
+        scene = ", ".join(self.objects) if self.objects else f"the graph's arm ({self.execute})"
+        self.get_logger().info(f"ready: {request.robot} with {scene}; planner {self.route}")
 
     def publish_status(self, state: str, instruction: str, detail: object = "") -> None:
         message = String()
@@ -95,6 +138,29 @@ class PlannerNode(ReadOnlyParameters):
             return
         self._live_objects = {n: tuple(float(v) for v in o.position) for n, o in objects.items()}
         self._live_headings = {n: _yaw_degrees(o.quat) for n, o in objects.items()}
+        if self.arm is not None:
+            self.arm.update_objects(objects)
+
+    def _on_safety(self, message: String) -> None:
+        try:
+            state = json.loads(message.data).get("state", "unknown")
+        except (ValueError, AttributeError):
+            self.get_logger().warning(f"ignored {SAFETY_TOPIC}: not a JSON object",
+                                      throttle_duration_sec=5.0)
+            return
+        if state == "stopped" and self.safety_state != "stopped":
+            self.on_stop("stopped by a stop request (/lang2policy/stop)")
+        self.safety_state = state
+
+    def on_stop(self, reason: str) -> None:
+        """Abort the running motion (no repair) and cancel a running reward task."""
+        self._stopped.set()
+        if self.arm is not None and self._busy.locked():
+            self.backend.abort(reason)
+        if self.current_spec is not None:
+            self._spec.publish(String(data="null"))
+            self.current_spec = None
+        self.publish_status("stopped", "", reason)
 
     def _on_instruction(self, message: String) -> None:
         try:
@@ -158,13 +224,37 @@ class PlannerNode(ReadOnlyParameters):
             self._reward_objects = objects
         return self._reward_planner
 
+    def _prepare_graph_run(self) -> None:
+        """Before a code plan moves the graph's arm: fresh state, no reward task, no stop."""
+        robot = self.session.robot
+        robot.clear_interrupt()
+        robot.wait_for_state(self.wait_for_scene)
+        if not robot.is_connected:
+            robot.connect()
+        wait_until(lambda: bool(self.session.object_snapshot()), self.wait_for_scene)
+        if not self.session.object_snapshot():
+            raise Lang2PolicyError(
+                f"no objects heard on {OBJECTS_TOPIC} within {self.wait_for_scene:g} s; is the "
+                "perception node running?"
+            )
+        if self.current_spec is not None:
+            self._spec.publish(String(data="null"))
+            self.current_spec = None
+        self.backend.edit_arguments = None
+        self.session.sync()
+
     def _handle(self, instruction: str) -> None:
+        self._stopped.clear()
         try:
+            if self.arm is not None:
+                self._prepare_graph_run()
             result = self.planning.handle(
                 instruction,
                 on_status=lambda line: self.publish_status("running", instruction, line),
             )
             outcome = result.outcome
+            if self.arm is not None:
+                self.session.sync()
             state = "done" if outcome.ok else "failed"
             detail = {
                 "route": "code",
@@ -187,6 +277,16 @@ class PlannerNode(ReadOnlyParameters):
     def destroy_node(self) -> None:
         self.wait_idle(timeout=1.0)  # a running plan gets a moment to finish its status
         super().destroy_node()
+
+
+def wait_until(predicate, timeout: float, step: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` s pass; returns the last answer."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 def _yaw_degrees(quat) -> float:

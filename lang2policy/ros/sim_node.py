@@ -1,8 +1,9 @@
 """The MuJoCo simulation as a ROS 2 robot: the same topics a hardware driver offers.
 
 Publishes ``/clock``, ``/joint_states`` (arm joints + normalised ``gripper``), the objects on the
-table as ground truth on ``/lang2policy/objects`` (visualization_msgs/MarkerArray, the format of
-``convert.object_markers``; every control tick) and, per camera,
+table as ground truth on ``/sim/objects`` (parameter ``objects_topic``; visualization_msgs/
+MarkerArray, the format of ``convert.object_markers``; every control tick; the perception node
+turns it, or the camera images, into ``/lang2policy/objects``) and, per camera,
 ``/camera/<name>/image_raw`` + ``/camera/<name>/camera_info``; follows
 ``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger). A steady-clock
 timer advances physics by one control period of sim time per tick (the timer period is that
@@ -36,7 +37,7 @@ from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
-OBJECTS_TOPIC = "/lang2policy/objects"
+OBJECTS_TOPIC = "/sim/objects"  # ground truth; perception publishes /lang2policy/objects
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -50,6 +51,8 @@ class SimNode(ReadOnlyParameters):
         super().__init__("lang2policy_sim", **kwargs)
         robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
         layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>.yaml)")
+        named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
+        self.named_objects = [o.strip() for o in named.split(",") if o.strip()] or None
         self.seed = int(
             self._number("seed", 0, "first layout; reset n uses seed + n", zero=True, integer=True)
         )
@@ -62,13 +65,16 @@ class SimNode(ReadOnlyParameters):
         width = int(self._number("camera_width", 224, "image width (px)", integer=True))
         height = int(self._number("camera_height", 224, "image height (px)", integer=True))
         rtf = self._number("real_time_factor", 1.0, "sim seconds per wall second")
+        objects_topic = self._param(
+            "objects_topic", OBJECTS_TOPIC, "where the ground-truth object poses are published"
+        )
 
         self.world = World(robot=robot, layout=layout)
         scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
         cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
         self._check_cameras(cameras, scene_cameras, width, height)
 
-        self.objects = self.world.reset(self.seed)
+        self.objects = self.world.reset(self.seed, self.named_objects)
         self.resets = 0
         self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
@@ -79,7 +85,7 @@ class SimNode(ReadOnlyParameters):
 
         self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
-        self._objects_pub = self.create_publisher(MarkerArray, OBJECTS_TOPIC, 10)
+        self._objects_pub = self.create_publisher(MarkerArray, objects_topic, 10)
         self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._camera = None
@@ -160,7 +166,7 @@ class SimNode(ReadOnlyParameters):
         seed = self.seed + self.resets
         before = self.now()
         try:
-            self.objects = self.world.reset(seed)
+            self.objects = self.world.reset(seed, self.named_objects)
         except Lang2PolicyError as exc:
             response.success, response.message = False, f"reset with seed {seed} failed: {exc}"
             return response

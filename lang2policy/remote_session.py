@@ -1,0 +1,133 @@
+"""Skills on an arm in the ROS graph: the planner's session when the robot is another node.
+
+``RemoteSession`` has the shape of ``lang2policy.tasks.Session`` (``world``, ``robot``,
+``kinematics``, ``primitives``), so the skill backend, the sandbox and the Code-as-Policies
+planner run on it unchanged. Its robot is a ``StreamedRobot`` (commands go out through a
+``send`` function, states come in through ``update_state``) and its world a ``MirrorWorld``
+kept in step with the measured joints and object poses (``update_objects``).
+
+``RemoteSkillBackend`` adds what live execution needs: the mirror is synced before every skill
+call, and a correction can re-target the motion that is running (``interrupt_for_edit``): the
+motion stops where it is and the same skill call starts again with edited arguments.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from lang2policy.control.kinematics import Kinematics
+from lang2policy.control.primitives import MotionPrimitives
+from lang2policy.robots.robot import Observation
+from lang2policy.robots.sim_robot import limits_for
+from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted, StreamedRobot
+from lang2policy.scene.mirror import MirrorWorld
+from lang2policy.skills.backend import SimSkillBackend
+
+ArgumentEdit = Callable[[str, dict], dict]  # (skill, bound arguments) -> edited arguments
+_MAX_RESTARTS = 8  # corrections one skill call may take before it is given up
+
+
+class RemoteSession:
+    """World mirror + streamed robot + kinematics + primitives for one arm in the graph."""
+
+    def __init__(
+        self,
+        robot: str,
+        send: Callable[[np.ndarray], None],
+        control_period: float = 0.02,
+        stale_after: float = 2.0,
+        layout: str = "cap_tabletop",
+    ) -> None:
+        self.world = MirrorWorld(robot, layout)
+        description = self.world.description
+        limits = limits_for(self.world.arm, description.max_joint_speed, control_period)
+        self.robot = StreamedRobot(limits, send, stale_after)
+        self.kinematics = Kinematics(self.world.model, description, self.world.arm)
+        self.control_period = control_period
+        self.primitives = MotionPrimitives(
+            self.robot, self.kinematics, self.world, control_period
+        )
+        self._objects: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------- measurements (any thread)
+    def update_state(self, names: Sequence[str], position, velocity, stamp: float) -> None:
+        """A ``/joint_states`` sample; joints are mapped by name (extra names are ignored)."""
+        index = {n: i for i, n in enumerate(names)}
+        wanted = self.robot.limits.names
+        missing = [n for n in wanted if n not in index]
+        if missing:
+            raise ValueError(f"joint state lacks {missing}; the robot has {list(wanted)}")
+        pos = np.array([float(position[index[n]]) for n in wanted])
+        vel = np.array(
+            [float(velocity[index[n]]) if len(velocity) > index[n] else 0.0 for n in wanted]
+        )
+        self.robot.update(Observation(tuple(wanted), pos, vel, float(stamp)))
+
+    def update_objects(self, objects: Mapping[str, tuple[Sequence[float], Sequence[float]]]):
+        """The latest object set (name -> (position, quat w-x-y-z))."""
+        snapshot = {n: (tuple(map(float, p)), tuple(map(float, q))) for n, (p, q) in
+                    objects.items()}
+        with self._lock:
+            self._objects = snapshot
+
+    def object_snapshot(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+        with self._lock:
+            return dict(self._objects)
+
+    # ------------------------------------------------------------- the executing thread
+    def sync(self) -> None:
+        """Bring the mirror to the latest measurements (call from the executing thread)."""
+        state = self.robot.get_observation() if self.robot.is_connected else None
+        self.world.sync(
+            arm_joints=None if state is None else state.position[:-1],
+            gripper_opening=None if state is None else state.position[-1],
+            objects=self.object_snapshot(),
+        )
+
+    def reset(self, seed: int | None = None, objects: list[str] | None = None) -> list[str]:
+        """Fresh primitives (nothing held) on the scene as measured; returns its objects."""
+        self.sync()
+        self.primitives = MotionPrimitives(
+            self.robot, self.kinematics, self.world, self.control_period
+        )
+        return self.world.object_names()
+
+
+class RemoteSkillBackend(SimSkillBackend):
+    """``SimSkillBackend`` on a ``RemoteSession``: synced mirror, interruptible motions."""
+
+    def __init__(self, session: RemoteSession) -> None:
+        super().__init__(session)
+        self.edit_arguments: ArgumentEdit | None = None
+        self.restarts = 0  # skill calls restarted by corrections, for status and tests
+
+    def interrupt_for_edit(self, edit: ArgumentEdit) -> None:
+        """Apply ``edit`` to the running skill call (and every later one): the motion stops
+        where it is and starts again with the edited arguments."""
+        self.edit_arguments = edit
+        self.session.robot.interrupt(CorrectionInterrupt("arguments corrected"))
+
+    def abort(self, reason: str) -> None:
+        """Stop the running motion; the skill call fails with ``reason``."""
+        self.session.robot.interrupt(MotionAborted(reason))
+
+    def path(self, skill: str, bound: dict):
+        self.session.sync()
+        return super().path(skill, self._edited(skill, bound))
+
+    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+        self.session.sync()
+        for _ in range(_MAX_RESTARTS):
+            try:
+                return super().execute(skill, self._edited(skill, bound), time_limit)
+            except CorrectionInterrupt:
+                self.restarts += 1
+                self.session.sync()
+        raise MotionAborted(f"{skill}: corrected {_MAX_RESTARTS} times; giving up this call")
+
+    def _edited(self, skill: str, bound: dict) -> dict:
+        return dict(bound) if self.edit_arguments is None else self.edit_arguments(skill, bound)
