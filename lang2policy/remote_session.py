@@ -47,9 +47,7 @@ class RemoteSession:
         self.robot = StreamedRobot(limits, send, stale_after)
         self.kinematics = Kinematics(self.world.model, description, self.world.arm)
         self.control_period = control_period
-        self.primitives = MotionPrimitives(
-            self.robot, self.kinematics, self.world, control_period
-        )
+        self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world, control_period)
         self._objects: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._lock = threading.Lock()
 
@@ -69,8 +67,9 @@ class RemoteSession:
 
     def update_objects(self, objects: Mapping[str, tuple[Sequence[float], Sequence[float]]]):
         """The latest object set (name -> (position, quat w-x-y-z))."""
-        snapshot = {n: (tuple(map(float, p)), tuple(map(float, q))) for n, (p, q) in
-                    objects.items()}
+        snapshot = {
+            n: (tuple(map(float, p)), tuple(map(float, q))) for n, (p, q) in objects.items()
+        }
         with self._lock:
             self._objects = snapshot
 

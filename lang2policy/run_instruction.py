@@ -28,7 +28,9 @@ from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.tasks import Session
 
-__all__ = ["MAX_INSTRUCTION", "RunRequest", "build_planning", "build_session", "check_instruction", "run"]
+__all__ = [
+    "MAX_INSTRUCTION", "RunRequest", "build_planning", "build_session", "check_instruction", "run"
+]
 VIDEO_FPS = 10  # the reward path captures one frame per MPC step (0.1 s simulated)
 
 

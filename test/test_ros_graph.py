@@ -40,11 +40,19 @@ DOMAIN_ID = 1 + (os.getpid() + 131) % 200
 def sim_process(env: dict, extra: list[str]) -> subprocess.Popen:
     """The sim node as deployed: its own process (physics must not share a GIL with us)."""
     command = [
-        sys.executable, "-m", "lang2policy.ros.sim_node", "--ros-args",
-        "-p", "camera_rate:=0", "-p", "seed:=1", "-p", f"objects:={OBJECTS}", *extra,
+        sys.executable,
+        "-m",
+        "lang2policy.ros.sim_node",
+        "--ros-args",
+        "-p",
+        "camera_rate:=0",
+        "-p",
+        "seed:=1",
+        "-p",
+        f"objects:={OBJECTS}",
+        *extra,
     ]
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -90,8 +98,12 @@ class Probe:
         def find():
             with self.lock:
                 return next(
-                    (s for s in self.statuses if s.get("instruction") == instruction
-                     and s.get("state") in ("done", "failed", "rejected")),
+                    (
+                        s
+                        for s in self.statuses
+                        if s.get("instruction") == instruction
+                        and s.get("state") in ("done", "failed", "rejected")
+                    ),
                     None,
                 )
 
@@ -102,15 +114,19 @@ class Probe:
 def graph():
     from lang2policy.ros.planner_node import PlannerNode
 
-    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID),
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
         mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        sim = sim_process(env, [
-            "-p", "objects_topic:=/lang2policy/objects",
-            "-r", "/arm_controller/joint_trajectory:=/lang2policy/joint_command",
-        ])
+        sim = sim_process(
+            env,
+            [
+                "-p",
+                "objects_topic:=/lang2policy/objects",
+                "-r",
+                "/arm_controller/joint_trajectory:=/lang2policy/joint_command",
+            ],
+        )
         context = rclpy.Context()
         rclpy.init(context=context)
         overrides = [
@@ -137,7 +153,7 @@ def graph():
 
 
 def test_an_instruction_moves_the_sim_nodes_arm_and_reports_success(graph):
-    planner, probe = graph
+    _planner, probe = graph
     start = probe.objects["red block"].position
     instruction = "put the red block in the blue bowl"
     probe.send(instruction)

@@ -124,8 +124,10 @@ class StreamedRobot(Robot):
             start = self._latest.time if self._latest is not None else None
             while True:
                 latest = self._latest
-                if latest is not None and start is not None and (
-                    latest.time >= start + seconds - 1e-6 and latest.time > start
+                if (
+                    latest is not None
+                    and start is not None
+                    and (latest.time >= start + seconds - 1e-6 and latest.time > start)
                 ):
                     return
                 if start is None and latest is not None:
