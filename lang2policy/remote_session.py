@@ -13,6 +13,7 @@ motion stops where it is and the same skill call starts again with edited argume
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -25,7 +26,9 @@ from lang2policy.robots.sim_robot import limits_for
 from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted, StreamedRobot
 from lang2policy.scene.mirror import MirrorWorld
 from lang2policy.skills.backend import SimSkillBackend
+from lang2policy.skills.catalog import SKILLS
 
+log = logging.getLogger(__name__)
 ArgumentEdit = Callable[[str, dict], dict]  # (skill, bound arguments) -> edited arguments
 _MAX_RESTARTS = 8  # corrections one skill call may take before it is given up
 
@@ -103,6 +106,7 @@ class RemoteSkillBackend(SimSkillBackend):
         super().__init__(session)
         self.edit_arguments: ArgumentEdit | None = None
         self.restarts = 0  # skill calls restarted by corrections, for status and tests
+        self.current_call: tuple[str, dict] | None = None  # the motion running now
 
     def interrupt_for_edit(self, edit: ArgumentEdit) -> None:
         """Apply ``edit`` to the running skill call (and every later one): the motion stops
@@ -120,13 +124,22 @@ class RemoteSkillBackend(SimSkillBackend):
 
     def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
         self.session.sync()
-        for _ in range(_MAX_RESTARTS):
-            try:
-                return super().execute(skill, self._edited(skill, bound), time_limit)
-            except CorrectionInterrupt:
-                self.restarts += 1
-                self.session.sync()
-        raise MotionAborted(f"{skill}: corrected {_MAX_RESTARTS} times; giving up this call")
+        if SKILLS.get(skill) is None or SKILLS[skill].category != "motion":
+            return super().execute(skill, bound, time_limit)
+        self.current_call = (skill, dict(bound))
+        try:
+            for _ in range(_MAX_RESTARTS):
+                try:
+                    return super().execute(skill, self._edited(skill, bound), time_limit)
+                except CorrectionInterrupt:
+                    log.info(
+                        "%s restarts after a correction: %s", skill, self._edited(skill, bound)
+                    )
+                    self.restarts += 1
+                    self.session.sync()
+            raise MotionAborted(f"{skill}: corrected {_MAX_RESTARTS} times; giving up the call")
+        finally:
+            self.current_call = None
 
     def _edited(self, skill: str, bound: dict) -> dict:
         return dict(bound) if self.edit_arguments is None else self.edit_arguments(skill, bound)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
@@ -55,6 +57,11 @@ def sim_process(env: dict, extra: list[str]) -> subprocess.Popen:
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def node_process(env: dict, module: str, arguments: list[str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *arguments]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def stop_process(process: subprocess.Popen) -> None:
     process.send_signal(2)
     try:
@@ -76,6 +83,8 @@ class Probe:
         self.node.create_subscription(JointState, "/joint_states", self._on_joints, 50)
         self.node.create_subscription(MarkerArray, "/lang2policy/objects", self._on_objects, 10)
         self.instruction = self.node.create_publisher(String, "/lang2policy/instruction", 10)
+        self.correction = self.node.create_publisher(String, "/lang2policy/correction", 10)
+        self.reset_client = self.node.create_client(Trigger, "/lang2policy_sim/reset")
 
     def _on_status(self, msg: String) -> None:
         with self.lock:
@@ -94,13 +103,33 @@ class Probe:
         wait_for(self.instruction.get_subscription_count, 10, "the planner's subscription")
         self.instruction.publish(String(data=text))
 
-    def final(self, instruction: str, timeout: float = 120.0) -> dict:
+    def correct(self, text: str) -> None:
+        wait_for(self.correction.get_subscription_count, 10, "the planner's correction topic")
+        self.correction.publish(String(data=text))
+
+    def first(self, predicate, timeout: float, what: str, since: int = 0) -> dict:
+        def find():
+            with self.lock:
+                return next((s for s in self.statuses[since:] if predicate(s)), None)
+
+        return wait_for(find, timeout, what)
+
+    def reset_scene(self) -> None:
+        wait_for(self.reset_client.service_is_ready, 10, "the sim node's reset service")
+        future = self.reset_client.call_async(Trigger.Request())
+        wait_for(future.done, 10, "the reset")
+        assert future.result().success, future.result().message
+        with self.lock:
+            self.objects = {}
+        wait_for(lambda: self.objects, 10, "objects after the reset")
+
+    def final(self, instruction: str, timeout: float = 120.0, since: int = 0) -> dict:
         def find():
             with self.lock:
                 return next(
                     (
                         s
-                        for s in self.statuses
+                        for s in self.statuses[since:]
                         if s.get("instruction") == instruction
                         and s.get("state") in ("done", "failed", "rejected")
                     ),
@@ -111,28 +140,23 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def graph(tmp_path_factory):
+    memory_path = tmp_path_factory.mktemp("memory") / "corrections.jsonl"
     from lang2policy.ros.planner_node import PlannerNode
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
         mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        sim = sim_process(
-            env,
-            [
-                "-p",
-                "objects_topic:=/lang2policy/objects",
-                "-r",
-                "/arm_controller/joint_trajectory:=/lang2policy/joint_command",
-            ],
-        )
+        sim = sim_process(env, ["-p", "objects_topic:=/lang2policy/objects"])
+        safety = node_process(env, "safety_node", ["-p", "state_timeout:=2.0"])
         context = rclpy.Context()
         rclpy.init(context=context)
         overrides = [
             Parameter("llm", value=f"replay:{FIXTURE}"),
             Parameter("planner", value="code"),
             Parameter("execute", value="graph"),
+            Parameter("memory", value=str(memory_path)),
         ]
         planner = PlannerNode(context=context, parameter_overrides=overrides)
         probe = Probe(context)
@@ -149,6 +173,7 @@ def graph():
             planner.destroy_node()
             probe.node.destroy_node()
             rclpy.shutdown(context=context)
+            stop_process(safety)
             stop_process(sim)
 
 
@@ -165,3 +190,44 @@ def test_an_instruction_moves_the_sim_nodes_arm_and_reports_success(graph):
         red, bowl = probe.objects["red block"].position, probe.objects["blue bowl"].position
     assert abs(red[0] - bowl[0]) < 0.03 and abs(red[1] - bowl[1]) < 0.03
     assert ((red[0] - start[0]) ** 2 + (red[1] - start[1]) ** 2) ** 0.5 > 0.05
+
+
+def xy_distance(a, b) -> float:
+    return ((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5
+
+
+def test_a_target_correction_during_motion_changes_it_and_is_remembered(graph):
+    planner, probe = graph
+    probe.reset_scene()
+    planner.planning.reset()  # a new scene: the replayed prompt has no history
+    instruction = "put the red block in the blue bowl"
+    since = len(probe.statuses)
+    probe.send(instruction)
+    probe.first(
+        lambda s: s.get("state") == "running" and "program" in str(s.get("detail")),
+        60,
+        "the program running",
+        since,
+    )
+    time.sleep(1.0)  # the arm is on its way to the red block
+    probe.correct("no, the green bowl")
+    fix = probe.first(lambda s: s.get("state") == "correction", 10, "the correction", since)
+    assert fix["detail"]["kind"] == "target" and fix["detail"]["action"] == "edit_code", fix
+    done = probe.final(instruction, since=since)
+    assert done["state"] == "done", done
+    assert "red block in green bowl" in done["detail"]["relations"], done
+    with probe.lock:
+        red, green = probe.objects["red block"].position, probe.objects["green bowl"].position
+    assert xy_distance(red, green) < 0.03  # ground truth from the sim node
+
+    # The same instruction again: memory applies the correction; none needed this time.
+    probe.reset_scene()
+    planner.planning.reset()
+    since = len(probe.statuses)
+    probe.send(instruction)
+    remembered = probe.first(lambda s: s.get("state") == "remembered", 60, "the recall", since)
+    assert "no, the green bowl" in str(remembered["detail"])
+    done = probe.final(instruction, since=since)
+    corrections = [s for s in probe.statuses[since:] if s.get("state") == "correction"]
+    assert done["state"] == "done" and not corrections, done
+    assert "red block in green bowl" in done["detail"]["relations"], done

@@ -51,6 +51,7 @@ from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.graph_arm import GraphArm
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.planner_corrections import PlannerCorrections
 from lang2policy.run_instruction import (
     RunRequest,
     build_planning,
@@ -66,7 +67,7 @@ SAFETY_TOPIC = "/lang2policy/safety"
 EXECUTE_MODES = ("graph", "local")
 
 
-class PlannerNode(ReadOnlyParameters):
+class PlannerNode(ReadOnlyParameters, PlannerCorrections):
     """``lang2policy_planner``: Code-as-Policies planning + sandboxed execution."""
 
     def __init__(self, **kwargs) -> None:
@@ -121,6 +122,8 @@ class PlannerNode(ReadOnlyParameters):
         self.create_subscription(String, SAFETY_TOPIC, self._on_safety, 10)
         self._busy = threading.Lock()
         self._worker: threading.Thread | None = None
+        self.current_instruction, self.current_route = "", ""
+        self._setup_corrections()
         scene = ", ".join(self.objects) if self.objects else f"the graph's arm ({self.execute})"
         self.get_logger().info(f"ready: {request.robot} with {scene}; planner {self.route}")
 
@@ -154,6 +157,8 @@ class PlannerNode(ReadOnlyParameters):
 
     def on_stop(self, reason: str) -> None:
         """Abort the running motion (no repair) and cancel a running reward task."""
+        if self._stopped.is_set() and self.current_spec is None:
+            return  # already handled (the stop request, then the safety node's report)
         self._stopped.set()
         if self.arm is not None and self._busy.locked():
             self.backend.abort(reason)
@@ -172,6 +177,7 @@ class PlannerNode(ReadOnlyParameters):
         if not self._busy.acquire(blocking=False):
             self.publish_status("busy", instruction, "another instruction is running")
             return
+        self.current_instruction, self.current_route = instruction, route
         self.publish_status("received", instruction, {"route": route})
         handle = self._handle_reward if route == "reward" else self._handle
         self._worker = threading.Thread(target=handle, args=(instruction,), daemon=True)
@@ -188,14 +194,15 @@ class PlannerNode(ReadOnlyParameters):
                 positions=positions or None,
                 headings=headings or None,
             )
-            self._spec.publish(String(data=plan.spec.to_json()))
-            self.current_spec = plan.spec
+            spec, remembered = self._recall_into_spec(instruction, plan.spec)
+            self._spec.publish(String(data=spec.to_json()))
+            self.current_spec = spec
             state, detail = "done", {
                 "route": "reward",
                 "outcome": "reward_spec",
                 "new_task": plan.new_task,
-                "spec": plan.spec.to_dict(),
-                "notes": list(plan.notes),
+                "spec": spec.to_dict(),
+                "notes": [*plan.notes, *remembered],
                 "description": plan.description,
                 "code": plan.code,
             }
@@ -240,7 +247,6 @@ class PlannerNode(ReadOnlyParameters):
         if self.current_spec is not None:
             self._spec.publish(String(data="null"))
             self.current_spec = None
-        self.backend.edit_arguments = None
         self.session.sync()
 
     def _handle(self, instruction: str) -> None:
@@ -248,6 +254,7 @@ class PlannerNode(ReadOnlyParameters):
         try:
             if self.arm is not None:
                 self._prepare_graph_run()
+            self._start_code_edits(instruction)
             result = self.planning.handle(
                 instruction,
                 on_status=lambda line: self.publish_status("running", instruction, line),

@@ -157,9 +157,13 @@ class SimNode(ReadOnlyParameters):
                 f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its current command"
             )
             return
+        current = self._position()
         if not points:  # a stop: hold where the arm is, rate-limited from there
             self.robot.forget_last_command()
-        self.follower.start(self.now(), points, self._position())
+            # ... but keep the gripper's command: holding at its measured opening would
+            # relax the grip on a held block and drop it.
+            current[-1] = self.follower.target(self.now())[-1]
+        self.follower.start(self.now(), points, current)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         self.resets += 1

@@ -1,0 +1,213 @@
+"""The safety node: the only path from commanders to the robot, and the stop button.
+
+Subscribes
+  * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory): raw commands from the
+    planner and the controller. Each is parsed (``convert.trajectory_points``) and run through
+    the motion filter (``lang2policy.safety``): joint limits, workspace and keep-out zones on
+    the tool centre point, joint speed (retimed), NaN/inf and malformed commands dropped.
+  * ``/joint_states`` (sensor_msgs/JointState): the measured positions the filter starts from;
+    their arrival times feed the watchdog, their stamps time the commands.
+
+Publishes
+  * ``/arm_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory): filtered commands;
+    a *hold* is a trajectory with joint names and no points ("stop and hold at the measured
+    position", as ros2_control's joint_trajectory_controller and the sim node read it).
+  * ``/lang2policy/safety`` (std_msgs/String, JSON): ``{"node": "safety", "state": "ok" |
+    "stopped" | "holding", "reason": str, "detail": {"passed", "clipped", "rejected",
+    "blocked", "last_violation", "robot"}}`` on every change of state or reason and at
+    ``status_rate``.
+
+Serves ``/lang2policy/stop`` and ``/lang2policy/resume`` (std_srvs/Trigger), answered at once
+with no LLM anywhere near: stop publishes the hold *before* it answers and latches; every
+command is ignored until resume, which is refused while joint states are missing or stale.
+A steady-clock timer (``watchdog_rate``) holds the arm when joint states go stale or a
+commander falls silent while its trajectory still runs.
+
+Parameters (read-only): ``robot`` (so101), ``config`` (limits file; empty: the packaged
+config/safety.yaml), ``state_timeout`` and ``command_timeout`` (s; 0, the default, keeps the
+file's values: 0.5 and 0.25), ``watchdog_rate`` (50 Hz), ``status_rate`` (2 Hz).
+
+All callbacks share the node's default (mutually exclusive) callback group, so a command being
+filtered and a stop never interleave: a command filtered before a stop is published before its
+hold, never after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+from rclpy.clock import Clock, ClockType
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from lang2policy.errors import InvalidCommandError
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.safety import (
+    Decision,
+    RobotSafetyConfig,
+    SafetySupervisor,
+    Trajectory,
+    Watchdog,
+    load_safety_config,
+    motion_filter_for,
+)
+
+COMMAND_TOPIC = "/lang2policy/joint_command"
+JOINT_STATES_TOPIC = "/joint_states"
+TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+STATUS_TOPIC = "/lang2policy/safety"
+STOP_SERVICE = "/lang2policy/stop"
+RESUME_SERVICE = "/lang2policy/resume"
+
+
+class SafetyNode(ReadOnlyParameters):
+    """``lang2policy_safety``: ``SafetySupervisor`` behind the topic contract above."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_safety", **kwargs)
+        self.robot = self._param("robot", "so101", "robot (config/robots/<name>.yaml)")
+        path = self._param("config", "", "safety limits file; empty: packaged config/safety.yaml")
+        config = self._with_timeouts(load_safety_config(self.robot, path or None))
+        watchdog_rate = self._number("watchdog_rate", 50.0, "Hz (steady clock) of watchdog checks")
+        status_rate = self._number("status_rate", 2.0, "Hz of the periodic status message")
+
+        self.supervisor = SafetySupervisor(
+            motion_filter_for(self.robot, config),
+            Watchdog(config.state_timeout, config.command_timeout),
+        )
+        self._published_state: tuple[str, str] | None = None
+        self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
+        self._status_pub = self.create_publisher(String, STATUS_TOPIC, 10)
+        self.create_subscription(JointTrajectory, COMMAND_TOPIC, self._on_command, 10)
+        self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_state, 10)
+        self.create_service(Trigger, STOP_SERVICE, self._on_stop)
+        self.create_service(Trigger, RESUME_SERVICE, self._on_resume)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0 / watchdog_rate, self._on_tick, clock=steady)
+        self.create_timer(1.0 / status_rate, self.publish_status, clock=steady)
+        self._log_start(config)
+        self.publish_status()
+
+    def _with_timeouts(self, config: RobotSafetyConfig) -> RobotSafetyConfig:
+        """``config`` with the timeout parameters applied (0, the default: keep the file's)."""
+        state = self._number(
+            "state_timeout", 0.0, "s without joint states -> hold; 0: from config", zero=True
+        )
+        command = self._number(
+            "command_timeout",
+            0.0,
+            "s of commander silence mid-trajectory -> hold; 0: from config",
+            zero=True,
+        )
+        return dataclasses.replace(
+            config,
+            state_timeout=state or config.state_timeout,
+            command_timeout=command or config.command_timeout,
+        )
+
+    def _log_start(self, config: RobotSafetyConfig) -> None:
+        box = config.workspace
+        self.get_logger().info(
+            f"{self.robot}: joints {list(self.supervisor.filter.names)}; max joint speed "
+            f"{config.max_joint_speed:g} rad/s; tool workspace min {list(box.min)} max "
+            f"{list(box.max)}; keep-out {sorted(config.keep_out)}; state_timeout "
+            f"{config.state_timeout:g} s, command_timeout {config.command_timeout:g} s; "
+            f"{COMMAND_TOPIC} -> {TRAJECTORY_TOPIC}"
+        )
+
+    @staticmethod
+    def now() -> float:
+        """The watchdog's clock: monotonic (steady) seconds."""
+        return time.monotonic()
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_joint_state(self, msg: JointState) -> None:
+        if len(msg.position) != len(msg.name):
+            self.get_logger().error(
+                f"ignored {JOINT_STATES_TOPIC}: {len(msg.name)} names but "
+                f"{len(msg.position)} positions",
+                throttle_duration_sec=2.0,
+            )
+            return
+        stamp = convert.to_seconds(msg.header.stamp) or None  # unstamped: use arrival time
+        positions = dict(zip(msg.name, msg.position, strict=True))
+        decision = self.supervisor.on_joint_state(self.now(), stamp, positions)
+        if not decision.ok:
+            self.get_logger().error(decision.message, throttle_duration_sec=2.0)
+        self._apply(decision)
+
+    def _on_command(self, msg: JointTrajectory) -> None:
+        now = self.now()
+        try:
+            points = convert.trajectory_points(msg, self.supervisor.filter.names)
+        except InvalidCommandError as exc:
+            decision = self.supervisor.reject(now, f"command rejected: {exc}")
+        else:
+            command = Trajectory.from_named(list(msg.joint_names), points)
+            decision = self.supervisor.on_command(now, command)
+        if not decision.ok:
+            self.get_logger().warning(decision.message, throttle_duration_sec=1.0)
+        elif decision.message:
+            self.get_logger().info(
+                f"command changed: {decision.message}", throttle_duration_sec=1.0
+            )
+        self._apply(decision)
+
+    def _on_tick(self) -> None:
+        self._apply(self.supervisor.tick(self.now()))
+
+    def _on_stop(self, _request: Trigger.Request, response: Trigger.Response):
+        decision = self.supervisor.stop(self.now(), f"stop requested on {STOP_SERVICE}")
+        self._apply(decision)  # the hold goes out before the answer
+        self.get_logger().warning(f"{STOP_SERVICE}: {decision.message}")
+        response.success, response.message = True, decision.message
+        return response
+
+    def _on_resume(self, _request: Trigger.Request, response: Trigger.Response):
+        decision = self.supervisor.resume(self.now())
+        # rclpy ties a severity to each call site: one call per severity.
+        if decision.ok:
+            self.get_logger().info(f"{RESUME_SERVICE}: {decision.message}")
+        else:
+            self.get_logger().warning(f"{RESUME_SERVICE}: {decision.message}")
+        self._apply(decision)
+        response.success, response.message = decision.ok, decision.message
+        return response
+
+    # ------------------------------------------------------------------ output
+    def _apply(self, decision: Decision) -> None:
+        """Publish what ``decision`` sends, then the status if the state or reason changed."""
+        if decision.send is not None:
+            points = [(t, list(values)) for t, values in decision.send.points]
+            self._robot_pub.publish(convert.trajectory(decision.send.names, points))
+        state = (self.supervisor.state, self.supervisor.reason)
+        if state != self._published_state:
+            self.get_logger().info(f"state {state[0]}" + (f": {state[1]}" if state[1] else ""))
+            self.publish_status()
+
+    def publish_status(self) -> None:
+        status = self.supervisor.status()
+        status["detail"]["robot"] = self.robot
+        self._published_state = (status["state"], status["reason"])
+        self._status_pub.publish(String(data=json.dumps(status)))
+
+    def destroy_node(self) -> None:
+        """Leave no trajectory running behind a safety layer that is going away."""
+        if self.supervisor.watchdog.command_running(self.now()):
+            self._robot_pub.publish(convert.trajectory(self.supervisor.filter.names, []))
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    """Console entry ``safety_node``: run the safety node until Ctrl-C or ROS shutdown."""
+    return spin_node(SafetyNode, "safety_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Safety limits per robot, read from config/safety.yaml and validated on load.
+
+The file maps a robot name (as in config/robots/) to its limits: a margin inside the model's
+joint ranges, the largest joint speed, how far a command's first point may lead the measured
+position, the workspace box and keep-out boxes for the tool centre point (world frame, metres),
+and the watchdog's timeouts. Unknown keys, wrong types, non-finite numbers and boxes whose
+``min`` is not below ``max`` fail loudly with a ConfigError that says what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lang2policy.config import load_dataclass, read_yaml
+from lang2policy.errors import ConfigError
+from lang2policy.paths import config_dir
+
+AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class BoxConfig:
+    """An axis-aligned box in the world frame (metres): ``min`` and ``max`` corners."""
+
+    min: tuple[float, float, float]
+    max: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class RobotSafetyConfig:
+    """The limits the motion filter and the watchdog enforce for one robot."""
+
+    # Largest speed of every arm joint (rad/s); faster commands are retimed, never sped up.
+    max_joint_speed: float
+    # Where the tool centre point may go (world frame, metres).
+    workspace: BoxConfig
+    # Joint states older than this (s, by arrival) make the arm hold.
+    state_timeout: float
+    # A commander silent this long (s) while its last trajectory still runs makes the arm hold.
+    command_timeout: float
+    # Distance (rad) kept from each end of the model's joint ranges.
+    joint_limit_margin: float = 0.0
+    # How far (rad) the first point may lead the measured position beyond max_joint_speed x its
+    # time: position servos lag their target while moving, and a streamed command starts from
+    # the target, not from the measured position.
+    lead_allowance: float = 0.0
+    # Named boxes the tool centre point must not enter.
+    keep_out: dict[str, BoxConfig] = field(default_factory=dict)
+
+
+def default_config_path() -> Path:
+    """The packaged config/safety.yaml."""
+    return config_dir() / "safety.yaml"
+
+
+def load_safety_config(robot: str, path: str | Path | None = None) -> RobotSafetyConfig:
+    """The validated limits of ``robot`` from ``path`` (default: the packaged safety.yaml)."""
+    path = Path(path) if path else default_config_path()
+    data = read_yaml(path)
+    if robot not in data:
+        raise ConfigError(f"{path}: no safety limits for robot '{robot}'; it has {sorted(data)}")
+    where = f"{path}: {robot}"
+    config = load_dataclass(RobotSafetyConfig, data[robot], where)
+    validate(config, where)
+    return config
+
+
+def validate(config: RobotSafetyConfig, where: str) -> None:
+    """Raise ConfigError when a number is out of range or a box is empty."""
+    _positive(config.max_joint_speed, f"{where}.max_joint_speed")
+    _positive(config.state_timeout, f"{where}.state_timeout")
+    _positive(config.command_timeout, f"{where}.command_timeout")
+    _not_negative(config.joint_limit_margin, f"{where}.joint_limit_margin")
+    _not_negative(config.lead_allowance, f"{where}.lead_allowance")
+    _box(config.workspace, f"{where}.workspace")
+    for name, box in config.keep_out.items():
+        _box(box, f"{where}.keep_out.{name}")
+
+
+def _positive(value: float, where: str) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{where}: must be a finite number > 0, got {value!r}")
+
+
+def _not_negative(value: float, where: str) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{where}: must be a finite number >= 0, got {value!r}")
+
+
+def _box(box: BoxConfig, where: str) -> None:
+    for axis, lo, hi in zip(AXES, box.min, box.max, strict=True):
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ConfigError(f"{where}: {axis} bounds must be finite numbers, got {lo}, {hi}")
+        if lo >= hi:
+            raise ConfigError(
+                f"{where}: min {axis} ({lo}) must be below max {axis} ({hi}); "
+                "a box is {min: [x, y, z], max: [x, y, z]} with min < max on every axis"
+            )

@@ -1,0 +1,257 @@
+"""lang2policy.graph: the one description of the node graph (pure; no ROS needed).
+
+Checks the nodes of each mode and option, the parameters and remaps they get, the validation
+errors, and that every executable is a console script of setup.py whose params file exists, is
+in ROS 2 params-file format, and names only parameters its node declares, with the right types.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lang2policy import graph
+from lang2policy.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]
+FIXTURE = REPO / "test" / "fixtures" / "llm" / "cap_session.jsonl"
+
+
+def console_scripts() -> dict[str, str]:
+    """setup.py's CONSOLE_SCRIPTS (read, not executed)."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONSOLE_SCRIPTS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no CONSOLE_SCRIPTS")
+
+
+def read_params(path: Path, node_name: str) -> dict:
+    """The ros__parameters of ``node_name`` in a params file, checking the format on the way."""
+    data = yaml.safe_load(path.read_text())
+    assert list(data) == [node_name], f"{path}: top-level key must be the node name {node_name}"
+    assert list(data[node_name]) == ["ros__parameters"], f"{path}: expected ros__parameters"
+    params = data[node_name]["ros__parameters"]
+    assert isinstance(params, dict) and params, f"{path}: no parameters"
+    return params
+
+
+def declared_parameters(module: str) -> dict[str, tuple[str, object]] | None:
+    """``{name: (how, default)}`` for ``_param``/``_number`` calls with literal names in a node's
+    source (how: "param" = typed like its default, "number" = any number); None if missing."""
+    path = REPO / Path(*module.split(".")).with_suffix(".py")
+    if not path.is_file():
+        return None
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        how = {"_param": "param", "_number": "number", "declare_parameter": "param"}.get(
+            node.func.attr
+        )
+        if how and node.args and isinstance(node.args[0], ast.Constant):
+            try:
+                default = ast.literal_eval(node.args[1]) if len(node.args) > 1 else None
+            except ValueError:  # computed default (e.g. the scene's cameras)
+                default = None
+            found[node.args[0].value] = (how, default)
+    return found
+
+
+def by_executable(specs):
+    return {spec.executable: spec for spec in specs}
+
+
+# --------------------------------------------------------------------- which nodes
+def test_sim_graph_nodes_in_start_order():
+    specs = graph.graph("sim", terminal=False)
+    assert [s.executable for s in specs] == SIM_NODES
+    assert [s.name for s in specs] == [graph.NODES[s.executable][0] for s in specs]
+    with_all = graph.graph("sim", terminal=True, record="/tmp/rec")
+    assert [s.executable for s in with_all] == [*SIM_NODES, "recorder_node", "terminal_node"]
+
+
+def test_robot_graph_drops_the_sim_node_and_uses_cameras():
+    specs = by_executable(graph.graph("robot", terminal=False))
+    assert sorted(specs) == sorted(set(SIM_NODES) - {"sim_node"})
+    assert specs["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "camera"
+    assert all(s.remaps == () for s in specs.values())  # ros2_control names are the contract's
+
+
+def test_sim_time_everywhere_but_the_sim_node_and_never_on_a_robot():
+    sim = by_executable(graph.graph("sim", record="/tmp/r"))
+    assert sim.pop("sim_node").overrides["use_sim_time"] is False
+    assert all(s.overrides["use_sim_time"] is True for s in sim.values())
+    robot = graph.graph("robot", record="/tmp/r")
+    assert all(s.overrides["use_sim_time"] is False for s in robot)
+
+
+def test_options_reach_the_nodes_parameters():
+    specs = by_executable(
+        graph.graph(
+            "sim",
+            robot="panda",
+            llm=f"replay:{FIXTURE}",
+            rtf=2,
+            seed=3,
+            cameras=False,
+            perception="ground_truth",
+            record="/data/rec",
+            record_mode="session",
+            record_cameras=("front", "wrist"),
+        )
+    )
+    sim = specs["sim_node"].overrides
+    assert sim == {
+        "use_sim_time": False,
+        "robot": "panda",
+        "real_time_factor": 2.0,
+        "seed": 3,
+        "camera_rate": 0.0,
+    }
+    assert specs["planner_node"].overrides["llm"] == f"replay:{FIXTURE}"
+    assert specs["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
+    assert specs["recorder_node"].overrides == {
+        "use_sim_time": True,
+        "mode": "session",
+        "output_dir": "/data/rec",
+        "cameras": "front,wrist",
+    }
+    assert all(specs[e].overrides["robot"] == "panda" for e in SIM_NODES)
+
+
+def test_robot_topics_are_remapped_on_every_node():
+    specs = graph.graph(
+        "robot",
+        terminal=True,
+        record="/r",
+        trajectory_topic="/joint_trajectory_controller/joint_trajectory",
+    )
+    expected = ((graph.TRAJECTORY_TOPIC, "/joint_trajectory_controller/joint_trajectory"),)
+    assert all(s.remaps == expected for s in specs)
+    both = graph.graph("robot", joint_states_topic="/arm/joint_states", trajectory_topic="/a/b")
+    assert set(both[0].remaps) == {
+        ("/joint_states", "/arm/joint_states"),
+        ("/arm_controller/joint_trajectory", "/a/b"),
+    }
+
+
+# --------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    ("mode", "options", "message"),
+    [
+        ("moon", {}, "mode must be one of ['sim', 'robot']"),
+        ("sim", {"robot": "ur5"}, "robot must be one of ['panda', 'so101'], got 'ur5'"),
+        ("sim", {"perception": "lidar"}, "perception must be one of ['ground_truth', 'camera']"),
+        ("sim", {"llm": "gpt"}, "unknown llm 'gpt'; valid: local, openai, replay:FILE"),
+        ("sim", {"llm": "replay:/no/such.jsonl"}, "replay file not found: /no/such.jsonl"),
+        ("sim", {"llm": "openai:x"}, "unknown llm"),
+        ("sim", {"rtf": 0}, "rtf (real-time factor) must be a number > 0"),
+        ("sim", {"rtf": math.nan}, "must be a number > 0"),
+        ("sim", {"seed": -1}, "seed must be an integer >= 0"),
+        ("sim", {"record": " "}, "record: give an output directory"),
+        ("sim", {"record_mode": "forever"}, "record_mode must be one of ['episode', 'session']"),
+        ("sim", {"record_cameras": ("a/b",)}, "is not a camera name"),
+        ("sim", {"perception": "camera", "cameras": False}, "needs the sim cameras"),
+        ("robot", {"perception": "ground_truth"}, "exists only in simulation"),
+        ("robot", {"driver": "so101"}, "arrives with issue 7; available drivers: ['ros2_control']"),
+        ("robot", {"driver": "serial"}, "driver must be one of ['ros2_control']"),
+        ("robot", {"trajectory_topic": "arm/cmd"}, "trajectory_topic must be an absolute topic"),
+    ],
+)
+def test_bad_options_are_refused_with_what_is_allowed(mode, options, message):
+    with pytest.raises(ConfigError) as info:
+        graph.graph(mode, **options)
+    assert message in str(info.value)
+
+
+def test_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError, match="robto"):
+        graph.graph("sim", robto="panda")
+
+
+# --------------------------------------------------------------------- executables and files
+def test_every_executable_is_a_console_script_of_its_module():
+    scripts = console_scripts()
+    for executable, (_, module) in graph.NODES.items():
+        assert scripts.get(executable) == f"{module}:main", executable
+
+
+def test_params_files_exist_in_params_file_format_for_every_node():
+    for executable, (name, _) in graph.NODES.items():
+        path = graph.params_file(executable)
+        assert path == REPO / "config" / "nodes" / f"{executable}.yaml"
+        params = read_params(path, name)
+        assert params["use_sim_time"] is (executable != "sim_node")
+        if executable in graph.ROBOT_NODES:
+            assert params["robot"] == "so101"
+
+
+def test_params_files_name_only_declared_parameters_with_their_types():
+    checked = 0
+    for executable, (name, module) in graph.NODES.items():
+        declared = declared_parameters(module)
+        if not declared:  # node not written yet, or it declares parameters another way
+            continue
+        for key, value in read_params(graph.params_file(executable), name).items():
+            if key == "use_sim_time":
+                continue
+            assert key in declared, f"{executable}.yaml: {key!r} is not declared by {module}"
+            how, default = declared[key]
+            if how == "number":
+                assert isinstance(value, int | float) and not isinstance(value, bool), key
+            elif default is not None:
+                assert type(value) is type(default), f"{executable}.yaml: {key} type"
+        checked += 1
+    assert checked >= 3  # sim, planner, controller exist today
+
+
+def test_overrides_are_parameters_of_the_params_files():
+    """An override of a parameter the params file does not list is probably a typo."""
+    for spec in graph.graph("sim", record="/r", terminal=True):
+        params = read_params(spec.params_file, spec.name)
+        missing = set(spec.overrides) - set(params)
+        assert not missing, f"{spec.executable}: overrides {missing} not in {spec.params_file}"
+
+
+def test_params_file_of_unknown_executable():
+    with pytest.raises(ConfigError, match="executable must be one of"):
+        graph.params_file("so101_driver")
+
+
+def test_available_robots():
+    assert graph.available_robots() == ("panda", "so101")
+
+
+# --------------------------------------------------------------------- launch arguments
+def test_launch_argument_defaults_give_the_default_graph():
+    for mode in graph.MODES:
+        specs = graph.build(graph.options_from_strings(mode, {}))
+        assert specs == graph.graph(mode, terminal=False), mode
+
+
+def test_launch_argument_strings_are_parsed_and_checked():
+    options = graph.options_from_strings(
+        "sim",
+        {
+            "rtf": "0.5",
+            "seed": "4",
+            "cameras": "False",
+            "terminal": "true",
+            "record": "/r",
+            "record_cameras": "front, top",
+        },
+    )
+    assert (options.rtf, options.seed, options.cameras, options.terminal) == (0.5, 4, False, True)
+    assert options.record_cameras == ("front", "top")
+    with pytest.raises(ConfigError, match="cameras must be true or false, got 'maybe'"):
+        graph.options_from_strings("sim", {"cameras": "maybe"})
+    with pytest.raises(ConfigError, match="rtf must be a number, got 'fast'"):
+        graph.options_from_strings("sim", {"rtf": "fast"})
+    with pytest.raises(ConfigError, match=r"unknown launch arguments \['driver'\]"):
+        graph.options_from_strings("sim", {"driver": "ros2_control"})

@@ -1,0 +1,442 @@
+"""The safety node between a commander and the real sim node (rclpy, Fast DDS on loopback).
+
+A SimNode (cameras off), a SafetyNode and a probe node spin in one MultiThreadedExecutor in a
+private rclpy Context on a domain of their own. A streamer thread plays the commander: every
+20 ms of wall time it publishes a 0.1 s chunk (5 points) of a motion profile on
+/lang2policy/joint_command, like the MPC controller does. Everything about the arm is judged
+from /joint_states (velocities and sim-time stamps) and, for the workspace, from the tool point
+computed independently by forward kinematics of the scene model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+rclpy = pytest.importorskip("rclpy")
+
+from builtin_interfaces.msg import Duration  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+from lang2policy.ros import convert  # noqa: E402
+from lang2policy.safety import load_safety_config  # noqa: E402
+from lang2policy.scene.world import World  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+REPO = Path(__file__).resolve().parents[1]
+DOMAIN_ID = 1 + (os.getpid() + 111) % 200
+COMMAND_TOPIC = "/lang2policy/joint_command"
+ROBOT_TOPIC = "/arm_controller/joint_trajectory"
+STATUS_TOPIC = "/lang2policy/safety"
+CHUNK_POINTS, CHUNK_DT = 5, 0.02
+STOP_WINDOW = 0.1  # s of sim time in which a stop must halt the arm
+SETTLED_AFTER = 0.25  # s of sim time after which a stopped arm must be completely still
+RAMP_SPEED = 0.5  # rad/s of shoulder_pan while streaming
+STATE_TIMEOUT = 2.0  # s, the safety node's parameter here
+
+
+def ros_env(domain_id: int = DOMAIN_ID) -> dict[str, str]:
+    return {
+        "ROS_DOMAIN_ID": str(domain_id),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+    }
+
+
+class Probe:
+    """Records joint states, statuses and what reaches the robot; calls the services."""
+
+    def __init__(self, context, sim_clock) -> None:
+        self.node = rclpy.create_node("safety_probe", context=context)
+        self.sim_clock = sim_clock  # the sim node's own time: when a message reached the robot
+        self.lock = threading.Lock()
+        self.states: list[tuple[float, dict[str, float], dict[str, float]]] = []
+        self.statuses: list[dict] = []
+        self.to_robot: list[tuple[float, JointTrajectory]] = []  # (sim time of arrival, msg)
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
+        self.node.create_subscription(String, STATUS_TOPIC, self._on_status, 50)
+        self.node.create_subscription(JointTrajectory, ROBOT_TOPIC, self._on_robot, 50)
+        self.command_pub = self.node.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
+        self.clients = {
+            name: self.node.create_client(Trigger, name)
+            for name in ("/lang2policy/stop", "/lang2policy/resume", "/lang2policy_sim/reset")
+        }
+
+    def _on_state(self, msg: JointState) -> None:
+        entry = (
+            convert.to_seconds(msg.header.stamp),
+            dict(zip(msg.name, msg.position, strict=True)),
+            dict(zip(msg.name, msg.velocity, strict=True)),
+        )
+        with self.lock:
+            self.states.append(entry)
+
+    def _on_status(self, msg: String) -> None:
+        with self.lock:
+            self.statuses.append(json.loads(msg.data))
+
+    def _on_robot(self, msg: JointTrajectory) -> None:
+        with self.lock:
+            self.to_robot.append((self.sim_clock(), msg))
+
+    def now(self) -> float:
+        """Sim time of the latest joint state (0 before any)."""
+        return self.states[-1][0] if self.states else 0.0
+
+    def latest(self):
+        with self.lock:
+            return self.states[-1]
+
+    def states_between(self, start: float, end: float = math.inf):
+        with self.lock:
+            return [s for s in self.states if start <= s[0] <= end]
+
+    def wait_sim(self, seconds: float, timeout: float = 30.0) -> float:
+        """Wait until sim time advanced ``seconds``; returns the new sim time."""
+        target = self.now() + seconds
+        wait_for(lambda: self.now() >= target, timeout, f"sim time {target:.2f}")
+        return self.now()
+
+    def status(self, predicate, timeout: float, what: str, since: int = 0) -> dict:
+        def find():
+            with self.lock:
+                return next((s for s in self.statuses[since:] if predicate(s)), None)
+
+        return wait_for(find, timeout, what)
+
+    def status_count(self) -> int:
+        with self.lock:
+            return len(self.statuses)
+
+    def robot_count(self) -> int:
+        with self.lock:
+            return len(self.to_robot)
+
+    def call(self, service: str) -> Trigger.Response:
+        client = self.clients[service]
+        assert client.wait_for_service(timeout_sec=10.0), f"no {service} service"
+        future = client.call_async(Trigger.Request())
+        wait_for(future.done, 10.0, f"the {service} response")
+        return future.result()
+
+
+class Streamer:
+    """The commander: publishes a chunk of ``profile`` (sim time -> positions) every 20 ms."""
+
+    def __init__(self, probe: Probe, names: tuple[str, ...]) -> None:
+        self.probe, self.names = probe, names
+        self.profile = None  # callable(sim time) -> positions in ``names`` order, or None
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(CHUNK_DT):
+            profile = self.profile
+            if profile is None or not self.probe.states:
+                continue
+            now = self.probe.now()
+            msg = JointTrajectory(joint_names=list(self.names))
+            for k in range(1, CHUNK_POINTS + 1):
+                values = [float(v) for v in profile(now + k * CHUNK_DT)]
+                ns = round(k * CHUNK_DT * 1e9)
+                msg.points.append(
+                    JointTrajectoryPoint(positions=values, time_from_start=Duration(nanosec=ns))
+                )
+            self.probe.command_pub.publish(msg)
+            self.sent += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def world():
+    return World("so101")
+
+
+@pytest.fixture(scope="module")
+def graph(world):
+    from lang2policy.ros.safety_node import SafetyNode
+    from lang2policy.ros.sim_node import SimNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ros_env().items():
+            mp.setenv(key, value)
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        sim = SimNode(context=context, parameter_overrides=[Parameter("camera_rate", value=0)])
+        # A long state timeout: busy CI machines stall this process for a second at times, and
+        # these tests are about stop, command silence and the filter, not about those stalls.
+        safety = SafetyNode(
+            context=context, parameter_overrides=[Parameter("state_timeout", value=STATE_TIMEOUT)]
+        )
+        probe = Probe(context, sim.now)
+        streamer = Streamer(probe, world.arm.action_names)
+        executor = MultiThreadedExecutor(num_threads=4, context=context)
+        for node in (sim, safety, probe.node):
+            executor.add_node(node)
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                executor.spin_once(timeout_sec=0.05)
+
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+        try:
+            wait_for(lambda: probe.states, 15.0, "joint states")
+            probe.status(lambda s: s["state"] == "ok", 15.0, "the safety node ok")
+            yield sim, safety, probe, streamer
+        finally:
+            streamer.close()
+            stop.set()
+            spinner.join(timeout=10)
+            in_flight = list(getattr(executor, "_futures", []))
+            wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
+            executor.shutdown()
+            for node in (sim, safety, probe.node):
+                node.destroy_node()
+            rclpy.shutdown(context=context)
+
+
+@pytest.fixture
+def fresh(graph, world):
+    """The arm at home, nothing streaming, the safety node not stopped."""
+    _, _, probe, streamer = graph
+    streamer.profile = None
+    probe.call("/lang2policy/resume")
+    assert probe.call("/lang2policy_sim/reset").success
+    probe.wait_sim(0.3)
+    return graph
+
+
+def home(world: World) -> dict[str, float]:
+    return {**dict(zip(world.arm.joint_names, world.arm.home, strict=True)), "gripper": 1.0}
+
+
+def pan_ramp(world: World, start: float, speed: float, limit: float):
+    """Every joint at home but shoulder_pan, which ramps from 0 at ``start`` up to ``limit``."""
+    base = home(world)
+    names = world.arm.action_names
+
+    def profile(t: float) -> list[float]:
+        pan = min(speed * max(t - start, 0.0), limit)
+        return [pan if n == "shoulder_pan" else base[n] for n in names]
+
+    return profile
+
+
+def max_arm_speed(state) -> float:
+    return max(abs(v) for n, v in state[2].items() if n != "gripper")
+
+
+def tool_point(world: World, joints: dict[str, float]) -> np.ndarray:
+    """Tool centre from the scene model: site + rotation @ grasp offset (independent FK)."""
+    world.data.qpos[world.arm.qpos_adr] = [joints[n] for n in world.arm.joint_names]
+    mujoco.mj_kinematics(world.model, world.data)
+    site = world.arm.ee_site_id
+    offset = np.array(world.description.grasp.center_offset)
+    return world.data.site_xpos[site] + world.data.site_xmat[site].reshape(3, 3) @ offset
+
+
+# ---------------------------------------------------------------------- the contract
+def test_topics_services_and_periodic_status(graph):
+    _, _, probe, _ = graph
+    services = dict(probe.node.get_service_names_and_types())
+    for name in ("/lang2policy/stop", "/lang2policy/resume"):
+        assert services.get(name) == ["std_srvs/srv/Trigger"], name
+    publishers = {
+        t: [i.node_name for i in probe.node.get_publishers_info_by_topic(t)]
+        for t in (ROBOT_TOPIC, STATUS_TOPIC)
+    }
+    assert publishers == {ROBOT_TOPIC: ["lang2policy_safety"], STATUS_TOPIC: ["lang2policy_safety"]}
+    count = probe.status_count()
+    time.sleep(1.2)  # 2 Hz status even when nothing changes
+    assert probe.status_count() - count >= 2
+    status = probe.statuses[-1]
+    assert status["node"] == "safety" and status["state"] in ("ok", "holding", "stopped")
+    assert {"passed", "clipped", "rejected", "blocked", "last_violation"} <= set(status["detail"])
+    assert status["detail"]["robot"] == "so101"
+
+
+# ---------------------------------------------------------------------- stop and resume
+def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resume(fresh, world):
+    sim, _, probe, streamer = fresh
+    streamer.profile = pan_ramp(world, probe.now(), RAMP_SPEED, limit=1.2)
+    probe.wait_sim(0.3)
+    wait_for(lambda: max_arm_speed(probe.latest()) > 0.8 * RAMP_SPEED, 15.0, "the arm moving")
+
+    before_stop = probe.robot_count()
+    since = probe.status_count()
+    stop_time = sim.now()  # the simulation's time when the stop is requested
+    response = probe.call("/lang2policy/stop")
+    assert response.success and "stopped" in response.message
+    status = probe.status(lambda s: s["state"] == "stopped", 5.0, "stopped", since=since)
+    assert "stop requested" in status["reason"]
+
+    end = probe.wait_sim(1.0)
+    sent_while_stopped = streamer.sent
+    probe.wait_sim(0.5)
+    assert streamer.sent > sent_while_stopped  # the commander kept streaming all along
+    after = probe.states_between(stop_time + STOP_WINDOW, end + 0.5)
+    assert len(after) > 40
+    speeds = [round(max_arm_speed(s), 3) for s in after]
+    pans = [s[1]["shoulder_pan"] for s in after]
+    with probe.lock:
+        hold_at = next(t for t, msg in probe.to_robot[before_stop:] if not msg.points)
+    why = f"hold reached the sim {hold_at - stop_time:.3f} s after the stop; speeds {speeds[:15]}"
+    # Halted from 100 ms on: the arm goes nowhere (the ramp would have carried it 0.7 rad
+    # further); what motion is left is the servo settling (the simulated SO-101's position
+    # servo swings back by ~0.005 rad after a hold, at up to ~0.13 rad/s around 100 ms), and
+    # from 250 ms on it is still.
+    assert max(pans) - min(pans) < 0.02, why
+    assert max(speeds) < 0.4 * RAMP_SPEED, why
+    settled = [max_arm_speed(s) for s in after if s[0] >= stop_time + SETTLED_AFTER]
+    assert max(settled) < 0.01, why
+    # The last message that reached the robot is the hold (names, no points): nothing after it.
+    with probe.lock:
+        since_stop = [msg for _, msg in probe.to_robot[before_stop:]]
+    holds = [i for i, msg in enumerate(since_stop) if not msg.points]
+    assert holds and holds[0] == len(since_stop) - 1, [len(m.points) for m in since_stop]
+    assert tuple(since_stop[-1].joint_names) == world.arm.action_names
+
+    resumed_at = probe.now()
+    response = probe.call("/lang2policy/resume")
+    assert response.success, response.message
+    wait_for(
+        lambda: probe.latest()[1]["shoulder_pan"] > max(pans) + 0.1, 15.0, "motion after resume"
+    )
+    assert max(max_arm_speed(s) for s in probe.states_between(resumed_at)) > 0.3
+
+
+def test_resume_is_refused_while_joint_states_are_stale(graph):
+    sim, safety, probe, _ = graph
+    assert safety.supervisor.watchdog.state_timeout == STATE_TIMEOUT  # the parameter arrived
+    assert probe.call("/lang2policy/stop").success
+    sim._timer.cancel()  # the robot goes silent: no more joint states
+    try:
+        time.sleep(STATE_TIMEOUT + 0.3)
+        refused = probe.call("/lang2policy/resume")
+        assert not refused.success
+        assert "resume refused: joint states stale" in refused.message
+        assert probe.statuses[-1]["state"] == "stopped"
+    finally:
+        sim._timer.reset()
+    wait_for(lambda: probe.call("/lang2policy/resume").success, 10.0, "resume once fresh")
+    probe.status(
+        lambda s: s["state"] == "ok", 5.0, "ok after resume", since=probe.status_count() - 1
+    )
+
+
+# ---------------------------------------------------------------------- watchdog
+def test_a_commander_that_goes_silent_mid_motion_gets_the_arm_held(fresh, world):
+    _, _, probe, _ = fresh
+    base = home(world)
+    names = world.arm.action_names
+    target = [1.0 if n == "shoulder_pan" else base[n] for n in names]
+    since = probe.status_count()
+    sent_at = probe.now()
+    probe.command_pub.publish(convert.trajectory(names, [(4.0, target)]))  # then silence
+    status = probe.status(lambda s: s["state"] == "holding", 10.0, "holding", since=since)
+    assert "commander silent" in status["reason"]
+    with probe.lock:
+        held_at = next(t for t, msg in probe.to_robot if t >= sent_at and not msg.points)
+    command_timeout = load_safety_config("so101").command_timeout
+    assert held_at < sent_at + command_timeout + 0.15  # held by the watchdog, long before 4 s
+    settled = probe.wait_sim(0.5)
+    probe.wait_sim(0.3)
+    after = probe.states_between(settled)
+    assert max(max_arm_speed(s) for s in after) < 0.02
+    assert after[-1][1]["shoulder_pan"] < 0.15  # it would be at 0.25 rad by now, 1.0 at the end
+
+
+# ---------------------------------------------------------------------- motion filter
+def test_a_nan_command_is_rejected_and_the_arm_holds(fresh, world):
+    _, _, probe, streamer = fresh
+    ramp = pan_ramp(world, probe.now(), RAMP_SPEED, limit=1.2)
+    streamer.profile = ramp
+    probe.wait_sim(0.3)
+    wait_for(lambda: max_arm_speed(probe.latest()) > 0.8 * RAMP_SPEED, 15.0, "the arm moving")
+    since = probe.status_count()
+    rejected = probe.statuses[-1]["detail"]["rejected"]
+    streamer.profile = lambda t: [math.nan if i == 0 else v for i, v in enumerate(ramp(t))]
+    nan_at = probe.now()
+    status = probe.status(lambda s: s["state"] == "holding", 5.0, "holding", since=since)
+    assert "non-finite" in status["reason"]
+    with probe.lock:
+        assert any(not msg.points for t, msg in probe.to_robot if t >= nan_at)  # a hold was sent
+    probe.wait_sim(0.6)
+    status = probe.statuses[-1]
+    assert status["detail"]["rejected"] > rejected
+    assert "non-finite" in status["detail"]["last_violation"]
+    after = probe.states_between(nan_at + 0.3)
+    pans = [s[1]["shoulder_pan"] for s in after]
+    assert after and max(max_arm_speed(s) for s in after) < 0.05
+    assert max(pans) - min(pans) < 0.01
+    streamer.profile = None
+
+
+def test_a_command_leaving_the_workspace_is_cut_at_the_box(fresh, world):
+    _, _, probe, streamer = fresh
+    box = load_safety_config("so101").workspace
+    since_msg = probe.robot_count()
+    clipped = probe.statuses[-1]["detail"]["clipped"]
+    # Swing the pan joint towards 1.9 rad (inside its range): the tool would pass behind the
+    # base (x < 0), out of the workspace box.
+    streamer.profile = pan_ramp(world, probe.now(), 0.8, limit=1.9)
+    probe.wait_sim(3.5, timeout=60.0)
+    streamer.profile = None
+    probe.wait_sim(0.5)
+    final = probe.latest()[1]
+    assert 1.0 < final["shoulder_pan"] < 1.85
+    tool = tool_point(world, final)
+    assert np.all(tool >= np.array(box.min) - 0.005) and np.all(tool <= np.array(box.max))
+    with probe.lock:
+        sent = [msg for _, msg in probe.to_robot[since_msg:] if msg.points]
+    ends = [dict(zip(m.joint_names, m.points[-1].positions, strict=True)) for m in sent]
+    assert max(e["shoulder_pan"] for e in ends) < 1.85  # every command the robot got was cut
+    for end in ends:
+        assert np.all(tool_point(world, end) >= np.array(box.min) - 1e-6)
+    status = probe.statuses[-1]
+    assert status["detail"]["clipped"] > clipped
+    assert "would leave the workspace box" in status["detail"]["last_violation"]
+
+
+# ---------------------------------------------------------------------- console entry
+def test_main_rejects_an_unknown_robot_with_a_reason():
+    env = dict(os.environ, **ros_env(1 + (DOMAIN_ID + 7) % 200))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "lang2policy.ros.safety_node", "--ros-args", "-p", "robot:=ur5"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert "no safety limits for robot 'ur5'" in output and "Traceback" not in output, output
