@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="INSTRUCTION",
         help='e.g. "put the red block in the blue bowl"; more instructions are follow-ups '
-        'handled in turn in the same session: with --planner reward each is planned with the '
+        "handled in turn in the same session: with --planner reward each is planned with the "
         'running spec as context and swapped into the running MPC ("lift the red block 10 cm" '
         '"higher")',
     )
@@ -104,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     intents.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
     intents.add_argument("--json", action="store_true", help="print JSON only")
     _add_bench_l2r(bench)
+    bench.add_parser(
+        "corrections",
+        help="scripted corrections (offset, target swap, speed): success with and without, "
+        "latency, memory (see `lang2policy bench corrections --help`)",
+    )
+    commands.add_parser(
+        "sim",
+        help="start the whole ROS graph in simulation with a terminal (see `lang2policy sim "
+        "--help`)",
+    )
     return parser
 
 
@@ -125,7 +135,28 @@ def _add_bench_l2r(bench) -> None:
     mpc.add_argument("--json", action="store_true", help="print JSON only")
 
 
+# Commands with parsers of their own: ``lang2policy <words> ...`` hands the rest to ``main``.
+_DELEGATED = {
+    ("sim",): "lang2policy.launcher",
+    ("bench", "corrections"): "lang2policy.bench.corrections",
+}
+
+
+def _delegated(argv: list[str]) -> int | None:
+    """Run a delegated command's own ``main(rest)``; None if ``argv`` names none."""
+    import importlib
+
+    for words, module in _DELEGATED.items():
+        if tuple(argv[: len(words)]) == words:
+            return importlib.import_module(module).main(argv[len(words) :])
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    delegated = _delegated(argv)
+    if delegated is not None:
+        return delegated
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
@@ -195,8 +226,13 @@ def _bench_l2r(args: argparse.Namespace) -> int:
 
         if args.seconds <= 0 or not 2 <= args.samples <= 1024:
             raise _usage("--seconds must be positive and --samples in [2, 1024]")
-        report = mpc.run(samples=args.samples, horizon=args.horizon, seconds=args.seconds,
-                         threads=args.threads, progress=not args.json)
+        report = mpc.run(
+            samples=args.samples,
+            horizon=args.horizon,
+            seconds=args.seconds,
+            threads=args.threads,
+            progress=not args.json,
+        )
         _print(report, args.json, mpc.format_text)
         return 0
     from lang2policy.bench import l2r
@@ -204,8 +240,15 @@ def _bench_l2r(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise _usage("--episodes must be at least 1")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    report = l2r.run(episodes=args.episodes, first_seed=args.seed, tasks=tasks, llm=args.llm,
-                     planner=args.planner, samples=args.samples, progress=not args.json)
+    report = l2r.run(
+        episodes=args.episodes,
+        first_seed=args.seed,
+        tasks=tasks,
+        llm=args.llm,
+        planner=args.planner,
+        samples=args.samples,
+        progress=not args.json,
+    )
     _print(report, args.json, l2r.format_text)
     return 0
 

@@ -36,7 +36,7 @@ LLM_FILE_KINDS = ("replay", "record", "cache")
 JOINT_STATES_TOPIC = "/joint_states"
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 # The perception node's parameter that picks ground truth or cameras (perception helper's name).
-PERCEPTION_MODE_PARAM = "mode"
+PERCEPTION_MODE_PARAM = "source"
 
 # Executable (console script) -> (node name, module holding ``main``), in start order.
 NODES: dict[str, tuple[str, str]] = {

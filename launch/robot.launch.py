@@ -13,7 +13,7 @@ trajectory_topic:=/joint_trajectory_controller/joint_trajectory llm:=openai``
 """
 
 # Import order kept by hand: ruff takes `launch` for this directory, not ROS 2's package.
-from launch import LaunchDescription  # noqa: I001
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node

@@ -11,7 +11,7 @@ Example: ``ros2 launch lang2policy sim.launch.py robot:=panda llm:=openai record
 """
 
 # Import order kept by hand: ruff takes `launch` for this directory, not ROS 2's package.
-from launch import LaunchDescription  # noqa: I001
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node

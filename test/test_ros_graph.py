@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.ros
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
 OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
+ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 DOMAIN_ID = 1 + (os.getpid() + 131) % 200
 
 
@@ -85,6 +87,30 @@ class Probe:
         self.instruction = self.node.create_publisher(String, "/lang2policy/instruction", 10)
         self.correction = self.node.create_publisher(String, "/lang2policy/correction", 10)
         self.reset_client = self.node.create_client(Trigger, "/lang2policy_sim/reset")
+        self.safety: list[dict] = []
+        self.node.create_subscription(String, "/lang2policy/safety", self._on_safety, 50)
+        self.spec = self.node.create_publisher(String, "/lang2policy/reward_spec", 10)
+
+    def _on_safety(self, msg: String) -> None:
+        with self.lock:
+            self.safety.append(json.loads(msg.data))
+
+    def call(self, service: str) -> Trigger.Response:
+        client = self.node.create_client(Trigger, service)
+        wait_for(client.service_is_ready, 10, service)
+        future = client.call_async(Trigger.Request())
+        wait_for(future.done, 10, f"the answer of {service}")
+        return future.result()
+
+    def arm_track(self, since_stamp: float) -> tuple[np.ndarray, np.ndarray]:
+        """(stamps, arm joint positions) of the joint states from ``since_stamp`` on."""
+        with self.lock:
+            rows = [(t, [j[n] for n in ARM]) for t, j in self.joints if t >= since_stamp]
+        return np.array([t for t, _ in rows]), np.array([p for _, p in rows])
+
+    def last_stamp(self) -> float:
+        with self.lock:
+            return self.joints[-1][0]
 
     def _on_status(self, msg: String) -> None:
         with self.lock:
@@ -231,3 +257,90 @@ def test_a_target_correction_during_motion_changes_it_and_is_remembered(graph):
     corrections = [s for s in probe.statuses[since:] if s.get("state") == "correction"]
     assert done["state"] == "done" and not corrections, done
     assert "red block in green bowl" in done["detail"]["relations"], done
+
+
+def joint_speeds(stamps: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Largest joint speed (rad/s) between consecutive samples."""
+    dt = np.diff(stamps)
+    keep = dt > 1e-6
+    return np.max(np.abs(np.diff(positions, axis=0)[keep]) / dt[keep, None], axis=1)
+
+
+def arm_moving(probe: Probe, speed: float = 0.2) -> bool:
+    stamps, positions = probe.arm_track(probe.last_stamp() - 0.2)
+    return len(stamps) > 3 and joint_speeds(stamps, positions).max() > speed
+
+
+def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(graph):
+    planner, probe = graph
+    probe.reset_scene()
+    planner.planning.reset()
+    instruction = "put the red block in the blue bowl"
+    since = len(probe.statuses)
+    probe.send(instruction)
+    probe.first(
+        lambda s: s.get("state") == "running" and "program" in str(s.get("detail")),
+        60,
+        "the program running",
+        since,
+    )
+    wait_for(lambda: arm_moving(probe), 30, "the arm moving")
+    before = probe.last_stamp()
+    answer = probe.call("/lang2policy/stop")
+    assert answer.success, answer.message
+    stopped_at = probe.last_stamp()  # sim time when the stop was answered (>= request time)
+    failed = probe.final(instruction, since=since)
+    assert failed["state"] == "failed" and "stop" in json.dumps(failed).lower(), failed
+    time.sleep(2.0)  # commands the planner might still send must not move the arm
+
+    # The stop took effect between ``before`` and ``stopped_at`` (the safety node publishes
+    # the hold before it answers). 100 ms of sim time later the arm has halted: it stays
+    # within 0.02 rad of where it is then, and then it does not move at all.
+    stamps, positions = probe.arm_track(stopped_at + 0.1)
+    assert stamps[-1] > stopped_at + 1.5
+    assert np.abs(positions - positions[0]).max() < 0.02, np.abs(positions - positions[0]).max()
+    settled = stamps >= stopped_at + 0.3
+    assert joint_speeds(stamps[settled], positions[settled]).max() < 0.05
+    assert stopped_at - before < 0.5  # the stop was answered promptly
+    with probe.lock:
+        assert probe.safety[-1]["state"] == "stopped", probe.safety[-1]
+    resumed = probe.call("/lang2policy/resume")
+    assert resumed.success, resumed.message
+    wait_for(lambda: probe.safety[-1]["state"] == "ok", 5, "the safety node back to ok")
+
+
+def test_killing_the_controller_mid_motion_makes_the_watchdog_hold_the_arm(graph):
+    _planner, probe = graph
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    # Half a second of plan per command: without the watchdog the arm would keep moving for
+    # 0.5 s after the controller dies; the safety node's command_timeout is 0.25 s.
+    controller = node_process(env, "controller_node", ["-p", "lookahead:=0.5", "-p", "samples:=32"])
+    try:
+        spec = {
+            "version": 1,
+            "task": "tool far left",
+            "duration": 30.0,
+            "terms": [{"term": "tool_to_point", "params": {"point": [0.12, 0.2, 0.12]}}],
+        }
+        wait_for(probe.spec.get_subscription_count, 30, "the controller's spec subscription")
+        wait_for(lambda: probe.call("/lang2policy/resume").success, 10, "safety ok")
+        start = probe.last_stamp()
+        probe.spec.publish(String(data=json.dumps(spec)))
+
+        wait_for(lambda: arm_moving(probe), 30, "the MPC moving the arm")
+        controller.kill()  # SIGKILL: no goodbye, mid-motion
+        controller.wait(timeout=10)
+        killed_at = probe.last_stamp()
+        held = wait_for(
+            lambda: next((s for s in probe.safety[-5:] if s["state"] == "holding"), None),
+            5,
+            "the watchdog's hold",
+        )
+        assert "command" in json.dumps(held).lower(), held
+        time.sleep(1.5)
+        stamps, positions = probe.arm_track(killed_at + 0.6)
+        assert joint_speeds(stamps, positions).max() < 0.05  # held, not drifting on
+        assert killed_at > start
+    finally:
+        if controller.poll() is None:
+            controller.kill()

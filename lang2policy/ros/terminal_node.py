@@ -1,0 +1,244 @@
+"""The terminal as a ROS 2 node: type instructions and corrections, watch the robot work.
+
+Node ``lang2policy_terminal`` (console script ``terminal_node``). Publishes
+``/lang2policy/instruction`` and ``/lang2policy/correction`` (std_msgs/String); subscribes
+``/lang2policy/status`` and ``/lang2policy/safety`` (std_msgs/String JSON) and shows them as
+log lines plus a live bottom toolbar; calls the std_srvs/Trigger services ``/lang2policy/stop``,
+``/lang2policy/resume`` (safety node) and ``/lang2policy_sim/reset`` (sim node). What a typed
+line means is decided by ``lang2policy.terminal`` (``:help`` lists the commands).
+
+Interactive (a prompt_toolkit prompt; works over ssh and in tmux, no mouse) when stdin is a
+terminal, else non-interactive: lines are read from stdin, each instruction waits for its final
+planner status (``--no-wait`` to not wait), and the exit status is 0 only if everything
+succeeded. The ROS node spins in a background thread; the prompt owns the main thread.
+A message is published once someone listens on its topic, or after ``discovery_timeout`` s
+with a warning (instructions in non-interactive waiting mode: after the instruction timeout,
+since a script may start together with the graph and its first line would otherwise be lost).
+
+    terminal_node                                  # interactive
+    printf 'pick up the red block\\nstop\\n' | terminal_node --timeout 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+import rclpy
+from rclpy.duration import Duration
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import remove_ros_args
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.terminal import (
+    ServiceAnswer,
+    TerminalSession,
+    run_interactive,
+    run_non_interactive,
+)
+
+INSTRUCTION_TOPIC = "/lang2policy/instruction"
+CORRECTION_TOPIC = "/lang2policy/correction"
+STATUS_TOPIC = "/lang2policy/status"
+SAFETY_TOPIC = "/lang2policy/safety"
+SERVICE_NAMES = {
+    "stop": "/lang2policy/stop",
+    "resume": "/lang2policy/resume",
+    "reset": "/lang2policy_sim/reset",
+}
+
+
+class TerminalNode(ReadOnlyParameters):
+    """``lang2policy_terminal``: the ROS side of a ``TerminalSession`` (its ``Backend``)."""
+
+    def __init__(self, emit=print, **kwargs) -> None:
+        super().__init__("lang2policy_terminal", **kwargs)
+        self.service_timeout = self._number(
+            "service_timeout", 2.0, "s to wait for a stop/resume/reset service to answer"
+        )
+        self.discovery_timeout = self._number(
+            "discovery_timeout", 2.0, "s to wait for a listener before publishing", zero=True
+        )
+        self.refresh_interval = self._number("refresh_interval", 0.5, "s between toolbar redraws")
+        self.wait_timeout = self._number(
+            "wait_timeout", 120.0, "s an instruction may take (non-interactive, waiting)"
+        )
+        self.instruction_discovery_timeout = self.discovery_timeout
+        self.session = TerminalSession(self, emit)
+        self._instruction = self.create_publisher(String, INSTRUCTION_TOPIC, 10)
+        self._correction = self.create_publisher(String, CORRECTION_TOPIC, 10)
+        for topic in (STATUS_TOPIC, SAFETY_TOPIC):
+            self.create_subscription(String, topic, self._on_status, 50)
+        self._triggers = {w: self.create_client(Trigger, n) for w, n in SERVICE_NAMES.items()}
+
+    def _on_status(self, message: String) -> None:
+        self.session.on_status(message.data)
+
+    def publish_instruction(self, text: str) -> None:
+        self._publish(self._instruction, text, self.instruction_discovery_timeout)
+
+    def publish_correction(self, text: str) -> None:
+        self._publish(self._correction, text, self.discovery_timeout)
+
+    def _publish(self, publisher, text: str, timeout: float) -> None:
+        """Publish once someone listens (and a status publisher exists to answer), or after
+        ``timeout`` s with a warning: a message sent before discovery is lost."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._heard(publisher):
+            time.sleep(0.02)
+        if publisher.get_subscription_count() == 0:
+            self.session.emit(f"! no planner listening on {publisher.topic_name}; sent anyway")
+        publisher.publish(String(data=text))
+
+    def _heard(self, publisher) -> bool:
+        return publisher.get_subscription_count() > 0 and self.count_publishers(STATUS_TOPIC) > 0
+
+    def call_service(self, which: str) -> ServiceAnswer:
+        """Call the Trigger service ``which``; unanswered after ``service_timeout`` s counts as
+        no server (the request is withdrawn)."""
+        client = self._triggers[which]
+        if not client.wait_for_service(timeout_sec=self.service_timeout):
+            return ServiceAnswer(answered=False)
+        future = client.call_async(Trigger.Request())
+        done = threading.Event()
+        future.add_done_callback(lambda _future: done.set())
+        if not done.wait(self.service_timeout) or future.result() is None:
+            client.remove_pending_request(future)
+            return ServiceAnswer(answered=False)
+        response = future.result()
+        return ServiceAnswer(True, bool(response.success), response.message)
+
+    def service_name(self, which: str) -> str:
+        return self.resolve_service_name(SERVICE_NAMES[which])
+
+    def flush(self, timeout: float = 1.0) -> None:
+        """Give sent messages a moment to be acknowledged before the node goes away."""
+        for publisher in (self._instruction, self._correction):
+            publisher.wait_for_all_acked(Duration(seconds=timeout))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The terminal's own flags (ROS arguments are removed before)."""
+    parser = argparse.ArgumentParser(
+        prog="terminal_node",
+        description="Command the robot in language: instructions, corrections, stop, resume.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--non-interactive",
+        action="store_true",
+        help="read lines from stdin (the default when stdin is not a terminal)",
+    )
+    mode.add_argument(
+        "--interactive",
+        action="store_true",
+        help="use the prompt even when stdin is not a terminal",
+    )
+    parser.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="non-interactive: wait for each instruction's final status "
+        "before the next line (default: wait)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive,
+        default=None,
+        help="non-interactive: s to wait per instruction (default: parameter wait_timeout, 120)",
+    )
+    return parser.parse_args(argv)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def _line_printer():
+    """print, serialised and flushed: lines come from the ROS thread and the main thread."""
+    lock = threading.Lock()
+
+    def emit(line: str) -> None:
+        with lock:
+            print(line, flush=True)
+
+    return emit
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry ``terminal_node``; returns the exit status."""
+    argv = sys.argv if args is None else args
+    options = parse_args(remove_ros_args(argv)[1:])
+    interactive = options.interactive or (not options.non_interactive and sys.stdin.isatty())
+    # Signals stay Python's: Ctrl-C / SIGTERM interrupt the prompt or the stdin read in the main
+    # thread (rclpy's own handler would only invalidate the context under the running loop).
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, _interrupt)
+    node = spinner = None
+    try:
+        node = TerminalNode(emit=print if interactive else _line_printer())
+        spinner = Spinner(node)
+        if interactive:
+            return run_interactive(node.session, node.refresh_interval)
+        timeout = options.timeout or node.wait_timeout
+        if options.wait:  # a script may start with the graph: give the planner time to come up
+            node.instruction_discovery_timeout = max(node.discovery_timeout, timeout)
+        return run_non_interactive(
+            node.session, sys.stdin, node.session.emit, options.wait, timeout
+        )
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0 if interactive else 130
+    except (Lang2PolicyError, ParameterException) as exc:
+        print(f"terminal_node: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if node is not None and node.context.ok():
+            node.flush()
+        if spinner is not None:
+            spinner.stop()
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+class Spinner:
+    """The node's executor in a background thread, stopped (and joined) before the node is
+    destroyed: the main thread belongs to the prompt or the stdin loop."""
+
+    def __init__(self, node: TerminalNode) -> None:
+        self._executor = SingleThreadedExecutor()
+        self._executor.add_node(node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="ros-spin", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._executor.spin_once(timeout_sec=0.05)
+            except ExternalShutdownException:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self._executor.shutdown(timeout_sec=1.0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""The lang2policy terminal, without ROS: parse typed lines, dispatch them, fold live status.
+
+The ROS node (``lang2policy.ros.terminal_node``) supplies a ``Backend`` (topics and services)
+and feeds status messages in; everything else lives here and is tested without ROS.
+"""
+
+from lang2policy.terminal.app import run_interactive, run_non_interactive
+from lang2policy.terminal.commands import (
+    HELP,
+    Command,
+    CommandKind,
+    TerminalInputError,
+    check_text,
+    parse_line,
+)
+from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
+from lang2policy.terminal.session import (
+    Backend,
+    HistoryEntry,
+    Reply,
+    ServiceAnswer,
+    TerminalSession,
+)
+from lang2policy.terminal.status import StatusEvent, StatusModel
+
+__all__ = [
+    "HELP",
+    "Backend",
+    "Command",
+    "CommandKind",
+    "HistoryEntry",
+    "Reply",
+    "ServiceAnswer",
+    "StatusEvent",
+    "StatusModel",
+    "TerminalInputError",
+    "TerminalSession",
+    "check_text",
+    "parse_line",
+    "prompt_label",
+    "render_toolbar",
+    "run_interactive",
+    "run_non_interactive",
+    "toolbar_segments",
+]

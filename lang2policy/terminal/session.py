@@ -1,0 +1,207 @@
+"""The terminal's dispatcher: typed lines in, messages and service calls out, history kept.
+
+``TerminalSession`` is independent of ROS: it talks to the graph through a ``Backend`` (the
+ROS node implements it) and is fed status messages by whoever subscribes to them. Status
+messages may arrive on another thread; the session's lock and condition make ``handle_line``,
+``on_status`` and ``wait_outcome`` safe to call from different threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from lang2policy.sandbox.outcome import printable
+from lang2policy.terminal.commands import HELP, CommandKind, TerminalInputError, parse_line
+from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
+from lang2policy.terminal.status import StatusEvent, StatusModel, same_text
+
+SERVICES = {CommandKind.STOP: "stop", CommandKind.RESUME: "resume", CommandKind.RESET: "reset"}
+
+
+@dataclass(frozen=True)
+class ServiceAnswer:
+    """What a Trigger service said; ``answered`` is False when no server responded in time."""
+
+    answered: bool
+    success: bool = False
+    message: str = ""
+
+
+class Backend(Protocol):
+    """Where the session's commands go (the ROS node: topics and Trigger services)."""
+
+    def publish_instruction(self, text: str) -> None: ...
+
+    def publish_correction(self, text: str) -> None: ...
+
+    def call_service(self, which: str) -> ServiceAnswer:
+        """Call ``which`` (stop | resume | reset) and return its answer."""
+        ...
+
+    def service_name(self, which: str) -> str: ...
+
+
+@dataclass
+class HistoryEntry:
+    """One thing sent in this session and, for instructions, how the planner answered."""
+
+    kind: str
+    text: str
+    outcome: str = "sent"
+    ok: bool | None = None  # None until the final answer (instructions) or the service reply
+
+    def line(self, number: int) -> str:
+        text = f" {self.text}" if self.text else ""
+        return f"{number:3d}. {self.kind}{':' if text else ''}{text} -> {self.outcome}"
+
+
+@dataclass
+class Reply:
+    """What handling one line produced: lines to print, the history entry, whether to quit."""
+
+    lines: list[str] = field(default_factory=list)
+    entry: HistoryEntry | None = None
+    ok: bool = True
+    quit: bool = False
+
+
+class TerminalSession:
+    """Parses lines, dispatches them to the backend, folds status messages, keeps history."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        emit: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend, self.emit, self.clock = backend, emit, clock
+        self.model = StatusModel()
+        self.history: list[HistoryEntry] = []
+        self._changed = threading.Condition()
+
+    def on_status(self, text: str) -> StatusEvent | None:
+        """Fold one status or safety message; print its line (if any) through ``emit``."""
+        with self._changed:
+            event = self.model.fold(text)
+            if event is None:
+                return None
+            if event.final:
+                self._settle(event)
+            elif event.state == "correction":
+                self._acknowledge(event)
+            self._changed.notify_all()
+        self.emit(event.line)
+        return event
+
+    def _settle(self, event: StatusEvent) -> None:
+        """Record the planner's final answer on the oldest open instruction it answers."""
+        for entry in self.history:
+            if (
+                entry.kind == CommandKind.INSTRUCTION
+                and entry.ok is None
+                and _answers(event, entry)
+            ):
+                entry.ok, entry.outcome = event.ok, event.state
+                return
+
+    def _acknowledge(self, event: StatusEvent) -> None:
+        """The planner took up a correction: say so in its history entry."""
+        for entry in self.history:
+            open_correction = entry.kind == CommandKind.CORRECTION and entry.outcome == "sent"
+            if open_correction and same_text(entry.text) == event.instruction:
+                entry.outcome = "taken up by the planner"
+                return
+
+    def task_running(self) -> bool:
+        with self._changed:
+            return self.model.task_running(self.clock())
+
+    def toolbar(self, width: int | None = None) -> str:
+        with self._changed:
+            return render_toolbar(toolbar_segments(self.model), width)
+
+    def segments(self) -> list[tuple[str, str]]:
+        with self._changed:
+            return toolbar_segments(self.model)
+
+    def prompt(self) -> str:
+        return prompt_label(self.task_running())
+
+    def handle_line(self, line: str) -> Reply:
+        """Parse ``line`` and carry it out; bad input gives a message, never an exception."""
+        try:
+            command = parse_line(line, self.task_running())
+        except TerminalInputError as exc:
+            return Reply([f"! {exc}"], ok=False)
+        if command is None:
+            return Reply()
+        if command.kind == CommandKind.QUIT:
+            return Reply(quit=True)
+        if command.kind == CommandKind.HELP:
+            return Reply(HELP.splitlines())
+        if command.kind == CommandKind.HISTORY:
+            return Reply(self.history_lines())
+        if command.kind in SERVICES:
+            return self._call(SERVICES[command.kind])
+        return self._send(command.kind, command.text)
+
+    def _send(self, kind: CommandKind, text: str) -> Reply:
+        with self._changed:
+            entry = HistoryEntry(kind.value, text)
+            self.history.append(entry)
+            if kind == CommandKind.INSTRUCTION:
+                self.model.note_sent(text, self.clock())
+        if kind == CommandKind.INSTRUCTION:
+            self.backend.publish_instruction(text)
+        else:
+            self.backend.publish_correction(text)
+            entry.ok = True
+        return Reply([f"-> {kind.value}: {text}"], entry)
+
+    def _call(self, which: str) -> Reply:
+        entry = HistoryEntry(which, "")
+        with self._changed:
+            self.history.append(entry)
+        answer = self.backend.call_service(which)
+        entry.ok = answer.answered and answer.success
+        if not answer.answered:
+            owner = "sim" if which == "reset" else "safety"
+            entry.outcome = "no answer"
+            message = f"! no {owner} node answering on {self.backend.service_name(which)}"
+            return Reply([message], entry, ok=False)
+        said = printable(" ".join(answer.message.split()))  # it came over the network
+        entry.outcome = ("ok" if answer.success else "refused") + (f": {said}" if said else "")
+        verdict = "ok" if answer.success else "REFUSED"
+        line = f"{which}: {verdict}" + (f" — {said}" if said else "")
+        return Reply([line], entry, ok=answer.success)
+
+    def history_lines(self) -> list[str]:
+        with self._changed:
+            if not self.history:
+                return ["(nothing sent yet)"]
+            return [entry.line(i) for i, entry in enumerate(self.history, start=1)]
+
+    def wait_outcome(self, entry: HistoryEntry, timeout: float) -> bool | None:
+        """Block until the planner's final answer to the instruction ``entry``: True for done,
+        False for failed / rejected / busy, None when ``timeout`` s passed without one."""
+        with self._changed:
+            if self._changed.wait_for(lambda: entry.ok is not None, timeout):
+                return entry.ok
+            entry.ok, entry.outcome = False, f"no answer within {timeout:g} s"
+            return None
+
+
+def _answers(event: StatusEvent, entry: HistoryEntry) -> bool:
+    """The planner echoes the instruction; a rejected one is echoed cut to 200 characters."""
+    text = same_text(entry.text)
+    if event.instruction == text:
+        return True
+    return (
+        event.state == "rejected"
+        and bool(event.instruction)
+        and text.startswith(event.instruction.rstrip("…"))
+    )

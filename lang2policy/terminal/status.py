@@ -1,0 +1,227 @@
+"""The live state of the graph as the terminal sees it, folded from status JSON messages.
+
+Two topics feed it: ``/lang2policy/status`` (the planner's ``{"state", "instruction", "detail"}``
+lines and the controller's periodic ``{"node": "controller", "state", "task", "stats", ...}``)
+and ``/lang2policy/safety`` (``{"node": "safety", "state": "ok" | "stopped" | "holding",
+"reason"}``). ``StatusModel.fold`` turns each message into an update of the model and, when
+something changed that a person should read, a ``StatusEvent`` with a one-line description.
+Malformed or unknown messages are reported raw; nothing here raises on bad input. Every text
+shown is made terminal-safe (control characters and ANSI escapes are printed as escapes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from lang2policy.sandbox.outcome import printable
+
+PLANNER_ACTIVE = frozenset({"received", "planning", "running", "correction", "remembered"})
+PLANNER_FINAL = frozenset({"done", "failed", "rejected", "busy"})  # busy: refused, not queued
+CONTROLLER_EVENTS = frozenset({"accepted", "rejected", "cancelled"})  # one message per spec
+CONTROLLER_ERRORS = frozenset({"failed", "timeout", "rejected"})
+SENT_GRACE = 5.0  # s an instruction counts as running before the planner confirms it
+MAX_RAW = 300  # characters of an unrecognised message that are shown
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """Something worth a line in the log: who said it, the state, and the line itself.
+
+    ``final`` marks the planner's last word on ``instruction`` (done, failed, rejected, busy);
+    ``ok`` is True only for ``done``.
+    """
+
+    source: str  # planner | controller | safety | <other node> | unknown
+    state: str
+    instruction: str
+    line: str
+    final: bool = False
+    ok: bool = False
+
+
+@dataclass
+class StatusModel:
+    """What the toolbar shows: plan kind, instruction, progress, controller, safety, error."""
+
+    plan_kind: str = ""  # code | reward (the route of the last instruction)
+    instruction: str = ""
+    planner_state: str = ""
+    progress: str = ""  # the last running line, or the final outcome
+    correction: str = ""
+    controller_state: str = ""
+    controller_task: str = ""
+    controller_rate: float | None = None
+    safety_state: str = ""
+    safety_reason: str = ""
+    last_error: str = ""
+    last_raw: str = ""
+    sent: str = ""  # an instruction sent and not yet confirmed by the planner
+    sent_at: float = 0.0
+
+    def note_sent(self, instruction: str, now: float) -> None:
+        """An instruction left the terminal: treat it as running until the planner answers
+        (or ``SENT_GRACE`` s pass), so a quick follow-up is routed as a correction."""
+        self.sent, self.sent_at = same_text(instruction), now
+
+    def task_running(self, now: float) -> bool:
+        """True while plain text should be a correction: the planner is busy with an
+        instruction, the controller runs a task, or an instruction was just sent."""
+        if self.sent and now - self.sent_at < SENT_GRACE:
+            return True
+        return self.planner_state in PLANNER_ACTIVE or self.controller_state == "running"
+
+    def fold(self, text: str) -> StatusEvent | None:
+        """Update the model with one status message (``/lang2policy/status`` or
+        ``/lang2policy/safety``); the event to print, or None when nothing visible changed."""
+        message = _decode(text)
+        if message is None:
+            return self._unrecognised(text)
+        node = message.get("node")
+        if node == "controller":
+            return self._fold_controller(message)
+        if node == "safety":
+            return self._fold_safety(message)
+        if node in (None, "planner"):
+            return self._fold_planner(message)
+        state, name = _short(message["state"], 40), _short(node, 40)
+        detail = _short(message.get("detail", message.get("reason", "")))
+        return StatusEvent(name, state, "", f"[{name}] {state}" + (f": {detail}" if detail else ""))
+
+    def _unrecognised(self, text: str) -> StatusEvent:
+        raw = _short(text, MAX_RAW)
+        self.last_raw = raw
+        return StatusEvent("unknown", "", "", f"[status] unrecognised message: {raw}")
+
+    def _fold_planner(self, message: dict) -> StatusEvent:
+        state = _short(message["state"], 40)
+        instruction = _short(message.get("instruction", ""), 500)
+        detail = message.get("detail", "")
+        if state in ("busy", "rejected") and self._other_instruction_active(instruction):
+            # a refused second instruction does not end the one that runs
+            self.last_error = f"{state}: {instruction}: {_short(detail)}"
+            return StatusEvent(
+                "planner", state, instruction, _planner_line(state, instruction, detail), final=True
+            )
+        if state == "correction":
+            # A correction keeps a running task running; one of nothing starts nothing.
+            if self.planner_state in PLANNER_ACTIVE:
+                self.correction, self.planner_state = instruction, state
+            self.progress = _short(detail) or self.progress
+            return StatusEvent(
+                "planner", state, instruction, _planner_line(state, instruction, detail)
+            )
+        final = state in PLANNER_FINAL
+        self.planner_state, self.instruction = state, instruction
+        if instruction == self.sent or final:
+            self.sent = ""
+        self.plan_kind = _route(detail) or self.plan_kind
+        if state == "received":
+            self.progress, self.correction = "", ""
+        elif state == "done":
+            self.progress, self.last_error, self.correction = _done_text(detail), "", ""
+        elif final:  # failed, rejected, busy; a correction of it is over too
+            self.progress, self.correction = "", ""
+            self.last_error = f"{state}: {_outcome_text(detail)}"
+        else:
+            self.progress = _short(detail)
+        line = _planner_line(state, instruction, detail)
+        return StatusEvent("planner", state, instruction, line, final=final, ok=state == "done")
+
+    def _other_instruction_active(self, instruction: str) -> bool:
+        return self.planner_state in PLANNER_ACTIVE and instruction != self.instruction
+
+    def _fold_controller(self, message: dict) -> StatusEvent | None:
+        state = _short(message["state"], 40)
+        task = _short(message.get("task") or "")
+        detail = _short(message.get("detail", ""))
+        line = f"[controller] {state}" + (f": {task}" if task else "")
+        line += f" ({detail})" if detail else ""
+        if state in CONTROLLER_ERRORS:
+            self.last_error = f"controller {state}: {detail or task}"
+        if state in CONTROLLER_EVENTS:
+            return StatusEvent("controller", state, task, line)
+        stats = message.get("stats")
+        rate = stats.get("rate_hz") if isinstance(stats, dict) else None
+        self.controller_rate = float(rate) if isinstance(rate, int | float) else None
+        changed = (state, task) != (self.controller_state, self.controller_task)
+        self.controller_state, self.controller_task = state, task
+        return StatusEvent("controller", state, task, line) if changed else None
+
+    def _fold_safety(self, message: dict) -> StatusEvent | None:
+        state = _short(message["state"], 40)
+        reason = _short(message.get("reason", ""))
+        changed = (state, reason) != (self.safety_state, self.safety_reason)
+        self.safety_state, self.safety_reason = state, reason
+        if not changed:
+            return None
+        shown = state.upper() if state != "ok" else state
+        return StatusEvent(
+            "safety", state, "", f"[safety] {shown}" + (f": {reason}" if reason else "")
+        )
+
+
+def same_text(text: str) -> str:
+    """``text`` as the model stores echoed instructions (whitespace runs made one space), so a
+    sent text and the planner's echo of it compare equal."""
+    return " ".join(text.split())
+
+
+def _decode(text: object) -> dict | None:
+    """The message as a dict with a text ``state``; None when it is not one."""
+    try:
+        message = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("state"), str):
+        return None
+    return message
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _short(value: object, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters for any detail value."""
+    text = printable(" ".join(_text(value).split())) if value not in (None, "") else ""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _route(detail: object) -> str:
+    route = detail.get("route") if isinstance(detail, dict) else None
+    return route if isinstance(route, str) else ""
+
+
+def _done_text(detail: object) -> str:
+    """What a finished plan achieved: the reward spec's task, or the code outcome's message."""
+    if not isinstance(detail, dict):
+        return _short(detail)
+    spec = detail.get("spec")
+    if isinstance(spec, dict) and spec.get("task"):
+        return f"reward spec: {_short(spec['task'])}"
+    parts = [_short(detail.get(key, "")) for key in ("outcome", "message")]
+    return " — ".join(p for p in parts if p)
+
+
+def _outcome_text(detail: object) -> str:
+    if isinstance(detail, dict):
+        return _short(detail.get("message") or detail.get("outcome") or detail)
+    return _short(detail)
+
+
+def _planner_line(state: str, instruction: str, detail: object) -> str:
+    """``[planner] <state> (<route>): <instruction> — <what happened>``."""
+    route = _route(detail)
+    head = f"[planner] {state}" + (f" ({route})" if route else "")
+    if state == "done":
+        what = _done_text(detail)
+    elif state in ("failed", "rejected", "busy"):
+        what = _outcome_text(detail)
+    elif isinstance(detail, dict):
+        what = _short({k: v for k, v in detail.items() if k != "route"} or "")
+    else:
+        what = _short(detail)
+    if state in ("running", "planning") and what:
+        return f"{head}: {what}"
+    return f"{head}: {instruction}" + (f" — {what}" if what else "")

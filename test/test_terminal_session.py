@@ -1,0 +1,211 @@
+"""The terminal's dispatcher and its two front ends, without ROS.
+
+The backend here is the ROS edge replaced by a recorder; where a planner must answer, an
+in-process stand-in folds the planner's status messages back in from another thread, the way
+the ROS subscription does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from lang2policy.terminal import ServiceAnswer, TerminalSession, run_non_interactive
+from lang2policy.terminal.app import _formatted_toolbar, run_interactive
+
+
+class RecordingBackend:
+    """Records what the session sent; services answer as configured; an optional planner
+    stand-in answers instructions with status messages from a thread."""
+
+    def __init__(self, services: dict[str, ServiceAnswer] | None = None, planner=None) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.services = services or {}
+        self.planner = planner
+        self.session: TerminalSession | None = None
+
+    def publish_instruction(self, text: str) -> None:
+        self.sent.append(("instruction", text))
+        if self.planner is not None:
+            threading.Thread(target=self.planner, args=(self.session, text), daemon=True).start()
+
+    def publish_correction(self, text: str) -> None:
+        self.sent.append(("correction", text))
+
+    def call_service(self, which: str) -> ServiceAnswer:
+        self.sent.append(("service", which))
+        return self.services.get(which, ServiceAnswer(answered=False))
+
+    def service_name(self, which: str) -> str:
+        return f"/lang2policy/{which}"
+
+
+def planner_answers(session: TerminalSession, text: str) -> None:
+    """Received, running, then done, or failed for texts containing 'fail'; silent for 'hang'."""
+    if "hang" in text:
+        return
+    final = "failed" if "fail" in text else "done"
+    for state, detail in (
+        ("received", {"route": "code"}),
+        ("running", f"running the program for {text}"),
+        (final, {"route": "code", "outcome": "ok" if final == "done" else "skill"}),
+    ):
+        session.on_status(json.dumps({"state": state, "instruction": text, "detail": detail}))
+
+
+def make(planner=None, services=None, clock=None):
+    backend = RecordingBackend(services, planner)
+    printed: list[str] = []
+    kwargs = {"clock": clock} if clock else {}
+    session = TerminalSession(backend, emit=printed.append, **kwargs)
+    backend.session = session
+    return session, backend, printed
+
+
+STOPPED = ServiceAnswer(True, True, "stopped: terminal request")
+
+
+def test_plain_text_follows_the_task_state():
+    now = [0.0]
+    session, backend, _ = make(clock=lambda: now[0])
+    session.handle_line("pick up the red block")
+    session.handle_line("no, the blue one")  # sent a moment ago: a correction
+    now[0] = 100.0  # no planner ever answered: the grace is over
+    session.handle_line("wave")
+    assert backend.sent == [
+        ("instruction", "pick up the red block"),
+        ("correction", "no, the blue one"),
+        ("instruction", "wave"),
+    ]
+
+
+def test_stop_calls_the_service_and_never_publishes():
+    session, backend, _ = make(services={"stop": STOPPED})
+    reply = session.handle_line("halt")
+    assert backend.sent == [("service", "stop")]
+    assert reply.ok and reply.lines == ["stop: ok — stopped: terminal request"]
+
+
+def test_a_missing_service_is_named():
+    session, backend, _ = make()
+    reply = session.handle_line(":resume")
+    assert not reply.ok and reply.lines == ["! no safety node answering on /lang2policy/resume"]
+    reply = session.handle_line(":reset")
+    assert reply.lines == ["! no sim node answering on /lang2policy/reset"]
+    assert backend.sent == [("service", "resume"), ("service", "reset")]
+
+
+def test_a_refusing_service_is_reported_as_refused():
+    session, _, _ = make(services={"resume": ServiceAnswer(True, False, "not\nstopped\x1b[2J")})
+    reply = session.handle_line(":resume")
+    assert not reply.ok and reply.lines == ["resume: REFUSED — not stopped\\x1b[2J"]
+    assert session.history_lines() == ["  1. resume -> refused: not stopped\\x1b[2J"]
+
+
+def test_bad_input_gets_a_message_and_sends_nothing():
+    session, backend, _ = make()
+    reply = session.handle_line(":launch")
+    assert not reply.ok and reply.lines[0].startswith("! unknown command ':launch'")
+    assert backend.sent == [] and session.history == []
+
+
+def test_help_quit_and_blank():
+    session, backend, _ = make()
+    assert any(":resume" in line for line in session.handle_line(":help").lines)
+    assert session.handle_line(":quit").quit
+    assert session.handle_line("   ").lines == []
+    assert backend.sent == []
+
+
+def test_history_records_outcomes_as_the_planner_answers():
+    session, _, printed = make(planner=planner_answers, services={"stop": STOPPED})
+    entry = session.handle_line("pick up the red block").entry
+    assert session.wait_outcome(entry, timeout=5.0) is True
+    entry = session.handle_line(":do fail to reach the shelf").entry
+    assert session.wait_outcome(entry, timeout=5.0) is False
+    session.handle_line(":fix a bit higher")
+    session.handle_line(":fix no, lower")
+    session.on_status(json.dumps({"state": "correction", "instruction": "no, lower"}))
+    session.handle_line("stop")
+    assert session.history_lines() == [
+        "  1. instruction: pick up the red block -> done",
+        "  2. instruction: fail to reach the shelf -> failed",
+        "  3. correction: a bit higher -> sent",
+        "  4. correction: no, lower -> taken up by the planner",
+        "  5. stop -> ok: stopped: terminal request",
+    ]
+    assert "[planner] done (code): pick up the red block — ok" in printed
+
+
+def test_wait_outcome_times_out_with_none():
+    session, _, _ = make(planner=planner_answers)
+    entry = session.handle_line("hang forever").entry
+    assert session.wait_outcome(entry, timeout=0.2) is None
+    assert entry.outcome == "no answer within 0.2 s"
+
+
+def test_non_interactive_waits_for_each_instruction_and_exits_zero_when_all_succeed():
+    session, backend, printed = make(planner=planner_answers, services={"stop": STOPPED})
+    lines = ["pick up the red block\n", "\n", ":fix a bit higher\n", "stop\n", "put it down\n"]
+    code = run_non_interactive(session, lines, printed.append, wait=True, timeout=5.0)
+    assert code == 0
+    assert backend.sent == [
+        ("instruction", "pick up the red block"),
+        ("correction", "a bit higher"),
+        ("service", "stop"),
+        ("instruction", "put it down"),
+    ]
+    done_first = printed.index("[planner] done (code): pick up the red block — ok")
+    assert done_first < printed.index("> :fix a bit higher")  # waited before the next line
+    assert "stop: ok — stopped: terminal request" in printed
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["fail at this\n"], 1),
+        (["hang here\n"], 1),
+        ([":bogus\n"], 1),
+        (["stop\n"], 1),  # no safety node answered
+        (["fine\n", ":quit\n", "fail, never read\n"], 0),
+    ],
+)
+def test_non_interactive_exit_code(lines, expected):
+    session, _, printed = make(planner=planner_answers)
+    assert run_non_interactive(session, lines, printed.append, wait=True, timeout=0.3) == expected
+
+
+def test_non_interactive_without_wait_sends_follow_ups_as_corrections():
+    session, backend, printed = make()  # nobody answers
+    lines = ["pick up the red block\n", "the blue one\n"]
+    assert run_non_interactive(session, lines, printed.append, wait=False) == 0
+    assert backend.sent == [
+        ("instruction", "pick up the red block"),
+        ("correction", "the blue one"),
+    ]
+
+
+def test_formatted_toolbar_fits_the_width_and_keeps_styles():
+    session, _, _ = make()
+    session.on_status(json.dumps({"node": "safety", "state": "stopped", "reason": "x" * 80}))
+    pieces = _formatted_toolbar(session, 40)
+    assert sum(len(text) for _, text in pieces) <= 39
+    assert pieces[-1][1].endswith("…") and pieces[-1][0] == "class:toolbar-alert"
+
+
+def test_interactive_prompt_sends_lines_and_leaves_on_ctrl_d():
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    session, backend, _ = make(services={"stop": STOPPED})
+    with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
+        keys.send_text("pick up the red block\r:fix the blue one\rstop\r\x04")
+        assert run_interactive(session, refresh_interval=0.05) == 0
+    assert backend.sent == [
+        ("instruction", "pick up the red block"),
+        ("correction", "the blue one"),
+        ("service", "stop"),
+    ]
