@@ -47,8 +47,14 @@ def declared_parameters(module: str) -> dict[str, tuple[str, object]] | None:
     path = REPO / Path(*module.split(".")).with_suffix(".py")
     if not path.is_file():
         return None
+    tree = ast.parse(path.read_text())
+    trees = [tree]  # the node's module, and the lang2policy.ros modules it builds on (mixins)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lang2policy.ros."):
+            helper = REPO / Path(*node.module.split(".")).with_suffix(".py")
+            trees.append(ast.parse(helper.read_text()))
     found = {}
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in (n for t in trees for n in ast.walk(t)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         how = {"_param": "param", "_number": "number", "declare_parameter": "param"}.get(

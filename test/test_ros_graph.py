@@ -291,7 +291,8 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
     stopped_at = probe.last_stamp()  # sim time when the stop was answered (>= request time)
     failed = probe.final(instruction, since=since)
     assert failed["state"] == "failed" and "stop" in json.dumps(failed).lower(), failed
-    time.sleep(2.0)  # commands the planner might still send must not move the arm
+    # Commands the planner might still send must not move the arm: watch 1.6 s of sim time.
+    wait_for(lambda: probe.last_stamp() > stopped_at + 1.6, 30, "1.6 s of sim time")
 
     # The stop took effect between ``before`` and ``stopped_at`` (the safety node publishes
     # the hold before it answers). 100 ms of sim time later the arm has halted: it stays
@@ -337,7 +338,7 @@ def test_killing_the_controller_mid_motion_makes_the_watchdog_hold_the_arm(graph
             "the watchdog's hold",
         )
         assert "command" in json.dumps(held).lower(), held
-        time.sleep(1.5)
+        wait_for(lambda: probe.last_stamp() > killed_at + 1.6, 30, "1.6 s of sim time")
         stamps, positions = probe.arm_track(killed_at + 0.6)
         assert joint_speeds(stamps, positions).max() < 0.05  # held, not drifting on
         assert killed_at > start
