@@ -207,3 +207,34 @@ def test_toolbar_of_nothing_yet_and_width_clipping():
 def test_prompt_label_says_where_plain_text_goes():
     assert prompt_label(True) == "correct> "
     assert prompt_label(False) == "instruct> "
+
+
+def test_correction_replies_read_as_sentences_and_a_correction_of_nothing_starts_nothing():
+    model = StatusModel()
+    rejected = {
+        "text": "a bit left",
+        "kind": "offset",
+        "action": "rejected",
+        "error": "nothing is running to correct; say it as a new instruction",
+    }
+    event = model.fold(planner("correction", rejected))
+    assert event.line == (
+        '[planner] correction "a bit left" not applied: nothing is running '
+        "to correct; say it as a new instruction"
+    )
+    assert not model.task_running(now=100.0)  # plain text stays an instruction
+
+    model.fold(planner("received", {"route": "code"}))
+    applied = {
+        "text": "no, the blue one",
+        "kind": "target",
+        "action": "edit_code",
+        "edit": "target red block -> blue block",
+        "notes": [],
+    }
+    event = model.fold(planner("correction", applied))
+    assert event.line == (
+        '[planner] correction "no, the blue one": target red block -> blue '
+        "block, applied to the running program"
+    )
+    assert model.task_running(now=100.0)

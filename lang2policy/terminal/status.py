@@ -210,6 +210,25 @@ def _outcome_text(detail: object) -> str:
     return _short(detail)
 
 
+_ACTIONS = {
+    "edit_code": "applied to the running program",
+    "edit_spec": "applied to the running reward spec",
+    "stop": "stopping",
+    "replan": "re-planning with it",
+}
+
+
+def _correction_line(detail: dict) -> str:
+    """``[planner] correction "no, the blue one": target red block -> blue block, applied to
+    the running program`` (or the reason it was not applied)."""
+    said = _short(detail.get("text", ""), 80)
+    edit = _short(detail.get("edit") or detail.get("kind", ""), 80)
+    if detail.get("error"):
+        return f'[planner] correction "{said}" not applied: {_short(detail["error"])}'
+    action = _ACTIONS.get(str(detail.get("action")), _short(detail.get("action", ""), 40))
+    return f'[planner] correction "{said}": {edit}, {action}'
+
+
 def _planner_line(state: str, instruction: str, detail: object) -> str:
     """``[planner] <state> (<route>): <instruction> — <what happened>``."""
     route = _route(detail)
@@ -218,6 +237,10 @@ def _planner_line(state: str, instruction: str, detail: object) -> str:
         what = _done_text(detail)
     elif state in ("failed", "rejected", "busy"):
         what = _outcome_text(detail)
+    elif state == "correction" and isinstance(detail, dict):
+        return _correction_line(detail)
+    elif state == "stopped":
+        return f"{head}: {_short(detail)}"
     elif isinstance(detail, dict):
         what = _short({k: v for k, v in detail.items() if k != "route"} or "")
     else:
