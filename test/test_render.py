@@ -38,7 +38,7 @@ def test_the_top_camera_sees_the_objects(world):
 def test_intrinsics_match_the_image_size(world):
     renderer = CameraRenderer(world.model, 320, 240)
     k = renderer.intrinsics("front")
-    assert k[0, 2] == 160 and k[1, 2] == 120 and k[0, 0] > 0
+    assert k[0, 2] == 159.5 and k[1, 2] == 119.5 and k[0, 0] > 0  # pixel centres on integers
     renderer.close()
 
 

@@ -32,10 +32,15 @@ class CameraRenderer:
         return self._renderer.render()
 
     def intrinsics(self, camera: str) -> np.ndarray:
-        """3x3 pinhole matrix K of ``camera`` at this resolution (square pixels, centred)."""
+        """3x3 pinhole matrix K of ``camera`` at this resolution (square pixels, centred).
+
+        ROS/OpenCV convention: pixel centres sit on whole coordinates, so the image centre is
+        ((w - 1) / 2, (h - 1) / 2), not (w / 2, h / 2) (half a pixel, about 1.5 mm on the table
+        for the 224-pixel top camera)."""
         fovy = np.deg2rad(self.model.camera(camera).fovy[0])
         focal = 0.5 * self.height / np.tan(fovy / 2)
-        return np.array([[focal, 0, self.width / 2], [0, focal, self.height / 2], [0, 0, 1.0]])
+        cx, cy = (self.width - 1) / 2, (self.height - 1) / 2
+        return np.array([[focal, 0, cx], [0, focal, cy], [0, 0, 1.0]])
 
     def close(self) -> None:
         self._renderer.close()

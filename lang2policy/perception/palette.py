@@ -1,0 +1,193 @@
+"""Per-pixel colour classes: which palette colour (if any) each pixel of an RGB image shows.
+
+A palette is built from material colours (``scene.objects.COLORS``, or a YAML file of colours
+measured on a real camera). Light scales a surface's colour and highlights add white, and bright
+channels clip at 255 (which moves the hue of an orange top face towards yellow), so each colour
+is expanded into the track of colours it can take: ``clip(k * rgb + w)`` over a range of
+shading ``k`` and highlight ``w``. A pixel gets the colour of the nearest track point when it is
+within the tolerance, measured as chroma (saturation x hue on the colour wheel, so greys need no
+hue) and log brightness. Colours of one hue (orange, brown) have overlapping tracks: single
+pixels may go either way, and ``segmentation`` decides per blob. Distractors are colours in
+view that are no object (the robot's paint, the table): they claim their pixels so that no
+object colour does.
+
+Classifying is one lookup per pixel in a table over (hue, saturation, value): hue in OpenCV's
+full 8-bit range (1.4 degrees a step, as a dark pixel's own rounding allows), saturation and
+value in 32 steps. Entries are worked out when a colour first appears and kept: a scene shows
+a few thousand of the 262144, so the first frame costs tens of milliseconds, not seconds.
+"""
+
+from __future__ import annotations
+
+import colorsys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from lang2policy.config import read_yaml
+from lang2policy.errors import ConfigError
+
+UNKNOWN = -1  # label of a pixel that matches no palette colour
+_PENDING = -2  # a lookup-table entry not worked out yet
+_SV_BITS = 5  # saturation and value steps of the lookup table: 2 ** 5
+GREY_SATURATION = 0.15  # below this a colour is a grey (its hue means nothing)
+
+
+@dataclass(frozen=True)
+class ColorClass:
+    """One palette colour: ``name`` ("" for a distractor) and its material rgb in 0..1."""
+
+    name: str
+    rgb: tuple[float, float, float]
+
+    def __post_init__(self) -> None:
+        if len(self.rgb) != 3 or not all(0.0 <= float(c) <= 1.0 for c in self.rgb):
+            raise ConfigError(
+                f"colour '{self.name}': rgb must be 3 numbers in 0..1, got {self.rgb}"
+            )
+
+    @property
+    def hsv(self) -> tuple[float, float, float]:
+        """Hue in degrees, saturation and value in 0..1."""
+        h, s, v = colorsys.rgb_to_hsv(*self.rgb)
+        return 360.0 * h, s, v
+
+    @property
+    def is_grey(self) -> bool:
+        return self.hsv[1] < GREY_SATURATION
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """The shading range of the colour tracks, and how far from a track a pixel may be."""
+
+    shading: tuple[float, float] = (0.2, 1.4)  # k: from deep shadow to over-exposed
+    highlight: float = 0.12  # w: white added by specular highlights, at most
+    chroma: float = 0.09  # distance on the colour wheel (saturation 1 = radius 1)
+    log_value: float = 0.35  # brightness ratio, as a natural log
+    min_value: float = 0.12  # darker pixels (shadows, black parts) are never classified
+
+
+class Palette:
+    """Classifies every pixel of an RGB image into an index of ``colors`` or ``UNKNOWN``."""
+
+    def __init__(self, colors: Sequence[ColorClass], tolerances: Tolerances | None = None):
+        names = [c.name for c in colors if c.name]
+        if not names:
+            raise ConfigError("a palette needs at least one named (object) colour")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"palette colour names must be unique, got {names}")
+        self.colors = list(colors)
+        self.tolerances = tolerances or Tolerances()
+        self._lut = np.full((256, 1 << _SV_BITS, 1 << _SV_BITS), _PENDING, np.int8)
+        self._samples, self._owner = self._track_features()
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.colors]
+
+    def classify(self, rgb: np.ndarray) -> np.ndarray:
+        """(H, W) int8 labels: the index of each pixel's palette colour, or UNKNOWN."""
+        hsv = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2HSV_FULL)
+        shift = 8 - _SV_BITS
+        index = (hsv[..., 0], hsv[..., 1] >> shift, hsv[..., 2] >> shift)
+        labels = self._lut[index]
+        pending = labels == _PENDING
+        if pending.any():
+            self._fill(np.unique(np.column_stack([i[pending] for i in index]), axis=0))
+            labels = self._lut[index]
+        return labels
+
+    def track_distance(self, rgb: np.ndarray, index: int) -> np.ndarray:
+        """Distance (in tolerance units) of each of the (N, 3) uint8 ``rgb`` to colour
+        ``index``'s track: 0 on it, 1 at the edge of what still counts as that colour."""
+        samples = _features(self.track(index), self.tolerances)
+        pixels = _features(np.asarray(rgb, np.float32).reshape(-1, 3) / 255.0, self.tolerances)
+        d2 = (pixels**2).sum(1)[:, None] - 2.0 * pixels @ samples.T + (samples**2).sum(1)[None]
+        return np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+
+    def track(self, index: int) -> np.ndarray:
+        """(N, 3) rgb in 0..1 that colour ``index`` can take under the modelled lighting.
+
+        A distractor's track stops where its brightest channel would clip: clipped colours of
+        different materials converge to the same few, and those must stay with the objects.
+        """
+        tol = self.tolerances
+        color = self.colors[index]
+        rgb = np.asarray(color.rgb, float)
+        top = tol.shading[1] if color.name else min(tol.shading[1], 1.0 / max(rgb.max(), 1e-3))
+        shading = np.geomspace(tol.shading[0], max(top, tol.shading[0]), 32)
+        highlight = np.linspace(0.0, tol.highlight, 4) if color.name else np.zeros(1)
+        k, w = np.meshgrid(shading, highlight)
+        return np.clip(k.reshape(-1, 1) * rgb + w.reshape(-1, 1), 0.0, 1.0)
+
+    def _track_features(self) -> tuple[np.ndarray, np.ndarray]:
+        tracks = [self.track(i) for i in range(len(self.colors))]
+        owner = np.concatenate([np.full(len(t), i) for i, t in enumerate(tracks)])
+        return _features(np.concatenate(tracks), self.tolerances), owner
+
+    def _fill(self, cells: np.ndarray) -> None:
+        """Work out the lookup-table entries of ``cells`` (N, 3 indices: hue, sat, value)."""
+        steps = 1 << _SV_BITS
+        hsv = np.column_stack([cells[:, 0] * (360.0 / 256.0), (cells[:, 1:] + 0.5) / steps]).astype(
+            np.float32
+        )
+        pixels = _hsv_features(hsv, self.tolerances)
+        d2 = (
+            (pixels**2).sum(1)[:, None]
+            - 2.0 * pixels @ self._samples.T
+            + (self._samples**2).sum(1)[None, :]
+        )
+        nearest = d2.argmin(axis=1)
+        ok = d2[np.arange(len(cells)), nearest] <= 1.0
+        ok &= hsv[:, 2] >= self.tolerances.min_value
+        self._lut[tuple(cells.T)] = np.where(ok, self._owner[nearest], UNKNOWN)
+
+
+def _features(rgb: np.ndarray, tol: Tolerances) -> np.ndarray:
+    """(N, 3): chroma x, y on the colour wheel and log brightness, each over its tolerance."""
+    hsv = cv2.cvtColor(rgb.astype(np.float32).reshape(-1, 1, 3), cv2.COLOR_RGB2HSV)
+    return _hsv_features(hsv.reshape(-1, 3), tol)
+
+
+def _hsv_features(hsv: np.ndarray, tol: Tolerances) -> np.ndarray:
+    """``_features`` of (N, 3) hue (degrees), saturation and value (0..1)."""
+    hue = np.deg2rad(hsv[:, 0])
+    sat, val = hsv[:, 1], np.maximum(hsv[:, 2], 1e-3)
+    return np.column_stack(
+        [
+            sat * np.cos(hue) / tol.chroma,
+            sat * np.sin(hue) / tol.chroma,
+            np.log(val) / tol.log_value,
+        ]
+    )
+
+
+def palette_from_colors(
+    colors: Mapping[str, Sequence[float]],
+    distractors: Sequence[Sequence[float]] = (),
+    tolerances: Tolerances | None = None,
+) -> Palette:
+    """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours."""
+    classes = [ColorClass(name, tuple(float(c) for c in rgb)) for name, rgb in colors.items()]
+    classes += [ColorClass("", tuple(float(c) for c in rgb)) for rgb in distractors]
+    return Palette(classes, tolerances)
+
+
+def load_palette(path: str | Path) -> Palette:
+    """A palette from YAML: ``colors: {red: [r, g, b], ...}`` (0..1) and optional
+    ``distractors: [[r, g, b], ...]`` (colours in view that are no object, like the robot's)."""
+    data = read_yaml(Path(path))
+    unknown = sorted(set(data) - {"colors", "distractors"})
+    if unknown or not isinstance(data.get("colors"), dict):
+        raise ConfigError(
+            f"{path}: a palette file has a 'colors' mapping (name: [r, g, b] in 0..1) and an "
+            f"optional 'distractors' list; unknown keys: {unknown}"
+        )
+    try:
+        return palette_from_colors(data["colors"], data.get("distractors") or ())
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc

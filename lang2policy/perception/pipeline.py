@@ -1,0 +1,113 @@
+"""Camera perception end to end: images, intrinsics and joint positions in, the object set out.
+
+``CameraPerception`` holds what arrives separately on a robot (camera intrinsics, joint positions
+for the robot mask) and turns each image into the current object set (``ObjectTracker``). It
+is what the ROS node wraps, and can be driven directly (benchmarks, tests, notebooks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping
+
+import numpy as np
+
+from lang2policy.errors import ConfigError
+from lang2policy.perception.camera import CameraPose, Intrinsics, PinholeCamera
+from lang2policy.perception.detector import Detector, DetectorSettings, ObjectGeometry
+from lang2policy.perception.palette import Palette
+from lang2policy.perception.records import PerceivedObject
+from lang2policy.perception.robot_mask import RobotMask
+from lang2policy.perception.scene import geometry_for_robot, scene_palette
+from lang2policy.perception.tracker import ObjectTracker, Update
+
+_JOINT_HISTORY = 100  # joint states kept: 2 s at 50 Hz
+
+
+class CameraPerception:
+    """One fixed camera of ``robot``'s workspace at ``pose``; see the module docstring.
+
+    ``robot_mask``: ignore the pixels the robot covers (needs ``set_joints``); turn it off
+    only for a camera that never sees the arm.
+    """
+
+    def __init__(
+        self,
+        robot: str,
+        pose: CameraPose,
+        palette: Palette | None = None,
+        geometry: ObjectGeometry | None = None,
+        robot_mask: bool = True,
+        dilate_px: int = 3,
+        max_missed: int = 0,
+        settings: DetectorSettings | None = None,
+    ) -> None:
+        self.pose = pose
+        self.palette = palette or scene_palette(robot)
+        self.geometry = geometry or geometry_for_robot(robot)
+        self.settings = settings
+        self.mask = RobotMask(robot, dilate_px) if robot_mask else None
+        self.tracker = ObjectTracker(max_missed)
+        self.detector: Detector | None = None
+        self._joints: deque[tuple[float, dict[str, float]]] = deque(maxlen=_JOINT_HISTORY)
+        self.seconds = 0.0  # processing time of the last frame
+
+    def set_intrinsics(self, intrinsics: Intrinsics) -> bool:
+        """Use these intrinsics from now on; True if they differ from the ones in use."""
+        current = self.detector.camera.intrinsics if self.detector else None
+        if current is not None and _same(current, intrinsics):
+            return False
+        camera = PinholeCamera(intrinsics, self.pose)
+        self.detector = Detector(camera, self.geometry, self.palette, settings=self.settings)
+        return True
+
+    def set_joints(self, joints: Mapping[str, float], stamp: float = 0.0) -> None:
+        """Joint positions (rad; ``gripper`` 0..1) measured at ``stamp`` (s), for the robot mask.
+
+        A short history is kept: each image is masked with the positions nearest its own time,
+        so the mask does not trail a moving arm.
+        """
+        self._joints.append((float(stamp), dict(joints)))
+
+    def waiting_for(self) -> str:
+        """What is still missing before an image can be processed ("" when nothing is)."""
+        if self.detector is None:
+            return "camera intrinsics (camera_info)"
+        if self.mask is not None and not self._joints:
+            return "joint positions (for the robot mask)"
+        return ""
+
+    def process(self, rgb: np.ndarray, stamp: float | None = None) -> Update:
+        """Detect the objects in ``rgb`` (taken at ``stamp``; None: now) and update the object
+        set; raises ConfigError when something is missing (``waiting_for``) or the image does
+        not fit the intrinsics."""
+        missing = self.waiting_for()
+        if missing:
+            raise ConfigError(f"cannot process an image yet: waiting for {missing}")
+        start = time.perf_counter()
+        ignore = None
+        if self.mask is not None:
+            self.mask.pose(self._joints_at(stamp))
+            ignore = self.mask.mask(self.detector.camera)
+        detections = self.detector.detect(rgb, ignore)
+        update = self.tracker.update(detections)
+        self.seconds = time.perf_counter() - start
+        return update
+
+    def _joints_at(self, stamp: float | None) -> dict[str, float]:
+        if stamp is None:
+            return self._joints[-1][1]
+        return min(self._joints, key=lambda item: abs(item[0] - stamp))[1]
+
+    @property
+    def objects(self) -> list[PerceivedObject]:
+        return self.tracker.objects
+
+
+def _same(a: Intrinsics, b: Intrinsics) -> bool:
+    return (a.width, a.height, a.distortion) == (
+        b.width,
+        b.height,
+        b.distortion,
+    ) and np.array_equal(a.k, b.k)

@@ -1,0 +1,269 @@
+"""The perception node: publishes the objects on the table on ``/lang2policy/objects``.
+
+Parameter ``source`` picks where they come from:
+
+- ``ground_truth``: the simulator's poses (``ground_truth_topic``, default ``/sim/objects``),
+  checked and passed on.
+- ``camera``: colour segmentation of ``/camera/<camera>/image_raw`` (rgb8, bgr8, rgba8 or
+  bgra8) with its ``camera_info``, the robot's pixels masked out using ``/joint_states``
+  (``lang2policy.perception``). The camera's pose in the world is read from the simulation
+  model of ``robot`` (``camera_pose: sim``, fixed cameras only) or from a calibration file
+  (``camera_pose: hardware/camera_top.yaml``; format in ``perception.camera_pose``), so the
+  same node runs on the real camera.
+
+Output: the complete object set as a visualization_msgs/MarkerArray (``convert.object_markers``),
+stamped with the time of the input it came from; on every input (``publish_rate: 0``) or at a
+fixed rate. An object the camera stops seeing stays for ``max_missed`` frames, then is dropped.
+Logs the object set at start and whenever it changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.clock import Clock, ClockType
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from visualization_msgs.msg import Marker, MarkerArray
+
+from lang2policy.errors import ConfigError
+from lang2policy.perception import (
+    CameraPerception,
+    ObjectTracker,
+    PerceivedObject,
+    Update,
+    decode_image,
+    geometry_for_robot,
+    intrinsics_from_camera_info,
+    load_camera_pose,
+    load_palette,
+    scene_palette,
+    sim_camera_pose,
+    validate_objects,
+)
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
+
+OBJECTS_TOPIC = "/lang2policy/objects"
+SOURCES = ("ground_truth", "camera")
+_KINDS = {Marker.CUBE: "block", Marker.CYLINDER: "bowl"}
+_LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
+
+
+class PerceptionNode(ReadOnlyParameters):
+    """``lang2policy_perception``: see the module docstring."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_perception", **kwargs)
+        self.source = self._param("source", "ground_truth", f"where objects come from: {SOURCES}")
+        if self.source not in SOURCES:
+            raise ConfigError(f"parameter 'source' must be one of {SOURCES}, got {self.source!r}")
+        self.robot = self._param("robot", "so101", "robot (object sizes, scene, arm model)")
+        self.frame_id = self._param("frame_id", "world", "frame of the published poses")
+        rate = self._number("publish_rate", 0.0, "Hz; 0 publishes on every input", zero=True)
+        self.tracker = ObjectTracker(0)  # ground truth is complete: what it omits is gone
+        self.camera: CameraPerception | None = None
+        self._stamp = 0.0
+        self._warned: set[str] = set()
+        self.frames = 0  # inputs processed (images or ground-truth messages)
+        self.frame_seconds: deque[float] = deque(maxlen=1000)  # camera time per image (s)
+        self._pub = self.create_publisher(MarkerArray, OBJECTS_TOPIC, 10)
+        if self.source == "camera":
+            self._start_camera()
+        else:
+            self._start_ground_truth()
+        self._timer = None
+        if rate > 0:
+            self._timer = self.create_timer(
+                1.0 / rate, self._publish, clock=Clock(clock_type=ClockType.STEADY_TIME)
+            )
+        self.get_logger().info(
+            f"{self.describe()}; publishing {OBJECTS_TOPIC} "
+            f"{f'at {rate:g} Hz' if rate > 0 else 'on every input'}"
+        )
+
+    # ----------------------------------------------------------------- ground truth
+    def _start_ground_truth(self) -> None:
+        self.ground_truth_topic = self._param(
+            "ground_truth_topic", "/sim/objects", "MarkerArray of the simulator's object poses"
+        )
+        self.create_subscription(MarkerArray, self.ground_truth_topic, self._on_markers, 10)
+
+    def _on_markers(self, msg: MarkerArray) -> None:
+        try:
+            objects = validate_objects(records_from_markers(msg))
+        except ConfigError as exc:
+            self._error(f"ignored a bad message on {self.ground_truth_topic}: {exc}")
+            return
+        stamp = next((convert.to_seconds(m.header.stamp) for m in msg.markers), self._stamp)
+        self._take(self.tracker.update(objects), stamp)
+
+    # ----------------------------------------------------------------- camera
+    def _start_camera(self) -> None:
+        self.camera_name = self._param("camera", "top", "camera name: /camera/<name>/image_raw")
+        pose_source = self._param(
+            "camera_pose", "sim", "'sim' (pose from the robot's scene) or a camera pose YAML"
+        )
+        palette_file = self._param("palette_file", "", "YAML of measured colours ('': scene)")
+        use_mask = self._param("robot_mask", True, "mask the robot's pixels (needs joint_states)")
+        dilate = self._number("mask_dilate_px", 3, "pixels added around the robot mask", True, True)
+        max_missed = self._number(
+            "max_missed", 3, "images an unseen object is kept before it is dropped", True, True
+        )
+        table_z = self._finite("table_z", 0.0, "world z of the table top (m)")
+        if pose_source == "sim":
+            pose = sim_camera_pose(self.robot, self.camera_name)
+        else:
+            pose = load_camera_pose(pose_source, self.camera_name)
+        palette = load_palette(palette_file) if palette_file else scene_palette(self.robot)
+        self.camera = CameraPerception(
+            self.robot,
+            pose,
+            palette,
+            geometry_for_robot(self.robot, float(table_z)),
+            robot_mask=bool(use_mask),
+            dilate_px=int(dilate),
+            max_missed=int(max_missed),
+        )
+        self.tracker = self.camera.tracker
+        self.pose_source = pose_source
+        image_topic = f"/camera/{self.camera_name}/image_raw"
+        info_topic = f"/camera/{self.camera_name}/camera_info"
+        self.create_subscription(Image, image_topic, self._on_image, _LATEST)
+        self.create_subscription(CameraInfo, info_topic, self._on_info, _LATEST)
+        if use_mask:
+            self.create_subscription(JointState, "/joint_states", self._on_joints, 10)
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        try:
+            intrinsics = intrinsics_from_camera_info(
+                list(msg.k), msg.width, msg.height, list(msg.d), msg.distortion_model
+            )
+        except ConfigError as exc:
+            self._error(f"ignored camera_info of '{self.camera_name}': {exc}")
+            return
+        if self.camera.set_intrinsics(intrinsics):
+            self.get_logger().info(
+                f"camera '{self.camera_name}': {msg.width}x{msg.height}, "
+                f"fx {intrinsics.k[0, 0]:.1f} px"
+            )
+
+    def _on_joints(self, msg: JointState) -> None:
+        joints = dict(zip(msg.name, msg.position, strict=False))
+        self.camera.set_joints(joints, convert.to_seconds(msg.header.stamp))
+
+    def _on_image(self, msg: Image) -> None:
+        missing = self.camera.waiting_for()
+        if missing:
+            self._warn_once(missing, f"camera '{self.camera_name}': waiting for {missing}")
+            return
+        try:
+            rgb = decode_image(msg.data, msg.width, msg.height, msg.step, msg.encoding)
+            stamp = convert.to_seconds(msg.header.stamp)
+            update = self.camera.process(rgb, stamp)
+        except ConfigError as exc:
+            self._error(f"skipped an image of camera '{self.camera_name}': {exc}")
+            return
+        self.frame_seconds.append(self.camera.seconds)
+        self._take(update, stamp)
+
+    # ----------------------------------------------------------------- output
+    def _take(self, update: Update, stamp: float) -> None:
+        self.frames += 1
+        self._stamp = stamp
+        if update.changed or self.frames == 1:
+            self._log_change(update)
+        if self._timer is None:
+            self._publish()
+
+    def _publish(self) -> None:
+        if self.frames == 0:
+            return  # nothing observed yet: an empty set would claim the table is empty
+        poses = [convert.ObjectPose(*obj) for obj in self.tracker.objects]
+        self._pub.publish(convert.object_markers(poses, self._stamp, self.frame_id))
+
+    def _log_change(self, update: Update) -> None:
+        found = {o.name: [round(v, 3) for v in o.position] for o in self.tracker.objects}
+        change = f"added {list(update.added)}" if update.added else ""
+        if update.dropped:
+            change += f"{'; ' if change else ''}dropped {list(update.dropped)}"
+        timing = ""
+        if self.frame_seconds:
+            timing = f" ({1000 * self.frame_seconds[-1]:.1f} ms for this image)"
+        self.get_logger().info(f"objects: {change or 'none'}; now {found}{timing}")
+
+    def describe(self) -> str:
+        if self.source == "ground_truth":
+            return f"ground truth from {self.ground_truth_topic}"
+        mask = "robot masked" if self.camera.mask else "no robot mask"
+        pose = self.camera.pose
+        return (
+            f"camera '{self.camera_name}' of {self.robot} (pose from {self.pose_source}: "
+            f"position {[round(float(v), 3) for v in pose.position]}), {mask}, objects unseen "
+            f"for more than {self.camera.tracker.max_missed} images dropped"
+        )
+
+    def _finite(self, name: str, default: float, description: str) -> float:
+        """A read-only parameter that may be any finite number (int or float)."""
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        value = self.declare_parameter(name, default, descriptor).value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ConfigError(f"parameter '{name}' must be a finite number, got {value!r}")
+        return float(value)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.get_logger().warning(message)
+
+    def _error(self, message: str) -> None:
+        self.get_logger().error(message, throttle_duration_sec=5.0)
+
+    def destroy_node(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        super().destroy_node()
+
+
+def records_from_markers(msg: MarkerArray) -> list[PerceivedObject]:
+    """Object records from a MarkerArray in the format of ``convert.object_markers``.
+
+    ADD markers are objects (name in ``text``, else ``ns/id``; kind from the marker type, size
+    from its scale); DELETE/DELETEALL markers are skipped. An all-zero quaternion is identity,
+    as RViz takes it. The records are not validated here: ``validate_objects`` does that.
+    """
+    records = []
+    for marker in msg.markers:
+        if marker.action != Marker.ADD:
+            continue
+        p, q, c = marker.pose.position, marker.pose.orientation, marker.color
+        quat = (q.w, q.x, q.y, q.z) if any((q.w, q.x, q.y, q.z)) else (1.0, 0.0, 0.0, 0.0)
+        records.append(
+            PerceivedObject(
+                marker.text.strip() or f"{marker.ns}/{marker.id}",
+                (p.x, p.y, p.z),
+                quat,
+                _KINDS.get(marker.type, ""),
+                marker.scale.x / 2.0,
+                (c.r, c.g, c.b, c.a),
+            )
+        )
+    return records
+
+
+def main(args=None) -> int:
+    """Console entry ``perception_node``: run the perception node until Ctrl-C or shutdown."""
+    return spin_node(PerceptionNode, "perception_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
