@@ -118,6 +118,10 @@ class RemoteSkillBackend(SimSkillBackend):
         """Stop the running motion; the skill call fails with ``reason``."""
         self.session.robot.interrupt(MotionAborted(reason))
 
+    def object_names(self) -> list[str]:
+        self.session.sync()
+        return super().object_names()
+
     def path(self, skill: str, bound: dict):
         self.session.sync()
         return super().path(skill, self._edited(skill, bound))

@@ -20,7 +20,6 @@ corrections are routed elsewhere and raise here too.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -158,6 +157,8 @@ def _speed_terms(
     limits = [t for t in terms if t["term"] in SPEED_TERMS]
     changed = []
     for term in limits:
+        if correction.speed is not None and term["term"] != "tool_speed":
+            continue  # an absolute speed is the tool's; an object's target speed stays
         before = term["params"]["speed"]
         after = _new_speed(before, correction, term["params"]["mode"])
         if after != before:
@@ -184,70 +185,64 @@ def _new_speed(before: float, correction: Correction, mode: str) -> float:
 def _add_speed_term(
     terms: list[dict], mode: str, correction: Correction, current: float | None, notes: list[str]
 ) -> str:
-    base = (
-        current
-        if current is not None and math.isfinite(current) and current > 0.01
-        else NOMINAL_SPEED
-    )
-    speed = correction.speed if correction.speed is not None else base * (correction.factor or 1.0)
+    """A tool speed cap ("slower") or minimum ("faster") where the task had none: relative to
+    the speed now when it is known and moving, else to ``NOMINAL_SPEED``."""
+    measured = current is not None and math.isfinite(current) and current > 0.01
+    base = float(current) if measured else NOMINAL_SPEED  # type: ignore[arg-type]
+    if correction.speed is not None:
+        speed, how = correction.speed, ""
+    else:
+        factor = correction.factor or 1.0
+        speed = base * factor
+        how = f" ({factor:g} x {'the speed now,' if measured else 'a nominal'} {base:.3g} m/s)"
     term_id = _free_id({t["id"] for t in terms}, "speed")
     weight = SPEED_LIMIT_WEIGHT if mode == "at_most" else MIN_SPEED_WEIGHT
-    terms.append(
-        {
-            "id": term_id,
-            "term": "tool_speed",
-            "weight": weight,
-            "params": {"speed": round(speed, 6), "mode": mode},
-        }
-    )
-    relative = (
-        ""
-        if correction.speed is not None
-        else (
-            f" ({correction.factor:g} x {'the speed now' if base != NOMINAL_SPEED else 'a nominal'}"
-            f" {base:.3g} m/s)"
-        )
-    )
-    notes.append(f"added {term_id}: tool speed {mode} {speed:.3g} m/s{relative}")
+    params = {"speed": round(speed, 6), "mode": mode}
+    terms.append({"id": term_id, "term": "tool_speed", "weight": weight, "params": params})
+    notes.append(f"added {term_id}: tool speed {mode} {speed:.3g} m/s{how}")
     return term_id
 
 
 def _free_id(ids: set[str], stem: str) -> str:
-    return (
-        stem
-        if stem not in ids
-        else next(f"{stem}_{i}" for i in range(2, 1000) if f"{stem}_{i}" not in ids)
-    )
+    if stem not in ids:
+        return stem
+    return next(f"{stem}_{i}" for i in range(2, 1000) if f"{stem}_{i}" not in ids)
 
 
 def _object_keys(term: Mapping[str, Any]) -> list[str]:
     return [p.name for p in TERMS[term["term"]].params if isinstance(p, ObjectParam)]
 
 
-def objects_in_spec(spec: RewardSpec) -> list[str]:
-    """The objects a spec acts on, in order of first use ("tool" excluded)."""
-    found: dict[str, None] = {}
-    for term in spec.terms:
-        for key in _object_keys({"term": term.term}):
-            value = term.params.get(key)
-            if isinstance(value, str) and value != "tool":
-                found[value] = None
-    return list(found)
+def objects_in_spec(spec: RewardSpec, positions: Positions | None = None) -> list[str]:
+    """The objects a spec acts on, in order of first use ("tool" excluded); with
+    ``positions``, also the objects its point targets sit on (a hover over the red block)."""
+    return _acting([t.to_dict() for t in spec.terms], positions)
+
+
+def _acting(terms: list[dict], positions: Positions | None) -> list[str]:
+    named = [
+        t["params"][k]
+        for t in terms
+        for k in _object_keys(t)
+        if t["params"].get(k) not in (None, "tool")
+    ]
+    return list(dict.fromkeys([*named, *_objects_at_points(terms, positions)]))
+
+
+def _objects_at_points(terms: list[dict], positions: Positions | None) -> list[str]:
+    points = [t["params"]["point"] for t in terms if t["term"] in POINT_TERMS]
+    return [
+        name
+        for name, where in (positions or {}).items()
+        if any(math.hypot(p[0] - where[0], p[1] - where[1]) <= SAME_SPOT for p in points)
+    ]
 
 
 def _target_terms(
     data: dict, correction: Correction, positions: Positions | None, notes: list[str]
 ) -> list[str]:
     terms: list[dict] = data["terms"]
-    acting = list(
-        dict.fromkeys(
-            t["params"][k]
-            for t in terms
-            for k in _object_keys(t)
-            if t["params"].get(k) not in (None, "tool")
-        )
-    )
-    old = _replaced(correction, acting)
+    old = _replaced(correction, _acting(terms, positions))
     new = str(correction.target)
     changed = []
     for term in terms:
@@ -309,11 +304,6 @@ def _move_points(
     if moved:
         notes.append(f"moved {', '.join(moved)} from the {old} to the {new}")
     return moved
-
-
-def with_duration(spec: RewardSpec, duration: float) -> RewardSpec:
-    """``spec`` with another duration (e.g. what remains of an episode after a correction)."""
-    return dataclasses.replace(spec, duration=duration)
 
 
 # --------------------------------------------------------------------------- skill calls

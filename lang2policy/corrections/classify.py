@@ -25,6 +25,7 @@ and nothing but the object. Everything else is ``replan``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -163,6 +164,12 @@ class Correction:
     target: str | None = None  # target: the scene object meant
     replaces: str | None = None  # target: the object it replaces, when it is known
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS_OF_CORRECTION:
+            raise CorrectionError(
+                f"unknown correction kind {self.kind!r}; kinds: {list(KINDS_OF_CORRECTION)}"
+            )
+
     def edit(self) -> dict[str, Any]:
         """The edit as JSON data: the kind's own fields, without the text."""
         fields = {
@@ -198,8 +205,8 @@ class Correction:
             factor=_optional(data.get("factor"), "factor"),
             speed=_optional(data.get("speed"), "speed"),
             offset=offset,  # type: ignore[arg-type]
-            target=data.get("target"),
-            replaces=data.get("replaces"),
+            target=_name(data.get("target"), "target"),
+            replaces=_name(data.get("replaces"), "replaces"),
         )
 
     def describe(self) -> str:
@@ -217,14 +224,15 @@ class Correction:
 
 
 def _finite(value: object, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value != value
-        or abs(value) == float("inf")
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise CorrectionError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def _name(value: object, name: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise CorrectionError(f"{name} must be an object name, got {value!r:.80}")
+    return value
 
 
 def _optional(value: object, name: str) -> float | None:
@@ -466,6 +474,7 @@ def _target(text: str, lowered: str, objects: list[str], acting: list[str]) -> C
     cue = (
         _TARGET_CUE.search(lowered)
         or re.search(r"\bone\b", lowered)
+        or any(m.negated for m in mentions)  # "the blue block, not the red block"
         or all(w in _FILLERS for w in _words(rest))  # just the object: "the blue block"
     )
     if not clean or not cue or len(positive) > 1 or (not positive and not other):

@@ -86,14 +86,20 @@ class Embedder:
     texts: int = 0
     seconds: float = 0.0  # total time spent encoding
 
+    def load(self) -> None:
+        """Load the model (timed in ``load_seconds``) and run it once, so that the first real
+        encoding is not slowed by lazy initialisation; does nothing once loaded."""
+        if self.device not in _MODELS:
+            started = time.perf_counter()
+            load_minilm(self.device, self.threads)
+            _MODELS[self.device].encode(["warm up"], show_progress_bar=False)
+            self.load_seconds = time.perf_counter() - started
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``[len(texts), 384]`` float32, each row of unit length."""
         if not texts:
             return np.zeros((0, 384), np.float32)
-        if self.device not in _MODELS:
-            started = time.perf_counter()
-            load_minilm(self.device, self.threads)
-            self.load_seconds = time.perf_counter() - started
+        self.load()
         started = time.perf_counter()
         vectors = _MODELS[self.device].encode(
             list(texts), normalize_embeddings=True, show_progress_bar=False

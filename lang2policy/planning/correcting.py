@@ -120,7 +120,7 @@ class CorrectionRouter:
         """Classify ``text`` against what runs (``spec`` or a code plan's ``code_call``) and
         apply it. Raises ``Lang2PolicyError`` for text that is not a valid correction."""
         acting = (
-            objects_in_spec(spec)
+            objects_in_spec(spec, positions)
             if spec is not None
             else objects_in_args(*code_call)
             if code_call is not None

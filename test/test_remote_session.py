@@ -1,0 +1,145 @@
+"""The planner's session on a robot it does not simulate (no ROS): the streamed robot, the
+mirror world, and skills whose motions a correction re-targets mid-way.
+
+A thread plays the robot node: it steps a real simulated ``World`` at the control rate, applies
+the commands the session sends, and feeds back the measured state and the object poses, as
+``/joint_states`` and ``/lang2policy/objects`` would.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from lang2policy.corrections import classify
+from lang2policy.planning.correcting import ArgEdits
+from lang2policy.remote_session import RemoteSession, RemoteSkillBackend
+from lang2policy.robots.robot import Observation
+from lang2policy.robots.sim_robot import SimRobot, limits_for
+from lang2policy.robots.streamed_robot import (
+    MotionAborted,
+    RobotStateError,
+    StreamedRobot,
+)
+from lang2policy.scene.mirror import MirrorWorld
+from lang2policy.scene.world import World
+
+OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
+
+
+class FakeRobotNode:
+    """A simulated arm behind a message boundary: commands in, states out, at 50 Hz."""
+
+    def __init__(self, session_for) -> None:
+        self.world = World("so101")
+        self.world.reset(1, OBJECTS)
+        self.robot = SimRobot(self.world)
+        self.robot.connect()
+        self._command = None
+        self._lock = threading.Lock()
+        self.session: RemoteSession = session_for(self.receive)
+        self._stop = threading.Event()
+        self._publish()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def receive(self, action: np.ndarray) -> None:
+        with self._lock:
+            self._command = np.array(action)
+
+    def _publish(self) -> None:
+        obs = self.robot.get_observation()
+        self.session.update_state(obs.names, obs.position, obs.velocity, obs.time)
+        self.session.update_objects(
+            {
+                n: (self.world.object_pose(n).position, self.world.object_pose(n).quat)
+                for n in self.world.object_names()
+            }
+        )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                command = self._command
+            if command is not None:
+                self.robot.send_action(command)
+            self.world.step_seconds(0.02)
+            self._publish()
+            time.sleep(0.001)  # faster than real time; the session follows the stamps
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture()
+def arm():
+    node = FakeRobotNode(lambda send: RemoteSession("so101", send, stale_after=5.0))
+    node.session.robot.connect()
+    yield node
+    node.close()
+
+
+def test_a_pick_and_place_runs_through_the_stream_and_the_mirror_follows(arm):
+    backend = RemoteSkillBackend(arm.session)
+    assert backend.object_names() == arm.world.object_names()  # as measured, same order
+    backend.execute("put_first_on_second", {"obj": "red block", "target": "blue bowl"})
+    assert arm.world.is_in("red block", "blue bowl")  # the real (simulated) scene
+    arm.session.sync()
+    assert arm.session.world.is_in("red block", "blue bowl")  # and the mirror agrees
+
+
+def test_a_correction_restarts_the_running_motion_with_edited_arguments(arm):
+    backend = RemoteSkillBackend(arm.session)
+    edits = ArgEdits(lambda: (arm.world.object_names(), {}))
+    backend.edit_arguments = edits
+
+    def correct_soon():
+        time.sleep(0.3)
+        edits.add(classify("no, the green bowl", OBJECTS, ["red block", "blue bowl"]))
+        backend.interrupt_for_edit(edits)
+
+    threading.Thread(target=correct_soon, daemon=True).start()
+    backend.execute("put_first_on_second", {"obj": "red block", "target": "blue bowl"})
+    assert backend.restarts == 1
+    assert arm.world.is_in("red block", "green bowl")
+    assert not arm.world.is_in("red block", "blue bowl")
+
+
+def test_an_abort_stops_the_motion_with_its_reason(arm):
+    backend = RemoteSkillBackend(arm.session)
+    start = arm.world.object_pose("red block").position.copy()
+    threading.Timer(0.3, lambda: backend.abort("stopped by the person")).start()
+    with pytest.raises(MotionAborted, match="stopped by the person"):
+        backend.execute("put_first_on_second", {"obj": "red block", "target": "blue bowl"})
+    assert np.linalg.norm(arm.world.object_pose("red block").position - start) < 0.01
+
+
+def test_silence_from_the_robot_is_an_error_not_a_hang():
+    world = World("so101")
+    limits = limits_for(world.arm, world.description.max_joint_speed, 0.02)
+    robot = StreamedRobot(limits, send=lambda _a: None, stale_after=0.3)
+    with pytest.raises(RobotStateError, match="no joint states"):
+        robot.connect()
+    robot.update(Observation(limits.names, np.zeros(6), np.zeros(6), 1.0))
+    robot.connect()
+    started = time.monotonic()
+    with pytest.raises(RobotStateError, match="joint states stopped"):
+        robot.sleep(0.02)  # no new state ever comes
+    assert time.monotonic() - started < 2.0
+
+
+def test_the_mirror_is_set_from_measurements_and_never_simulates():
+    mirror = MirrorWorld("so101")
+    assert mirror.object_names() == []
+    bowl = ((0.2, 0.05, 0.0001), (1.0, 0.0, 0.0, 0.0))
+    block = ((0.2, 0.05, 0.02), (1.0, 0.0, 0.0, 0.0))
+    mirror.sync(objects={"green bowl": bowl, "red block": block, "unicorn": bowl})
+    assert mirror.object_names() == ["green bowl", "red block"]
+    assert mirror.unknown == ["unicorn"]
+    assert mirror.is_in("red block", "green bowl")
+    mirror.step_seconds(1.0)  # no physics: the block does not fall
+    assert mirror.object_pose("red block").position[2] == pytest.approx(0.02)
