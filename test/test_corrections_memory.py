@@ -137,7 +137,8 @@ def test_corrupt_lines_are_skipped_with_a_warning(memory, embedder, caplog):
 def test_embedding_latency_is_measured(memory, embedder):
     memory.recall("hover above the red block")
     stats = embedder.stats()
-    assert stats["model_load_s"] > 0 and stats["encode_calls"] > 0
+    # The model is loaded once per process: another test may have paid the load already.
+    assert stats["model_load_s"] >= 0 and stats["encode_calls"] > 0
     assert 0 < stats["encode_ms_mean"] < 2000
     assert 0 < memory.last_recall_ms < 5000
 
