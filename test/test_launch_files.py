@@ -157,6 +157,8 @@ def launch(monkeypatch):
     """``launch(file, **arguments)`` -> what the file starts, as ``ros2 launch`` would."""
     for name, module in stand_in_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
+    # The launch files' shared module imports launch/launch_ros: import it again, on the stand-in.
+    monkeypatch.delitem(sys.modules, "lang2policy.ros.launch_description", raising=False)
 
     def run(filename: str, **given: str) -> Launched:
         spec = importlib.util.spec_from_file_location(
