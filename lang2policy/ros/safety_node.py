@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 
 from rclpy.clock import Clock, ClockType
@@ -77,6 +78,7 @@ class SafetyNode(ReadOnlyParameters):
         watchdog_rate = self._number("watchdog_rate", 50.0, "Hz (steady clock) of watchdog checks")
         status_rate = self._number("status_rate", 2.0, "Hz of the periodic status message")
 
+        self._lock = threading.RLock()  # one supervisor event (and its output) at a time
         self.supervisor = SafetySupervisor(
             motion_filter_for(self.robot, config),
             Watchdog(config.state_timeout, config.command_timeout),
@@ -86,6 +88,9 @@ class SafetyNode(ReadOnlyParameters):
         self._status_pub = self.create_publisher(String, STATUS_TOPIC, 10)
         self.create_subscription(JointTrajectory, COMMAND_TOPIC, self._on_command, 10)
         self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_state, 10)
+        # One callback group (a second one made rclpy's multi-threaded executor starve the
+        # sim node's timer 5x in a shared process); the lock serialises supervisor events and
+        # their output, so a command decided before a stop is never sent after its hold.
         self.create_service(Trigger, STOP_SERVICE, self._on_stop)
         self.create_service(Trigger, RESUME_SERVICE, self._on_resume)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -137,46 +142,52 @@ class SafetyNode(ReadOnlyParameters):
             return
         stamp = convert.to_seconds(msg.header.stamp) or None  # unstamped: use arrival time
         positions = dict(zip(msg.name, msg.position, strict=True))
-        decision = self.supervisor.on_joint_state(self.now(), stamp, positions)
+        with self._lock:
+            decision = self.supervisor.on_joint_state(self.now(), stamp, positions)
+            self._apply(decision)
         if not decision.ok:
             self.get_logger().error(decision.message, throttle_duration_sec=2.0)
-        self._apply(decision)
 
     def _on_command(self, msg: JointTrajectory) -> None:
-        now = self.now()
         try:
             points = convert.trajectory_points(msg, self.supervisor.filter.names)
         except InvalidCommandError as exc:
-            decision = self.supervisor.reject(now, f"command rejected: {exc}")
+            with self._lock:
+                decision = self.supervisor.reject(self.now(), f"command rejected: {exc}")
+                self._apply(decision)
         else:
             command = Trajectory.from_named(list(msg.joint_names), points)
-            decision = self.supervisor.on_command(now, command)
+            with self._lock:  # decided and sent before a stop can slip in between
+                decision = self.supervisor.on_command(self.now(), command)
+                self._apply(decision)
         if not decision.ok:
             self.get_logger().warning(decision.message, throttle_duration_sec=1.0)
         elif decision.message:
             self.get_logger().info(
                 f"command changed: {decision.message}", throttle_duration_sec=1.0
             )
-        self._apply(decision)
 
     def _on_tick(self) -> None:
-        self._apply(self.supervisor.tick(self.now()))
+        with self._lock:
+            self._apply(self.supervisor.tick(self.now()))
 
     def _on_stop(self, _request: Trigger.Request, response: Trigger.Response):
-        decision = self.supervisor.stop(self.now(), f"stop requested on {STOP_SERVICE}")
-        self._apply(decision)  # the hold goes out before the answer
+        with self._lock:
+            decision = self.supervisor.stop(self.now(), f"stop requested on {STOP_SERVICE}")
+            self._apply(decision)  # the hold goes out before the answer (and before any command)
         self.get_logger().warning(f"{STOP_SERVICE}: {decision.message}")
         response.success, response.message = True, decision.message
         return response
 
     def _on_resume(self, _request: Trigger.Request, response: Trigger.Response):
-        decision = self.supervisor.resume(self.now())
+        with self._lock:
+            decision = self.supervisor.resume(self.now())
+            self._apply(decision)
         # rclpy ties a severity to each call site: one call per severity.
         if decision.ok:
             self.get_logger().info(f"{RESUME_SERVICE}: {decision.message}")
         else:
             self.get_logger().warning(f"{RESUME_SERVICE}: {decision.message}")
-        self._apply(decision)
         response.success, response.message = decision.ok, decision.message
         return response
 
@@ -192,10 +203,11 @@ class SafetyNode(ReadOnlyParameters):
             self.publish_status()
 
     def publish_status(self) -> None:
-        status = self.supervisor.status()
-        status["detail"]["robot"] = self.robot
-        self._published_state = (status["state"], status["reason"])
-        self._status_pub.publish(String(data=json.dumps(status)))
+        with self._lock:
+            status = self.supervisor.status()
+            status["detail"]["robot"] = self.robot
+            self._published_state = (status["state"], status["reason"])
+            self._status_pub.publish(String(data=json.dumps(status)))
 
     def destroy_node(self) -> None:
         """Leave no trajectory running behind a safety layer that is going away."""

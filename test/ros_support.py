@@ -1,0 +1,55 @@
+"""Shared plumbing of the ROS tests: spin nodes in a background thread and shut down cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+
+from rclpy.executors import MultiThreadedExecutor
+from waiting import wait_for
+
+
+@contextlib.contextmanager
+def spinning(context, nodes: Sequence, threads: int = 4) -> Iterator[MultiThreadedExecutor]:
+    """Spin ``nodes`` in a thread for the ``with`` block; then stop, let in-flight callbacks
+    finish, destroy the nodes and shut ``context`` down.
+
+    rclpy's ``Executor.shutdown()`` destroys its guard condition without waiting for callbacks
+    still running in the thread pool; those would then fail with "cannot use Destroyable"
+    ("exception was never retrieved"), so they are waited for first.
+    """
+    import rclpy
+
+    executor = MultiThreadedExecutor(num_threads=threads, context=context)
+    for node in nodes:
+        executor.add_node(node)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        yield executor
+    finally:
+        stop.set()
+        spinner.join(timeout=10)
+        in_flight = list(getattr(executor, "_futures", []))
+        wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
+        executor.shutdown()
+        for node in nodes:
+            node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def call_trigger(client, what: str, timeout: float = 10.0):
+    """Call a std_srvs/Trigger ``client`` and return its response (waits for the service)."""
+    from std_srvs.srv import Trigger
+
+    wait_for(client.service_is_ready, timeout, f"the {what} service")
+    future = client.call_async(Trigger.Request())
+    wait_for(future.done, timeout, f"the answer of {what}")
+    return future.result()
