@@ -22,8 +22,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_support import spinning  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
@@ -122,28 +122,8 @@ def graph():
         )
         probe = Probe(context)
         nodes = [sim, camera, relay, probe.node]
-        executor = MultiThreadedExecutor(num_threads=4, context=context)
-        for node in nodes:
-            executor.add_node(node)
-        stop = threading.Event()
-
-        def spin():
-            while not stop.is_set():
-                executor.spin_once(timeout_sec=0.05)
-
-        spinner = threading.Thread(target=spin, daemon=True)
-        spinner.start()
-        try:
+        with spinning(context, nodes):
             yield sim, camera, relay, probe
-        finally:
-            stop.set()
-            spinner.join(timeout=10)
-            in_flight = list(getattr(executor, "_futures", []))
-            wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
-            executor.shutdown()
-            for node in nodes:
-                node.destroy_node()
-            rclpy.shutdown(context=context)
 
 
 def matches_ground_truth(probe: Probe) -> dict[str, float] | None:

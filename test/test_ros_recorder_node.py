@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 
 import pytest
@@ -21,8 +20,8 @@ rclpy = pytest.importorskip("rclpy")
 
 from mcap.reader import make_reader  # noqa: E402
 from mcap_ros2.decoder import DecoderFactory  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_support import spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
@@ -67,29 +66,9 @@ def graph(tmp_path_factory):
         probe = rclpy.create_node("recorder_probe", context=context)
         heard = []
         probe.create_subscription(JointState, "/joint_states", heard.append, 10)
-        executor = MultiThreadedExecutor(num_threads=4, context=context)
-        for node in (sim, recorder, probe):
-            executor.add_node(node)
-        stop = threading.Event()
-
-        def spin():
-            while not stop.is_set():
-                executor.spin_once(timeout_sec=0.05)
-
-        spinner = threading.Thread(target=spin, daemon=True)
-        spinner.start()
-        try:
+        with spinning(context, (sim, recorder, probe)):
             wait_for(lambda: heard, 10.0, "the sim node's joint states")
             yield context, recorder, probe, out
-        finally:
-            stop.set()
-            spinner.join(timeout=10)
-            in_flight = list(getattr(executor, "_futures", []))
-            wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
-            executor.shutdown()
-            for node in (sim, recorder, probe):
-                node.destroy_node()
-            rclpy.shutdown(context=context)
 
 
 def read(path):

@@ -26,8 +26,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
 rclpy = pytest.importorskip("rclpy")
 
 from builtin_interfaces.msg import Duration  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_support import spinning  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -54,7 +54,6 @@ def ros_env(domain_id: int = DOMAIN_ID) -> dict[str, str]:
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
         "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
     }
-
 
 
 def trajectory(names, points) -> JointTrajectory:
@@ -213,32 +212,9 @@ def graph():
         ]
         sim = SimNode(context=context, parameter_overrides=overrides)
         probe = Probe(context)
-        executor = MultiThreadedExecutor(num_threads=4, context=context)
-        executor.add_node(sim)
-        executor.add_node(probe.node)
-        stop = threading.Event()
-
-        def spin():
-            while not stop.is_set():
-                executor.spin_once(timeout_sec=0.05)
-
-        spinner = threading.Thread(target=spin, daemon=True)
-        spinner.start()
-        try:
+        with spinning(context, (sim, probe.node)):
             probe.next("/joint_states", timeout=10.0)
             yield sim, probe
-        finally:
-            stop.set()
-            spinner.join(timeout=10)
-            # rclpy's Executor.shutdown() destroys its guard condition without waiting for
-            # callbacks still running in the thread pool; those then fail with "cannot use
-            # Destroyable" ("exception was never retrieved"). Let them finish first.
-            in_flight = list(getattr(executor, "_futures", []))
-            wait_for(lambda: all(f.done() for f in in_flight), 10.0, "in-flight callbacks")
-            executor.shutdown()
-            sim.destroy_node()
-            probe.node.destroy_node()
-            rclpy.shutdown(context=context)
 
 
 def test_contract_topics_and_service_types(graph):
@@ -314,7 +290,9 @@ def test_camera_image_and_matching_info(graph):
         assert (info.width, info.height) == (WIDTH, HEIGHT)
         assert info.header.frame_id == image.header.frame_id != ""
         k = np.array(info.k).reshape(3, 3)
-        assert k[0, 2] == WIDTH / 2 and k[1, 2] == HEIGHT / 2 and k[0, 0] > 0 and k[2, 2] == 1
+        # principal point on the ROS/OpenCV convention: pixel centres on whole coordinates
+        assert k[0, 2] == (WIDTH - 1) / 2 and k[1, 2] == (HEIGHT - 1) / 2
+        assert k[0, 0] > 0 and k[2, 2] == 1
 
 
 def test_trajectory_moves_shoulder_pan(graph):
