@@ -296,10 +296,11 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
 
     # The stop took effect between ``before`` and ``stopped_at`` (the safety node publishes
     # the hold before it answers). 100 ms of sim time later the arm has halted: it stays
-    # within 0.02 rad of where it is then, and then it does not move at all.
+    # within 0.03 rad of where it is then (the position servos settling after a hold from
+    # up to 1.5 rad/s), and from 300 ms on it does not move.
     stamps, positions = probe.arm_track(stopped_at + 0.1)
     assert stamps[-1] > stopped_at + 1.5
-    assert np.abs(positions - positions[0]).max() < 0.02, np.abs(positions - positions[0]).max()
+    assert np.abs(positions - positions[0]).max() < 0.03, np.abs(positions - positions[0]).max()
     settled = stamps >= stopped_at + 0.3
     assert joint_speeds(stamps[settled], positions[settled]).max() < 0.05
     assert stopped_at - before < 0.5  # the stop was answered promptly
