@@ -105,7 +105,15 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
         status.publish(String(data=json.dumps(line)))
 
     instruction.publish(String(data=INSTRUCTION))  # before the episode, in its pre-roll
-    time.sleep(0.2)
+
+    def instruction_waiting() -> bool:  # heard by the recorder (a loaded machine is slow)
+        try:
+            waiting = list(recorder_node.recorder._waiting)
+        except RuntimeError:  # appended to while copied: ask again
+            return False
+        return any(topic == "/lang2policy/instruction" for topic, *_ in waiting)
+
+    wait_for(instruction_waiting, 10.0, "the instruction in the recorder's pre-roll")
     say("received")
     wait_for(lambda: recorder_node.recorder.current, 5.0, "the episode's file")
     time.sleep(0.5)
