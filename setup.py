@@ -26,6 +26,7 @@ CONSOLE_SCRIPTS = {
     "perception_node": "lang2policy.ros.perception_node:main",
     "terminal_node": "lang2policy.ros.terminal_node:main",
     "recorder_node": "lang2policy.ros.recorder_node:main",
+    "so101_driver_node": "lang2policy.ros.so101_driver_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to

@@ -1,0 +1,147 @@
+"""The physical SO-101 as a ROS 2 robot: the same topics as the sim node, over the servo bus.
+
+Publishes ``/joint_states`` (the five arm joints in rad with the simulation's conventions, and
+the normalised ``gripper``; stamped with this node's clock) at ``control_rate`` and follows
+``/arm_controller/joint_trajectory`` exactly as the sim node does (``TrajectoryFollower``: a new
+trajectory replaces the running one; an empty one is a stop: hold where the arm is, keeping the
+gripper's command so a held block is not dropped). Every tick the follower's target goes to the
+servos through ``SO101Robot`` (calibration, the shared safety clamp) and the state is read back.
+
+Safe by default: torque goes on only after the goal registers hold the present position; a bus
+error in a tick makes the arm hold its last read position, and ``max_bus_errors`` consecutive
+failures turn the torque off and end the node with the reason; shutting down (Ctrl-C) turns
+the torque off. A stop request on the safety node reaches this node as an empty trajectory: the
+arm holds, torque on (an unpowered arm would fall).
+
+Parameters: ``port`` (required, e.g. /dev/ttyACM0, or the emulator's pty), ``calibration``
+(YAML; "" = hardware/so101/calibration.yaml), ``control_rate`` (Hz, 30 by default: the serial
+bus carries a sync read and a sync write per tick), ``bus_timeout`` (s per reply; raise it for
+a USB adapter with a 16 ms latency timer), ``max_bus_errors``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rclpy.clock import Clock, ClockType
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from lang2policy.control.trajectory_follower import TrajectoryFollower
+from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
+from lang2policy.robots.feetech.bus import FeetechBus, FeetechError
+from lang2policy.robots.so101.backend import SO101Robot
+from lang2policy.robots.so101.calibration import Calibration
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
+
+TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+
+
+class SO101DriverNode(ReadOnlyParameters):
+    """``lang2policy_so101``: ``SO101Robot`` behind the sim node's topic contract."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_so101", **kwargs)
+        port = self._param("port", "", "serial port of the servo bus (e.g. /dev/ttyACM0)")
+        if not port:
+            raise ConfigError(
+                "parameter 'port' is required: the SO-101's serial port, e.g. "
+                "--ros-args -p port:=/dev/ttyACM0 (or the servo emulator's pty)"
+            )
+        path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
+        rate = self._number("control_rate", 30.0, "Hz: servo reads/writes and joint_states")
+        self.max_bus_errors = int(
+            self._number(
+                "max_bus_errors", 5, "consecutive bus errors before torque off", integer=True
+            )
+        )
+        timeout = self._number("bus_timeout", 0.02, "s to wait for a servo's reply (per try)")
+        self._period = 1.0 / rate
+        calibration = Calibration.load(path or None)
+        bus = FeetechBus(port, timeout=timeout)
+        self.robot = SO101Robot(port, calibration, control_period=self._period, bus=bus)
+        self.robot.connect()  # checks every servo answers; goal = present, then torque on
+        self.bus_errors = 0
+        self.failure: str | None = None  # why the node gave up (torque is off then)
+        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+        self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
+        self._timer = self.create_timer(
+            self._period, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
+        self.get_logger().info(
+            f"SO-101 on {port}: servos {list(self.robot.servo_ids)} answer, torque on; joints "
+            f"{list(self.robot.limits.names)}; {rate:g} Hz; following {TRAJECTORY_TOPIC}"
+        )
+
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def _position(self):
+        return self.robot.get_observation().position
+
+    def _tick(self) -> None:
+        try:
+            self.robot.send_action(self.follower.target(self.now()))
+            obs = self.robot.get_observation()
+        except FeetechError as exc:
+            self._bus_error(exc)
+            return
+        self.bus_errors = 0
+        stamp = self.get_clock().now().nanoseconds * 1e-9
+        self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
+
+    def _bus_error(self, exc: FeetechError) -> None:
+        """Count it (the backend already held the arm); give up after too many in a row."""
+        self.bus_errors += 1
+        self.get_logger().error(
+            f"servo bus error {self.bus_errors}/{self.max_bus_errors}: {exc}",
+            throttle_duration_sec=1.0,
+        )
+        if self.bus_errors >= self.max_bus_errors:
+            self.failure = f"{self.bus_errors} bus errors in a row, last: {exc}"
+            self._timer.cancel()
+            self._torque_off()
+            self.get_logger().fatal(f"{self.failure}; torque is off, the driver stops")
+            raise Lang2PolicyError(self.failure)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        try:
+            points = convert.trajectory_points(msg, self.robot.limits.names)
+        except InvalidCommandError as exc:
+            self.get_logger().error(
+                f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its command"
+            )
+            return
+        try:
+            current = self._position()
+        except FeetechError as exc:
+            self._bus_error(exc)
+            return
+        if not points:  # a stop: hold here, keeping the gripper's command
+            self.robot.forget_last_command()
+            current[-1] = self.follower.target(self.now())[-1]
+        self.follower.start(self.now(), points, current)
+
+    def _torque_off(self) -> None:
+        try:
+            self.robot.disconnect()
+        except FeetechError as exc:
+            self.get_logger().error(f"could not turn the torque off: {exc}")
+
+    def destroy_node(self) -> None:
+        self._timer.cancel()
+        self._torque_off()
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    """Console entry ``so101_driver_node``."""
+    return spin_node(SO101DriverNode, "so101_driver_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""The SO-101 driver node against the servo-bus emulator over a real pty (real rclpy on
+loopback): it publishes /joint_states like the sim node, follows
+/arm_controller/joint_trajectory, holds on an empty trajectory, gives up with the torque off
+after repeated bus errors, and turns the torque off when it shuts down."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.parameter import Parameter  # noqa: E402
+from ros_support import spinning  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+from lang2policy.errors import ConfigError, Lang2PolicyError  # noqa: E402
+from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator  # noqa: E402
+from lang2policy.robots.so101.calibration import JOINTS  # noqa: E402
+from lang2policy.ros import convert  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(60)]
+
+IDS = (1, 2, 3, 4, 5, 6)
+DOMAIN_ID = 1 + (os.getpid() + 151) % 200
+
+
+class Probe:
+    def __init__(self, context) -> None:
+        self.node = rclpy.create_node("so101_probe", context=context)
+        self.lock = threading.Lock()
+        self.states: list[dict[str, float]] = []
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
+        self.commands = self.node.create_publisher(
+            JointTrajectory, "/arm_controller/joint_trajectory", 10
+        )
+
+    def _on_state(self, msg: JointState) -> None:
+        with self.lock:
+            self.states.append(dict(zip(msg.name, msg.position, strict=True)))
+
+    def latest(self) -> dict[str, float]:
+        with self.lock:
+            return dict(self.states[-1]) if self.states else {}
+
+    def send(self, points) -> None:
+        wait_for(self.commands.get_subscription_count, 10, "the driver's subscription")
+        self.commands.publish(convert.trajectory(JOINTS, points))
+
+
+@pytest.fixture()
+def setup():
+    from lang2policy.ros.so101_driver_node import SO101DriverNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
+        mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        with ServoBusEmulator(IDS, plant=KinematicPlant(max_speed=2000.0)) as emulator:
+            context = rclpy.Context()
+            rclpy.init(context=context)
+            overrides = [
+                Parameter("port", value=emulator.port),
+                Parameter("bus_timeout", value=0.1),  # a busy CI machine answers late
+            ]
+            driver = SO101DriverNode(context=context, parameter_overrides=overrides)
+            probe = Probe(context)
+            with spinning(context, (driver, probe.node)):
+                wait_for(probe.latest, 10, "joint states from the driver")
+                yield emulator, driver, probe
+
+
+def test_joint_states_and_trajectories_as_the_sim_node_does(setup):
+    emulator, driver, probe = setup
+    state = probe.latest()
+    assert list(state) == list(JOINTS)  # the sim node's names and order
+    target = {**state, "shoulder_pan": 0.3, "gripper": 0.5}
+    probe.send([(0.5, [target[n] for n in JOINTS])])
+    wait_for(lambda: abs(probe.latest()["shoulder_pan"] - 0.3) < 0.01, 10, "pan at 0.3 rad")
+    assert abs(probe.latest()["gripper"] - 0.5) < 0.02
+
+    probe.send([(2.0, [(-0.4 if n == "shoulder_pan" else target[n]) for n in JOINTS])])
+    wait_for(lambda: probe.latest()["shoulder_pan"] < 0.2, 10, "the pan moving back")
+    probe.send([])  # a stop: hold where the arm is, the gripper keeps its command
+    wait_for(lambda: driver.follower.target(driver.now())[0] > -0.39, 5, "the hold")
+    held = probe.latest()["shoulder_pan"]
+    wait_for(lambda: len(probe.states) > 20, 5, "more states")
+    assert abs(probe.latest()["shoulder_pan"] - held) < 0.05
+    assert probe.latest()["shoulder_pan"] > -0.3  # it did not go on to -0.4
+    assert abs(probe.latest()["gripper"] - 0.5) < 0.02
+    assert all(emulator.servo(i).torque_on for i in IDS)
+
+
+def test_repeated_bus_errors_turn_the_torque_off_and_stop_the_driver(setup):
+    emulator, driver, _probe = setup
+    driver._timer.cancel()  # ticks are driven by hand here
+    emulator.silence(3)
+    for _ in range(driver.max_bus_errors - 1):
+        driver._tick()
+    assert driver.failure is None
+    emulator.silence(3, silent=False)
+    driver._tick()  # one good tick resets the count
+    assert driver.bus_errors == 0
+    emulator.silence(3)
+    with pytest.raises(Lang2PolicyError, match="bus errors in a row"):
+        for _ in range(driver.max_bus_errors):
+            driver._tick()
+    # The torque-off went out to every servo; the silent one cannot confirm it.
+    assert not any(emulator.servo(i).torque_on for i in IDS if i != 3)
+
+
+def test_shutdown_turns_the_torque_off_and_a_port_is_required():
+    from lang2policy.ros.so101_driver_node import SO101DriverNode
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        with pytest.raises(ConfigError, match="'port' is required"):
+            SO101DriverNode(context=context)
+        with ServoBusEmulator(IDS, plant=KinematicPlant()) as emulator:
+            driver = SO101DriverNode(
+                context=context,
+                parameter_overrides=[
+                    Parameter("port", value=emulator.port),
+                    Parameter("bus_timeout", value=0.1),
+                ],
+            )
+            assert all(emulator.servo(i).torque_on for i in IDS)
+            driver.destroy_node()
+            assert not any(emulator.servo(i).torque_on for i in IDS)
+    finally:
+        rclpy.shutdown(context=context)
