@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         "latency, memory (see `lang2policy bench corrections --help`)",
     )
     commands.add_parser(
+        "calibrate",
+        help="guided calibration of a physical arm: `lang2policy calibrate so101 --port PORT`",
+    )
+    commands.add_parser(
         "sim",
         help="start the whole ROS graph in simulation with a terminal (see `lang2policy sim "
         "--help`)",
@@ -139,6 +143,7 @@ def _add_bench_l2r(bench) -> None:
 _DELEGATED = {
     ("sim",): "lang2policy.launcher",
     ("bench", "corrections"): "lang2policy.bench.corrections",
+    ("calibrate", "so101"): "lang2policy.robots.so101.guided",
 }
 
 
