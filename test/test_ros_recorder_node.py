@@ -135,8 +135,9 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
     joint_states = topics["/joint_states"]
     assert {name for name, _ in joint_states} == {"sensor_msgs/msg/JointState"}
     # 50 Hz for 1 s pre-roll, 1 s episode and 0.5 s linger of wall time: 125 at real time;
-    # the in-process sim runs slower than real time on a loaded machine, hence the margin.
-    assert 25 <= len(joint_states) <= 200
+    # the in-process sim (rendering a camera too) runs several times slower than real time on
+    # a loaded CI machine (19 seen), hence the wide margin.
+    assert 5 <= len(joint_states) <= 200
     assert list(joint_states[-1][1].name) == JOINTS
     stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in joint_states]
     assert stamps == sorted(stamps) and stamps[-1] > stamps[0]  # sim time, increasing
