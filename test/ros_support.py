@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -53,3 +54,12 @@ def call_trigger(client, what: str, timeout: float = 10.0):
     future = client.call_async(Trigger.Request())
     wait_for(future.done, timeout, f"the answer of {what}")
     return future.result()
+
+
+def ros_env(domain_id: int) -> dict[str, str]:
+    """Environment of a private ROS graph on loopback (for this process or a child's)."""
+    return {
+        "ROS_DOMAIN_ID": str(domain_id),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+    }

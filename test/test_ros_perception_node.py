@@ -23,7 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import spinning  # noqa: E402
+from ros_support import call_trigger, spinning  # noqa: E402
+from ros_support import ros_env as shared_ros_env  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
@@ -40,11 +41,7 @@ TOLERANCE = 0.015  # metres, in x and y: what the planner can grasp with
 
 
 def ros_env(domain_id: int = DOMAIN_ID) -> dict[str, str]:
-    return {
-        "ROS_DOMAIN_ID": str(domain_id),
-        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
-    }
+    return shared_ros_env(domain_id)
 
 
 class Probe:
@@ -77,10 +74,7 @@ class Probe:
             return self.counts.get(topic, 0)
 
     def reset(self) -> Trigger.Response:
-        assert self.reset_client.wait_for_service(timeout_sec=5.0), "no reset service"
-        future = self.reset_client.call_async(Trigger.Request())
-        wait_for(future.done, 10.0, "the reset response")
-        return future.result()
+        return call_trigger(self.reset_client, "reset")
 
 
 @pytest.fixture(scope="module")

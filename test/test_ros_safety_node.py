@@ -31,6 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 rclpy = pytest.importorskip("rclpy")
 
 from builtin_interfaces.msg import Duration  # noqa: E402
+from ros_support import ros_env as shared_ros_env  # noqa: E402
 from ros_support import spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
@@ -57,11 +58,7 @@ STATE_TIMEOUT = 2.0  # s, the safety node's parameter here
 
 
 def ros_env(domain_id: int = DOMAIN_ID) -> dict[str, str]:
-    return {
-        "ROS_DOMAIN_ID": str(domain_id),
-        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
-    }
+    return shared_ros_env(domain_id)
 
 
 class Probe:

@@ -27,7 +27,7 @@ rclpy = pytest.importorskip("rclpy")
 
 from builtin_interfaces.msg import Duration  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import spinning  # noqa: E402
+from ros_support import call_trigger, spinning  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -190,10 +190,7 @@ class Probe:
         self.command.publish(msg)
 
     def reset(self) -> Trigger.Response:
-        assert self.reset_client.wait_for_service(timeout_sec=5.0), "no ~/reset service"
-        future = self.reset_client.call_async(Trigger.Request())
-        wait_for(future.done, 10.0, "the reset response")
-        return future.result()
+        return call_trigger(self.reset_client, "reset")
 
 
 @pytest.fixture(scope="module")
