@@ -27,6 +27,10 @@ CONSOLE_SCRIPTS = {
     "terminal_node": "lang2policy.ros.terminal_node:main",
     "recorder_node": "lang2policy.ros.recorder_node:main",
     "so101_driver_node": "lang2policy.ros.so101_driver_node:main",
+    "usb_camera_node": "lang2policy.ros.usb_camera_node:main",
+    "so101_emulator_node": "lang2policy.ros.so101_emulator_node:main",
+    "joint_map_bridge_node": "lang2policy.ros.joint_map_bridge_node:main",
+    "jtc_standin_node": "lang2policy.ros.jtc_standin_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to

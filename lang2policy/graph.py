@@ -12,7 +12,10 @@ Two modes:
   * ``robot``: the same without the sim node, on wall time, perception from cameras. The arm is
     reached through ros2_control topics (``driver="ros2_control"``): ``/joint_states`` and
     ``/arm_controller/joint_trajectory`` are already the contract's names, and other names are
-    remapped on every node. ``driver="so101"`` (the serial SO-101 driver) is reserved for issue 7.
+    remapped on every node. ``driver="so101"`` starts the SO-101 serial driver on ``port``;
+    with ``emulate`` an emulated SO-101 (servo bus on a pty, arm and table in MuJoCo) stands in
+    for the arm at ``port`` and publishes ground-truth object poses, so perception can be
+    ``ground_truth`` (its default then).
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from lang2policy.errors import ConfigError
 MODES = ("sim", "robot")
 PERCEPTION_MODES = ("ground_truth", "camera")
 RECORD_MODES = ("episode", "session")
-DRIVERS = ("ros2_control",)
-# Named so that launch files and ``--help`` can list them, refused until their issue lands.
-RESERVED_DRIVERS = {"so101": "the SO-101 serial driver (so101_driver) arrives with issue 7"}
+DRIVERS = ("ros2_control", "so101")
+DEFAULT_PORT = "/tmp/lang2policy-so101"  # the emulator's port link when none is given
+EMULATOR_PORT_WAIT = 60.0  # s the driver waits for the emulator's port to appear
+EMULATOR_BUS_TIMEOUT = 0.1  # s per reply: the emulator shares the CPU with physics and the graph
 LLM_KINDS = ("local", "openai")
+PLANNERS = ("auto", "code", "reward")  # the plan kind: chosen per instruction, or fixed
 LLM_FILE_KINDS = ("replay", "record", "cache")
 
 JOINT_STATES_TOPIC = "/joint_states"
@@ -40,7 +45,9 @@ PERCEPTION_MODE_PARAM = "source"
 
 # Executable (console script) -> (node name, module holding ``main``), in start order.
 NODES: dict[str, tuple[str, str]] = {
+    "so101_emulator_node": ("lang2policy_so101_emulator", "lang2policy.ros.so101_emulator_node"),
     "sim_node": ("lang2policy_sim", "lang2policy.ros.sim_node"),
+    "so101_driver_node": ("lang2policy_so101", "lang2policy.ros.so101_driver_node"),
     "perception_node": ("lang2policy_perception", "lang2policy.ros.perception_node"),
     "safety_node": ("lang2policy_safety", "lang2policy.ros.safety_node"),
     "controller_node": ("lang2policy_controller", "lang2policy.ros.controller_node"),
@@ -49,6 +56,8 @@ NODES: dict[str, tuple[str, str]] = {
     "terminal_node": ("lang2policy_terminal", "lang2policy.ros.terminal_node"),
 }
 
+# The nodes that are the robot (hardware time, never /clock).
+WALL_TIME_NODES = ("sim_node", "so101_driver_node", "so101_emulator_node")
 # The nodes that load a robot description (parameter ``robot``).
 ROBOT_NODES = ("sim_node", "perception_node", "safety_node", "controller_node", "planner_node")
 
@@ -81,18 +90,23 @@ class GraphOptions:
     record_cameras: tuple[str, ...] = ()
     perception: str | None = None  # None: ground_truth in sim, camera on a robot
     llm: str = "local"
+    planner: str = "auto"
     rtf: float = 1.0
     cameras: bool = True
     seed: int = 0
     driver: str = "ros2_control"
     trajectory_topic: str = TRAJECTORY_TOPIC
     joint_states_topic: str = JOINT_STATES_TOPIC
+    objects: tuple[str, ...] = ()  # the simulated table's objects (sim, emulate); () = by seed
+    port: str = ""  # driver "so101": the servo bus's serial port
+    emulate: bool = False  # driver "so101": an emulated arm on ``port``
 
     def __post_init__(self) -> None:
         _choice("mode", self.mode, MODES)
         _choice("robot", self.robot, available_robots())
         _choice("perception", self.perception_mode, PERCEPTION_MODES)
         _choice("record_mode", self.record_mode, RECORD_MODES)
+        _choice("planner", self.planner, PLANNERS)
         check_llm(self.llm)
         if self.record is not None and not str(self.record).strip():
             raise ConfigError("record: give an output directory, or None to not record")
@@ -100,6 +114,9 @@ class GraphOptions:
             raise ConfigError(f"rtf (real-time factor) must be a number > 0, got {self.rtf!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        for name in self.objects:
+            if not isinstance(name, str) or not name.strip() or "," in name:
+                raise ConfigError(f"objects: {name!r} is not an object name like 'red block'")
         for camera in self.record_cameras:
             if not camera or "/" in camera:
                 raise ConfigError(f"record_cameras: {camera!r} is not a camera name")
@@ -112,22 +129,38 @@ class GraphOptions:
     def perception_mode(self) -> str:
         if self.perception is not None:
             return self.perception
-        return "ground_truth" if self.mode == "sim" else "camera"
+        return "ground_truth" if self.mode == "sim" or self.emulate else "camera"
+
+    def _check_so101(self) -> None:
+        if self.robot != "so101":
+            raise ConfigError(f"driver 'so101' drives the so101 robot, not {self.robot!r}")
+        if not self.port and not self.emulate:
+            raise ConfigError(
+                "driver 'so101' needs port: the servo bus's serial port (e.g. /dev/ttyACM0), "
+                "or emulate to run on the emulated arm"
+            )
+        if self.port and not self.port.startswith("/"):
+            raise ConfigError(f"port must be an absolute device path, got {self.port!r}")
+
+    @property
+    def so101_port(self) -> str:
+        """The port the SO-101 driver opens (the emulator's link by default)."""
+        return self.port or DEFAULT_PORT
 
     def _check_sim(self) -> None:
         if self.perception_mode == "camera" and not self.cameras:
             raise ConfigError("perception 'camera' needs the sim cameras; do not turn them off")
 
     def _check_robot(self) -> None:
-        if self.driver in RESERVED_DRIVERS:
-            raise ConfigError(
-                f"driver {self.driver!r} is not available yet: {RESERVED_DRIVERS[self.driver]}; "
-                f"available drivers: {list(DRIVERS)}"
-            )
         _choice("driver", self.driver, DRIVERS)
-        if self.perception_mode == "ground_truth":
+        if self.driver == "so101":
+            self._check_so101()
+        elif self.port or self.emulate:
+            raise ConfigError("port and emulate belong to driver 'so101' (the serial SO-101)")
+        if self.perception_mode == "ground_truth" and not self.emulate:
             raise ConfigError(
-                "perception 'ground_truth' exists only in simulation; a robot uses 'camera'"
+                "perception 'ground_truth' exists only in simulation (or on the emulated "
+                "SO-101); a robot uses 'camera'"
             )
         for name in ("trajectory_topic", "joint_states_topic"):
             topic = getattr(self, name)
@@ -146,11 +179,17 @@ def build(options: GraphOptions) -> list[NodeSpec]:
     """The graph for already validated ``options``."""
     sim_time = options.mode == "sim"
     overrides = {
+        "so101_emulator_node": {
+            "link": options.so101_port,
+            "seed": options.seed,
+            **_objects_override(options),
+        },
+        "so101_driver_node": _driver_overrides(options),
         "sim_node": _sim_overrides(options),
         "perception_node": {PERCEPTION_MODE_PARAM: options.perception_mode},
         "safety_node": {},
         "controller_node": {},
-        "planner_node": {"llm": options.llm},
+        "planner_node": {"llm": options.llm, "planner": options.planner},
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
     }
@@ -158,7 +197,9 @@ def build(options: GraphOptions) -> list[NodeSpec]:
     for executable in NODES:
         if not _included(executable, options):
             continue
-        common: dict[str, object] = {"use_sim_time": sim_time and executable != "sim_node"}
+        common: dict[str, object] = {"use_sim_time": sim_time}
+        if executable in WALL_TIME_NODES:
+            common["use_sim_time"] = False
         if executable in ROBOT_NODES:
             common["robot"] = options.robot
         specs.append(
@@ -199,6 +240,10 @@ def check_llm(llm: str) -> None:
 def _included(executable: str, options: GraphOptions) -> bool:
     if executable == "sim_node":
         return options.mode == "sim"
+    if executable == "so101_driver_node":
+        return options.mode == "robot" and options.driver == "so101"
+    if executable == "so101_emulator_node":
+        return options.mode == "robot" and options.driver == "so101" and options.emulate
     if executable == "recorder_node":
         return options.record is not None
     if executable == "terminal_node":
@@ -208,9 +253,21 @@ def _included(executable: str, options: GraphOptions) -> bool:
 
 def _sim_overrides(options: GraphOptions) -> dict[str, object]:
     found = {"real_time_factor": float(options.rtf), "seed": options.seed}
+    found |= _objects_override(options)
     if not options.cameras:
         found["camera_rate"] = 0.0
     return found
+
+
+def _driver_overrides(options: GraphOptions) -> dict[str, object]:
+    found: dict[str, object] = {"port": options.so101_port}
+    if options.emulate:  # its port appears once the emulator is up; it answers from a busy CPU
+        found |= {"port_wait": EMULATOR_PORT_WAIT, "bus_timeout": EMULATOR_BUS_TIMEOUT}
+    return found
+
+
+def _objects_override(options: GraphOptions) -> dict[str, object]:
+    return {"objects": ",".join(options.objects)} if options.objects else {}
 
 
 def _recorder_overrides(options: GraphOptions) -> dict[str, object]:
@@ -242,6 +299,7 @@ def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
 _COMMON_ARGUMENTS = (
     ("robot", "so101", "robot description (config/robots/<name>.yaml): so101 | panda"),
     ("llm", "local", "planner LLM: local | openai | replay:FILE | record:FILE | cache:FILE"),
+    ("planner", "auto", "plan kind: auto (per instruction) | code | reward"),
     ("terminal", "false", "true: start the terminal node (in terminal_prefix, it needs a TTY)"),
     ("terminal_prefix", "xterm -e", "command that gives the terminal node a TTY"),
     ("record", "", "directory for MCAP recordings; empty: no recorder node"),
@@ -258,8 +316,11 @@ LAUNCH_ARGUMENTS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
     "robot": (
         *_COMMON_ARGUMENTS,
-        ("perception", "camera", "camera (a robot has no ground truth)"),
-        ("driver", "ros2_control", f"ros2_control | reserved: {', '.join(RESERVED_DRIVERS)}"),
+        ("perception", "", "camera (default) | ground_truth (the emulated SO-101 only)"),
+        ("driver", "ros2_control", "ros2_control | so101 (the serial SO-101 driver)"),
+        ("port", "", "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0"),
+        ("emulate", "false", "driver so101: true runs an emulated SO-101 on port"),
+        ("seed", "0", "emulate: scene seed of the emulated table"),
         ("trajectory_topic", TRAJECTORY_TOPIC, "the arm controller's JointTrajectory input"),
         ("joint_states_topic", JOINT_STATES_TOPIC, "the arm's JointState topic"),
     ),
@@ -279,11 +340,12 @@ def options_from_strings(mode: str, values: dict[str, str]) -> GraphOptions:
     options: dict[str, object] = {
         "robot": given["robot"],
         "llm": given["llm"],
+        "planner": given["planner"],
         "terminal": _bool("terminal", given["terminal"]),
         "record": given["record"] or None,
         "record_mode": given["record_mode"],
         "record_cameras": _names(given["record_cameras"]),
-        "perception": given["perception"],
+        "perception": given["perception"] or None,
     }
     if mode == "sim":
         options |= {
@@ -293,6 +355,11 @@ def options_from_strings(mode: str, values: dict[str, str]) -> GraphOptions:
         }
     else:
         options |= {k: given[k] for k in ("driver", "trajectory_topic", "joint_states_topic")}
+        options |= {
+            "port": given["port"],
+            "emulate": _bool("emulate", given["emulate"]),
+            "seed": _parse("seed", given["seed"], int, "an integer"),
+        }
     return GraphOptions(mode=mode, **options)
 
 

@@ -38,6 +38,7 @@ from lang2policy import graph
 from lang2policy.errors import ConfigError, Lang2PolicyError
 
 PREFIX = "[lang2policy]"
+HARDWARE_SO101 = "so101-hw"  # --robot value: the SO-101 serial driver instead of the sim node
 POLL = 0.1  # s between checks on the children
 TERMINAL_GRACE = 1.0  # s before the terminal node gets the SIGINT the keyboard may have sent
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -302,18 +303,47 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lang2policy sim",
         description="Start the lang2policy ROS 2 graph on the MuJoCo simulation "
-        "(sim, perception, safety, controller, planner nodes; a terminal unless --headless).",
+        "(sim, perception, safety, controller, planner nodes; a terminal unless --headless), "
+        f"or with --robot {HARDWARE_SO101} on an SO-101 (real on --port, or --emulate).",
     )
     parser.add_argument(
         "--headless", action="store_true", help="no terminal node; run until Ctrl-C or --duration"
     )
-    parser.add_argument("--robot", default="so101", help="so101 | panda")
+    parser.add_argument(
+        "--robot",
+        default="so101",
+        help=f"so101 | panda (simulated) | {HARDWARE_SO101} (a real SO-101 on --port, or the "
+        "emulated one with --emulate)",
+    )
+    parser.add_argument("--port", default="", help=f"{HARDWARE_SO101}: the servo bus's port")
+    parser.add_argument(
+        "--emulate",
+        action="store_true",
+        help=f"{HARDWARE_SO101}: run on an emulated SO-101 (servo bus on a pty, MuJoCo arm)",
+    )
     parser.add_argument(
         "--llm", default="local", help="local | openai | replay:FILE | record:FILE | cache:FILE"
     )
-    parser.add_argument("--perception", choices=graph.PERCEPTION_MODES, default="ground_truth")
+    parser.add_argument(
+        "--perception",
+        choices=graph.PERCEPTION_MODES,
+        help="ground_truth (default in sim and on the emulated arm) | camera",
+    )
+    parser.add_argument(
+        "--planner",
+        choices=graph.PLANNERS,
+        default="auto",
+        help="plan kind: chosen per instruction (auto), policy code, or reward parameters",
+    )
     parser.add_argument("--rtf", type=float, default=1.0, help="real-time factor of the sim")
     parser.add_argument("--seed", type=int, default=0, help="scene seed")
+    parser.add_argument(
+        "--objects",
+        default="",
+        metavar="NAMES",
+        help="comma-separated objects on the simulated table, e.g. 'red block,blue bowl' "
+        "(default: chosen by the seed)",
+    )
     parser.add_argument("--no-cameras", action="store_true", help="the sim renders no images")
     parser.add_argument("--record", metavar="DIR", help="record MCAP files into DIR")
     parser.add_argument(
@@ -355,18 +385,26 @@ def options_from_args(args: argparse.Namespace) -> graph.GraphOptions:
     if args.shutdown_timeout <= 0:
         raise ConfigError(f"--shutdown-timeout must be > 0 seconds, got {args.shutdown_timeout}")
     record = str(Path(args.record).expanduser().resolve()) if args.record else None
+    hardware = args.robot == HARDWARE_SO101
+    if (args.port or args.emulate) and not hardware:
+        raise ConfigError(f"--port and --emulate go with --robot {HARDWARE_SO101}")
+    port = str(Path(args.port).expanduser().absolute()) if args.port else ""
+    so101 = {"driver": "so101", "port": port, "emulate": args.emulate} if hardware else {}
     return graph.GraphOptions(
-        mode="sim",
-        robot=args.robot,
+        mode="robot" if hardware else "sim",
+        robot="so101" if hardware else args.robot,
+        **so101,
         terminal=not args.headless,
         record=record,
         record_mode=args.record_mode,
         record_cameras=tuple(c.strip() for c in args.record_cameras.split(",") if c.strip()),
         perception=args.perception,
         llm=_absolute_llm_path(args.llm),
+        planner=args.planner,
         rtf=args.rtf,
         cameras=not args.no_cameras,
         seed=args.seed,
+        objects=tuple(o.strip() for o in args.objects.split(",") if o.strip()),
     )
 
 

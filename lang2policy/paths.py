@@ -43,3 +43,7 @@ def config_dir() -> Path:
 
 def sim_dir() -> Path:
     return share_dir() / "sim"
+
+
+def hardware_dir() -> Path:
+    return share_dir() / "hardware"

@@ -89,6 +89,27 @@ def test_robot_graph_drops_the_sim_node_and_uses_cameras():
     assert all(s.remaps == () for s in specs.values())  # ros2_control names are the contract's
 
 
+def test_so101_driver_graph_on_a_port_and_on_the_emulator():
+    real = by_executable(graph.graph("robot", terminal=False, driver="so101", port="/dev/ttyACM0"))
+    assert sorted(real) == sorted({*SIM_NODES, "so101_driver_node"} - {"sim_node"})
+    assert real["so101_driver_node"].overrides == {"use_sim_time": False, "port": "/dev/ttyACM0"}
+    assert real["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "camera"
+
+    specs = graph.graph("robot", terminal=False, driver="so101", emulate=True, seed=2)
+    assert specs[0].executable == "so101_emulator_node"  # first: the driver waits for its port
+    emulated = by_executable(specs)
+    assert emulated["so101_emulator_node"].overrides == {
+        "use_sim_time": False,
+        "link": graph.DEFAULT_PORT,
+        "seed": 2,
+    }
+    driver = emulated["so101_driver_node"].overrides
+    assert driver["port"] == graph.DEFAULT_PORT and driver["port_wait"] > 10
+    assert driver["bus_timeout"] > 0.02  # an emulated bus on a shared CPU answers slower
+    assert emulated["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
+    assert all(s.overrides["use_sim_time"] is False for s in specs)
+
+
 def test_sim_time_everywhere_but_the_sim_node_and_never_on_a_robot():
     sim = by_executable(graph.graph("sim", record="/tmp/r"))
     assert sim.pop("sim_node").overrides["use_sim_time"] is False
@@ -121,6 +142,7 @@ def test_options_reach_the_nodes_parameters():
         "camera_rate": 0.0,
     }
     assert specs["planner_node"].overrides["llm"] == f"replay:{FIXTURE}"
+    assert specs["planner_node"].overrides["planner"] == "auto"
     assert specs["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
     assert specs["recorder_node"].overrides == {
         "use_sim_time": True,
@@ -155,6 +177,7 @@ def test_robot_topics_are_remapped_on_every_node():
         ("sim", {"robot": "ur5"}, "robot must be one of ['panda', 'so101'], got 'ur5'"),
         ("sim", {"perception": "lidar"}, "perception must be one of ['ground_truth', 'camera']"),
         ("sim", {"llm": "gpt"}, "unknown llm 'gpt'; valid: local, openai, replay:FILE"),
+        ("sim", {"planner": "vla"}, "planner must be one of ['auto', 'code', 'reward']"),
         ("sim", {"llm": "replay:/no/such.jsonl"}, "replay file not found: /no/such.jsonl"),
         ("sim", {"llm": "openai:x"}, "unknown llm"),
         ("sim", {"rtf": 0}, "rtf (real-time factor) must be a number > 0"),
@@ -165,8 +188,11 @@ def test_robot_topics_are_remapped_on_every_node():
         ("sim", {"record_cameras": ("a/b",)}, "is not a camera name"),
         ("sim", {"perception": "camera", "cameras": False}, "needs the sim cameras"),
         ("robot", {"perception": "ground_truth"}, "exists only in simulation"),
-        ("robot", {"driver": "so101"}, "arrives with issue 7; available drivers: ['ros2_control']"),
-        ("robot", {"driver": "serial"}, "driver must be one of ['ros2_control']"),
+        ("robot", {"driver": "so101"}, "driver 'so101' needs port"),
+        ("robot", {"driver": "so101", "robot": "panda"}, "drives the so101 robot, not 'panda'"),
+        ("robot", {"driver": "so101", "port": "ttyACM0"}, "port must be an absolute device"),
+        ("robot", {"port": "/dev/ttyACM0"}, "port and emulate belong to driver 'so101'"),
+        ("robot", {"driver": "serial"}, "driver must be one of ['ros2_control', 'so101']"),
         ("robot", {"trajectory_topic": "arm/cmd"}, "trajectory_topic must be an absolute topic"),
     ],
 )
@@ -193,7 +219,7 @@ def test_params_files_exist_in_params_file_format_for_every_node():
         path = graph.params_file(executable)
         assert path == REPO / "config" / "nodes" / f"{executable}.yaml"
         params = read_params(path, name)
-        assert params["use_sim_time"] is (executable != "sim_node")
+        assert params["use_sim_time"] is (executable not in graph.WALL_TIME_NODES)
         if executable in graph.ROBOT_NODES:
             assert params["robot"] == "so101"
 

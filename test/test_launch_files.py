@@ -291,8 +291,17 @@ def test_robot_launch_remaps_every_node_onto_the_arms_topics(launch):
         assert set(node.remappings) == expected, node.executable
 
 
-def test_robot_launch_reserves_the_so101_driver(launch):
-    with pytest.raises(ConfigError, match="issue 7"):
+def test_robot_launch_drives_the_so101_on_a_port_or_the_emulator(launch):
+    launched = launch("robot.launch.py", driver="so101", port="/dev/ttyACM0")
+    assert set(launched.nodes) == (SIM_NODES - {"sim_node"}) | {"so101_driver_node"}
+    for node in launched.nodes.values():
+        check_node(node, use_sim_time=False)
+    assert launched.nodes["so101_driver_node"].parameters[1]["port"] == "/dev/ttyACM0"
+    emulated = launch("robot.launch.py", driver="so101", emulate="true")
+    assert "so101_emulator_node" in emulated.nodes
+    perception = emulated.nodes["perception_node"].parameters[1]
+    assert perception[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
+    with pytest.raises(ConfigError, match="needs port"):
         launch("robot.launch.py", driver="so101")
     with pytest.raises(ConfigError, match="exists only in simulation"):
         launch("robot.launch.py", perception="ground_truth")

@@ -28,6 +28,16 @@ def test_pick_lifts_the_block_off_the_table(session):
     assert ("red block", "table") not in session.world.contacts()
 
 
+def test_a_held_block_does_not_creep_out_of_the_fingers(session):
+    # In the graph real time passes while the planner thinks, with the block in the fingers:
+    # a grip that creeps (soft contacts without the noslip solver: ~0.7 mm/s) drops it.
+    session.reset(1, ["red block", "blue bowl"])
+    session.primitives.pick("red block")
+    lifted = session.world.object_pose("red block").position[2]
+    session.primitives._hold(session.primitives.joints(), 10.0)
+    assert session.world.object_pose("red block").position[2] > lifted - 0.001
+
+
 def test_unreachable_target_raises_and_the_arm_stays_still(session):
     session.reset(2)
     before = session.world.arm_qpos()

@@ -266,6 +266,29 @@ def test_episode_mode_writes_a_file_per_instruction_with_a_preroll(tmp_path):
     assert metadata(second)["episode_end"]["reason"] == "recorder shutting down"
 
 
+def test_the_latest_instruction_is_kept_whatever_its_age(tmp_path):
+    recorder = Recorder(
+        tmp_path, "episode", preroll=0.5, now=Clock(), keep_latest=["/lang2policy/instruction"]
+    )
+    joints = encode(STRING, {"data": "joints"})
+
+    def at(topic, seconds, data=joints):
+        return recorder.message(topic, STRING, data, round(seconds * 1e9))
+
+    at("/lang2policy/instruction", 0.5, encode(STRING, {"data": "old"}))
+    at("/lang2policy/instruction", 1.0, encode(STRING, {"data": "wave"}))
+    at("/x", 2.0)  # too old for the pre-roll by the time the episode starts
+    at("/x", 4.8)
+    recorder.status(received("wave"), 5.0)  # 4 s after the instruction: a slow planner
+    recorder.message("/lang2policy/status", STRING, status(received("wave")), round(5e9))
+    recorder.close()
+
+    (path,) = recorder.files
+    rows = read(path)[1]
+    assert [t for t, *_ in rows] == ["/lang2policy/instruction", "/x", "/lang2policy/status"]
+    assert rows[0][4].data == "wave"  # the latest instruction only
+
+
 def test_session_mode_writes_one_file_from_start_to_close(tmp_path):
     recorder = Recorder(tmp_path / "new", "session", now=Clock())
     assert recorder.current.name == "20261121-101531_session.mcap"

@@ -236,9 +236,11 @@ def test_an_unusable_joint_state_is_ignored_and_ages_into_a_hold():
 
 
 def test_status_payload():
-    sup = fed()
+    assert supervisor().status()["robot_time"] is None  # no joint state yet
+    sup = fed(2.5)
     sup.on_command(0.0, Trajectory.of(NAMES, [(1.0, (math.nan, 0.0, 1.0))]))
     status = sup.status()
     assert status["node"] == "safety" and status["state"] == HOLDING
+    assert status["robot_time"] == 2.5  # the latest joint state's stamp
     assert "non-finite" in status["reason"]
     assert status["detail"]["rejected"] == 1 and "non-finite" in status["detail"]["last_violation"]

@@ -5,15 +5,17 @@ and closes ``McapBag`` files: mode ``session`` writes one file from start to ``c
 ``episode`` writes one file per instruction, as ``EpisodeTracker`` decides. Between episodes
 the last ``preroll`` seconds of messages are kept, so an episode's file starts with what led to
 it (the instruction itself arrives just before the planner's ``received``); older ones are
-dropped. Files are named ``<start time>_<slug of the instruction>.mcap``; each carries metadata
-``lang2policy`` (mode, label, start) and, for episodes, ``episode_end`` (why it ended).
+dropped, except the latest message of each ``keep_latest`` topic (the instruction: on a loaded
+machine the planner's ``received`` may come more than ``preroll`` seconds after it). Files are
+named ``<start time>_<slug of the instruction>.mcap``; each carries metadata ``lang2policy``
+(mode, label, start) and, for episodes, ``episode_end`` (why it ended).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from lang2policy.recording.episodes import EpisodeTracker, Start, Stop
 from lang2policy.recording.naming import recording_path
 
 MODES = ("episode", "session")
+Message = tuple[str, str, bytes, int]  # (topic, type name, CDR bytes, log time in ns)
 _log = logging.getLogger(__name__)
 
 
@@ -39,6 +42,7 @@ class Recorder:
         now: Callable[[], datetime] = datetime.now,
         definition: Callable[[str], str] = message_definition,
         on_file: Callable[[str, Path], None] | None = None,
+        keep_latest: Collection[str] = (),
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"recording mode must be one of {list(MODES)}, got {mode!r}")
@@ -49,7 +53,9 @@ class Recorder:
         self.tracker = EpisodeTracker(linger=linger)
         self.files: list[Path] = []  # finished files, oldest first
         self._preroll_ns = round(preroll * 1e9)
-        self._waiting: deque[tuple[str, str, bytes, int]] = deque()  # between episodes
+        self._waiting: deque[Message] = deque()  # between episodes
+        self._keep_latest = frozenset(keep_latest)
+        self._kept: dict[str, Message] = {}  # the latest of each keep_latest topic, any age
         self._now, self._definition = now, definition
         self._on_file = on_file or (lambda event, path: _log.info("%s %s", event, path))
         self._bag: McapBag | None = None
@@ -65,10 +71,13 @@ class Recorder:
     def message(self, topic: str, type_name: str, data: bytes, log_time_ns: int) -> bool:
         """Write a message to the open file; False between episodes (kept for the pre-roll)."""
         if self._bag is None:
-            self._waiting.append((topic, type_name, data, log_time_ns))
+            if topic in self._keep_latest:
+                self._kept[topic] = (topic, type_name, data, log_time_ns)
+            else:
+                self._waiting.append((topic, type_name, data, log_time_ns))
             self._forget_before(log_time_ns - self._preroll_ns)
             return False
-        if self._waiting:  # a new episode: first what led to it
+        if self._waiting or self._kept:  # a new episode: first what led to it
             self._forget_before(log_time_ns - self._preroll_ns)
             self._write_waiting()
         self._bag.write(topic, type_name, data, log_time_ns)
@@ -110,8 +119,11 @@ class Recorder:
             self._waiting.popleft()
 
     def _write_waiting(self) -> None:
-        while self._waiting:
-            self._bag.write(*self._waiting.popleft())
+        waiting = sorted([*self._waiting, *self._kept.values()], key=lambda m: m[3])
+        self._waiting.clear()
+        self._kept.clear()
+        for message in waiting:
+            self._bag.write(*message)
 
     def _close(self, reason: str | None) -> None:
         if self._bag is None:

@@ -34,6 +34,7 @@ DEFAULT_TOPICS: tuple[str, ...] = (
     "/lang2policy/reward_spec",
 )
 STATUS_TOPIC = "/lang2policy/status"
+INSTRUCTION_TOPIC = "/lang2policy/instruction"
 _CAMERA = re.compile(r"^/camera/[A-Za-z0-9_]+/(image_raw|camera_info)$")
 _TOPIC = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 

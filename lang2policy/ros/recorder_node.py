@@ -6,7 +6,8 @@ DEFAULT_TOPICS``; an entry is ``/topic`` for a topic of the contract or
 (comma-separated names), takes each message serialized (CDR bytes as published, like
 ``ros2 bag record``) and hands it to ``lang2policy.recording.Recorder``, which writes MCAP files
 under ``output_dir``. ``mode`` ``episode`` (default) opens a file when the planner's status says
-``received`` (with the ``preroll`` seconds before it: the instruction, the arm at rest) and
+``received`` (with the ``preroll`` seconds before it, the arm at rest, and the latest
+instruction however long before it came) and
 closes it ``linger`` seconds after the episode ends (``EpisodeTracker``); ``session`` writes one
 file until the node stops. Files are ``<YYYYmmdd-HHMMSS>_<instruction slug>.mcap``; log times
 are the wall-clock receive times (as ``ros2 bag record`` without ``--use-sim-time``), and the
@@ -27,7 +28,14 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from lang2policy.errors import ConfigError
-from lang2policy.recording import DEFAULT_TOPICS, MODES, STATUS_TOPIC, Recorder, resolve_topics
+from lang2policy.recording import (
+    DEFAULT_TOPICS,
+    INSTRUCTION_TOPIC,
+    MODES,
+    STATUS_TOPIC,
+    Recorder,
+    resolve_topics,
+)
 from lang2policy.recording.definitions import split_type
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.params import ReadOnlyParameters
@@ -52,7 +60,12 @@ class RecorderNode(ReadOnlyParameters):
         if mode == "episode":  # episodes are cut at status lines: always hear them
             self.topics.setdefault(STATUS_TOPIC, "std_msgs/msg/String")
         self.recorder = Recorder(
-            Path(output_dir).expanduser(), mode, linger, preroll, on_file=self._on_file
+            Path(output_dir).expanduser(),
+            mode,
+            linger,
+            preroll,
+            on_file=self._on_file,
+            keep_latest=[INSTRUCTION_TOPIC],  # an episode's file always has its instruction
         )
         qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
         for topic, type_name in self.topics.items():

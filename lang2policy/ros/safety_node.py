@@ -13,7 +13,8 @@ Publishes
     a *hold* is a trajectory with joint names and no points ("stop and hold at the measured
     position", as ros2_control's joint_trajectory_controller and the sim node read it).
   * ``/lang2policy/safety`` (std_msgs/String, JSON): ``{"node": "safety", "state": "ok" |
-    "stopped" | "holding", "reason": str, "detail": {"passed", "clipped", "rejected",
+    "stopped" | "holding", "reason": str, "robot_time": float | null (the latest joint state's
+    stamp), "detail": {"passed", "clipped", "rejected",
     "blocked", "last_violation", "robot"}}`` on every change of state or reason and at
     ``status_rate``.
 

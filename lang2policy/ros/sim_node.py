@@ -5,7 +5,9 @@ table as ground truth on ``/sim/objects`` (parameter ``objects_topic``; visualiz
 MarkerArray, the format of ``convert.object_markers``; every control tick; the perception node
 turns it, or the camera images, into ``/lang2policy/objects``) and, per camera,
 ``/camera/<name>/image_raw`` + ``/camera/<name>/camera_info``; follows
-``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger). A steady-clock
+``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger; the answer is JSON
+``{"seed", "objects", "sim_time"}``: messages stamped after ``sim_time`` show the new scene).
+A steady-clock
 timer advances physics by one control period of sim time per tick (the timer period is that
 divided by ``real_time_factor``). Sim time on ``/clock`` never jumps back, across resets too.
 
@@ -38,6 +40,17 @@ from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 OBJECTS_TOPIC = "/sim/objects"  # ground truth; perception publishes /lang2policy/objects
+
+
+def world_object_poses(world: World) -> list[convert.ObjectPose]:
+    """Ground-truth poses of the objects present in ``world``, for ``convert.object_markers``."""
+    poses = []
+    for name in world.present:
+        pose, spec = world.object_pose(name), world.handle(name).spec
+        colour = (*COLORS[spec.color], 1.0)
+        size = world.object_size(name)
+        poses.append(convert.ObjectPose(name, pose.position, pose.quat, spec.kind, size, colour))
+    return poses
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -137,16 +150,7 @@ class SimNode(ReadOnlyParameters):
 
     def object_poses(self) -> list[convert.ObjectPose]:
         """Ground-truth poses of the objects on the table (what perception would report)."""
-        poses = []
-        for name in self.world.present:
-            pose, spec = self.world.object_pose(name), self.world.handle(name).spec
-            poses.append(
-                convert.ObjectPose(
-                    name, pose.position, pose.quat, spec.kind, self.world.object_size(name),
-                    (*COLORS[spec.color], 1.0),
-                )
-            )
-        return poses
+        return world_object_poses(self.world)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
@@ -179,7 +183,7 @@ class SimNode(ReadOnlyParameters):
         self.robot.forget_last_command()
         self.follower.hold(self._position())
         response.success = True
-        response.message = json.dumps({"seed": seed, "objects": self.objects})
+        response.message = json.dumps({"seed": seed, "objects": self.objects, "sim_time": before})
         self.get_logger().info(f"reset with seed {seed}: objects {self.objects}")
         return response
 

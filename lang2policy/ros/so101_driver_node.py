@@ -16,11 +16,13 @@ arm holds, torque on (an unpowered arm would fall).
 Parameters: ``port`` (required, e.g. /dev/ttyACM0, or the emulator's pty), ``calibration``
 (YAML; "" = hardware/so101/calibration.yaml), ``control_rate`` (Hz, 30 by default: the serial
 bus carries a sync read and a sync write per tick), ``bus_timeout`` (s per reply; raise it for
-a USB adapter with a 16 ms latency timer), ``max_bus_errors``.
+a USB adapter with a 16 ms latency timer), ``max_bus_errors``, ``port_wait`` (s to wait for
+the port to appear: a USB adapter just plugged in, or an emulator started beside the driver).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from rclpy.clock import Clock, ClockType
@@ -37,6 +39,14 @@ from lang2policy.ros.entry import spin_node
 from lang2policy.ros.params import ReadOnlyParameters
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
+
+
+def wait_for_port(port: str, seconds: float, poll: float = 0.1) -> None:
+    """Return once ``port`` exists, waiting up to ``seconds`` (the bus then says what is wrong
+    with a port that never came)."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(port) and time.monotonic() < deadline:
+        time.sleep(poll)
 
 
 class SO101DriverNode(ReadOnlyParameters):
@@ -58,6 +68,8 @@ class SO101DriverNode(ReadOnlyParameters):
             )
         )
         timeout = self._number("bus_timeout", 0.02, "s to wait for a servo's reply (per try)")
+        port_wait = self._number("port_wait", 0.0, "s to wait for the port to appear", zero=True)
+        wait_for_port(port, port_wait)
         self._period = 1.0 / rate
         calibration = Calibration.load(path or None)
         bus = FeetechBus(port, timeout=timeout)

@@ -66,11 +66,14 @@ class SafetySupervisor:
         return self._hold[1] if self._hold else ""
 
     def status(self) -> dict:
-        """The status payload of /lang2policy/safety."""
+        """The status payload of /lang2policy/safety. ``robot_time`` is the stamp of the latest
+        joint state when the status was made (None before any): a stop or hold took effect on
+        the robot from about that time, whatever delay a subscriber reads the status with."""
         return {
             "node": "safety",
             "state": self.state,
             "reason": self.reason,
+            "robot_time": self.watchdog.robot_time(0.0),
             "detail": {**self.counts, "last_violation": self.last_violation},
         }
 

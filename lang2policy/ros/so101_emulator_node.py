@@ -1,0 +1,118 @@
+"""An emulated SO-101 on a serial port: the servo bus over a pty, the arm and table in MuJoCo.
+
+``lang2policy_so101_emulator`` is what a physical SO-101 on a table would be to the graph, for
+running the real driver (``so101_driver_node``) with no arm: a ``ServoBusEmulator`` answers
+the STS3215 byte protocol on a pseudo-terminal (symlinked at ``link``, the port to give the
+driver), and its servos are the joints of the MuJoCo SO-101 (``MujocoPlant``) in the tabletop
+scene with the objects of ``layout``/``seed``/``objects``, as the sim node builds it. Physics
+runs in real time (a steady timer, and every bus request, advance it).
+
+What a real arm does not have, it publishes for the graph's ground-truth perception: the
+objects' poses on ``objects_topic`` (``/sim/objects``, visualization_msgs/MarkerArray, the sim
+node's format), at ``objects_rate``, stamped with this node's clock (wall time, as the driver
+stamps joint states).
+
+Faults for testing the driver and the graph: ``drop_rate``, ``corrupt_rate`` (fractions of
+replies), ``latency`` (s before each reply), ``silent`` (servo ids that never answer).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rclpy.clock import Clock, ClockType
+from visualization_msgs.msg import MarkerArray
+
+from lang2policy.errors import ConfigError
+from lang2policy.robots.feetech.emulator import ServoBusEmulator
+from lang2policy.robots.so101.calibration import Calibration
+from lang2policy.robots.so101.mujoco_plant import MujocoPlant
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.sim_node import OBJECTS_TOPIC, world_object_poses
+from lang2policy.scene.world import World
+
+DEFAULT_LINK = "/tmp/lang2policy-so101"
+PHYSICS_PERIOD = 0.01  # s between physics catch-ups when the bus is quiet
+MAX_CATCH_UP = 0.05  # s of physics per catch-up at most: a reply never waits long for the lock
+
+
+class SO101EmulatorNode(ReadOnlyParameters):
+    """``lang2policy_so101_emulator`` (see the module docstring)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_so101_emulator", **kwargs)
+        self.link = Path(self._param("link", DEFAULT_LINK, "symlink to the emulated port"))
+        layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>)")
+        named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
+        seed = int(self._number("seed", 0, "scene seed", zero=True, integer=True))
+        path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
+        topic = self._param("objects_topic", OBJECTS_TOPIC, "ground-truth object poses")
+        rate = self._number("objects_rate", 20.0, "Hz of the object poses")
+        faults = {
+            "drop_rate": self._number("drop_rate", 0.0, "fraction of replies dropped", zero=True),
+            "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
+            "latency_s": self._number("latency", 0.0, "s before each reply", zero=True),
+        }
+        silent = [int(i) for i in self._param("silent", "", "silent servo ids").split(",") if i]
+
+        self.world = World(robot="so101", layout=layout)
+        names = [o.strip() for o in named.split(",") if o.strip()] or None
+        self.objects = self.world.reset(seed, names)
+        calibration = Calibration.load(path or None)
+        self.plant = MujocoPlant(
+            self.world, calibration, set_initial_pose=False, max_catch_up=MAX_CATCH_UP
+        )
+        self.emulator = ServoBusEmulator(
+            calibration.servo_ids, plant=self.plant, positions=self.plant.present_ticks()
+        )
+        self.emulator.set_faults(**faults)
+        self.port = self.emulator.start()
+        for servo_id in silent:
+            self.emulator.silence(servo_id)
+        self._link_port()
+        self._objects_pub = self.create_publisher(MarkerArray, topic, 10)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._physics = self.create_timer(PHYSICS_PERIOD, self._advance, clock=steady)
+        self._publisher = self.create_timer(1.0 / rate, self._publish_objects, clock=steady)
+        self.get_logger().info(
+            f"emulated SO-101 on {self.link} -> {self.port}: servos {list(calibration.servo_ids)}"
+            f", objects {self.objects} (layout '{layout}', seed {seed}); object poses on {topic}"
+            + (f"; faults {faults}, silent {silent}" if any(faults.values()) or silent else "")
+        )
+
+    def _link_port(self) -> None:
+        """Point ``link`` at the pty (replacing a stale link; never a real file)."""
+        if self.link.is_symlink():
+            self.link.unlink()
+        elif self.link.exists():
+            self.emulator.stop()
+            raise ConfigError(f"link {self.link} exists and is not a symlink; choose another path")
+        os.symlink(self.port, self.link)
+
+    def _advance(self) -> None:
+        self.plant.advance(time.monotonic())
+
+    def _publish_objects(self) -> None:
+        with self.plant.lock:
+            poses = world_object_poses(self.world)
+        stamp = self.get_clock().now().nanoseconds * 1e-9
+        self._objects_pub.publish(convert.object_markers(poses, stamp))
+
+    def destroy_node(self) -> None:
+        self.emulator.stop()
+        if self.link.is_symlink() and os.readlink(self.link) == self.port:
+            self.link.unlink()
+        super().destroy_node()
+
+
+def main(args=None) -> int:
+    """Console entry ``so101_emulator_node``: serve the emulated arm until Ctrl-C."""
+    return spin_node(SO101EmulatorNode, "so101_emulator_node", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
