@@ -109,9 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="scripted corrections (offset, target swap, speed): success with and without, "
         "latency, memory (see `lang2policy bench corrections --help`)",
     )
+    bench.add_parser(
+        "parity",
+        help="the same scenario on the sim node and on the SO-101 driver + emulated arm: "
+        "topics, types, rates, joint names, tracking difference [--json]",
+    )
     commands.add_parser(
         "calibrate",
-        help="guided calibration of a physical arm: `lang2policy calibrate so101 --port PORT`",
+        help="calibration: `calibrate so101 --port PORT` (the arm's servos), `calibrate camera "
+        "--device D` (camera pose from ArUco markers), `calibrate board-images --out DIR`",
     )
     commands.add_parser(
         "sim",
@@ -144,6 +150,9 @@ _DELEGATED = {
     ("sim",): "lang2policy.launcher",
     ("bench", "corrections"): "lang2policy.bench.corrections",
     ("calibrate", "so101"): "lang2policy.robots.so101.guided",
+    ("calibrate", "camera"): "lang2policy.perception.calibrate_camera",
+    ("calibrate", "board-images"): "lang2policy.perception.board_images",
+    ("bench", "parity"): "lang2policy.bench.parity",
 }
 
 

@@ -12,10 +12,11 @@ Two modes:
   * ``robot``: the same without the sim node, on wall time, perception from cameras. The arm is
     reached through ros2_control topics (``driver="ros2_control"``): ``/joint_states`` and
     ``/arm_controller/joint_trajectory`` are already the contract's names, and other names are
-    remapped on every node. ``driver="so101"`` starts the SO-101 serial driver on ``port``;
-    with ``emulate`` an emulated SO-101 (servo bus on a pty, arm and table in MuJoCo) stands in
-    for the arm at ``port`` and publishes ground-truth object poses, so perception can be
-    ``ground_truth`` (its default then).
+    remapped on every node; with ``joint_map`` (``hardware/<arm>.yaml``) a bridge node renames
+    the arm's joints and topics onto ours. ``driver="so101"`` starts the SO-101 serial driver
+    on ``port``; with ``emulate`` an emulated SO-101 (servo bus on a pty, arm and table in
+    MuJoCo) stands in for the arm at ``port`` and publishes ground-truth object poses, so
+    perception can be ``ground_truth`` (its default then).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ PERCEPTION_MODE_PARAM = "source"
 
 # Executable (console script) -> (node name, module holding ``main``), in start order.
 NODES: dict[str, tuple[str, str]] = {
+    "joint_map_bridge_node": (
+        "lang2policy_joint_map_bridge",
+        "lang2policy.ros.joint_map_bridge_node",
+    ),
     "so101_emulator_node": ("lang2policy_so101_emulator", "lang2policy.ros.so101_emulator_node"),
     "sim_node": ("lang2policy_sim", "lang2policy.ros.sim_node"),
     "so101_driver_node": ("lang2policy_so101", "lang2policy.ros.so101_driver_node"),
@@ -57,7 +62,10 @@ NODES: dict[str, tuple[str, str]] = {
 }
 
 # The nodes that are the robot (hardware time, never /clock).
-WALL_TIME_NODES = ("sim_node", "so101_driver_node", "so101_emulator_node")
+WALL_TIME_NODES = ("sim_node", "so101_driver_node", "so101_emulator_node", "joint_map_bridge_node")
+# With a joint map, the graph's side of the bridge (the arm keeps /joint_states and its topics).
+BRIDGED_STATES_TOPIC = "/lang2policy/joint_states"
+BRIDGED_TRAJECTORY_TOPIC = "/lang2policy/arm_trajectory"
 # The nodes that load a robot description (parameter ``robot``).
 ROBOT_NODES = ("sim_node", "perception_node", "safety_node", "controller_node", "planner_node")
 
@@ -98,6 +106,7 @@ class GraphOptions:
     trajectory_topic: str = TRAJECTORY_TOPIC
     joint_states_topic: str = JOINT_STATES_TOPIC
     objects: tuple[str, ...] = ()  # the simulated table's objects (sim, emulate); () = by seed
+    joint_map: str = ""  # driver "ros2_control": hardware/<arm>.yaml (or a path) to bridge to
     port: str = ""  # driver "so101": the servo bus's serial port
     emulate: bool = False  # driver "so101": an emulated arm on ``port``
 
@@ -131,6 +140,26 @@ class GraphOptions:
             return self.perception
         return "ground_truth" if self.mode == "sim" or self.emulate else "camera"
 
+    def _check_joint_map(self) -> None:
+        from lang2policy.hardware import load_joint_map  # compiles the robot model: lazily
+
+        if self.driver != "ros2_control":
+            raise ConfigError("joint_map belongs to driver 'ros2_control'")
+        if (self.trajectory_topic, self.joint_states_topic) != (
+            TRAJECTORY_TOPIC,
+            JOINT_STATES_TOPIC,
+        ):
+            raise ConfigError(
+                "give either joint_map or trajectory_topic/joint_states_topic: the joint map "
+                "names the arm's topics"
+            )
+        joint_map = load_joint_map(self.joint_map)
+        if joint_map.robot != self.robot:
+            raise ConfigError(
+                f"joint map {self.joint_map!r} is for robot {joint_map.robot!r}, not "
+                f"{self.robot!r}; pass robot {joint_map.robot!r}"
+            )
+
     def _check_so101(self) -> None:
         if self.robot != "so101":
             raise ConfigError(f"driver 'so101' drives the so101 robot, not {self.robot!r}")
@@ -157,6 +186,8 @@ class GraphOptions:
             self._check_so101()
         elif self.port or self.emulate:
             raise ConfigError("port and emulate belong to driver 'so101' (the serial SO-101)")
+        if self.joint_map:
+            self._check_joint_map()
         if self.perception_mode == "ground_truth" and not self.emulate:
             raise ConfigError(
                 "perception 'ground_truth' exists only in simulation (or on the emulated "
@@ -185,6 +216,11 @@ def build(options: GraphOptions) -> list[NodeSpec]:
             **_objects_override(options),
         },
         "so101_driver_node": _driver_overrides(options),
+        "joint_map_bridge_node": {
+            "joint_map": options.joint_map,
+            "command_topic": BRIDGED_TRAJECTORY_TOPIC,
+            "state_topic": BRIDGED_STATES_TOPIC,
+        },
         "sim_node": _sim_overrides(options),
         "perception_node": {PERCEPTION_MODE_PARAM: options.perception_mode},
         "safety_node": {},
@@ -208,7 +244,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
                 name=NODES[executable][0],
                 params_file=params_file(executable),
                 overrides={**common, **overrides[executable]},
-                remaps=_remaps(options),
+                remaps=() if executable == "joint_map_bridge_node" else _remaps(options),
             )
         )
     return specs
@@ -242,6 +278,8 @@ def _included(executable: str, options: GraphOptions) -> bool:
         return options.mode == "sim"
     if executable == "so101_driver_node":
         return options.mode == "robot" and options.driver == "so101"
+    if executable == "joint_map_bridge_node":
+        return options.mode == "robot" and bool(options.joint_map)
     if executable == "so101_emulator_node":
         return options.mode == "robot" and options.driver == "so101" and options.emulate
     if executable == "recorder_node":
@@ -283,6 +321,11 @@ def _remaps(options: GraphOptions) -> tuple[tuple[str, str], ...]:
     """Robot mode: the arm's topics where they differ from the contract's (on every node)."""
     if options.mode != "robot":
         return ()
+    if options.joint_map:  # the bridge speaks to the arm; the nodes to the bridge
+        return (
+            (JOINT_STATES_TOPIC, BRIDGED_STATES_TOPIC),
+            (TRAJECTORY_TOPIC, BRIDGED_TRAJECTORY_TOPIC),
+        )
     pairs = (
         (JOINT_STATES_TOPIC, options.joint_states_topic),
         (TRAJECTORY_TOPIC, options.trajectory_topic),
@@ -318,6 +361,12 @@ LAUNCH_ARGUMENTS: dict[str, tuple[tuple[str, str, str], ...]] = {
         *_COMMON_ARGUMENTS,
         ("perception", "", "camera (default) | ground_truth (the emulated SO-101 only)"),
         ("driver", "ros2_control", "ros2_control | so101 (the serial SO-101 driver)"),
+        (
+            "joint_map",
+            "",
+            "ros2_control: hardware/<arm>.yaml (panda, ...) or a path; empty: "
+            "the arm already uses the robot description's joint names",
+        ),
         ("port", "", "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0"),
         ("emulate", "false", "driver so101: true runs an emulated SO-101 on port"),
         ("seed", "0", "emulate: scene seed of the emulated table"),
@@ -356,6 +405,7 @@ def options_from_strings(mode: str, values: dict[str, str]) -> GraphOptions:
     else:
         options |= {k: given[k] for k in ("driver", "trajectory_topic", "joint_states_topic")}
         options |= {
+            "joint_map": given["joint_map"],
             "port": given["port"],
             "emulate": _bool("emulate", given["emulate"]),
             "seed": _parse("seed", given["seed"], int, "an integer"),

@@ -110,6 +110,40 @@ def test_so101_driver_graph_on_a_port_and_on_the_emulator():
     assert all(s.overrides["use_sim_time"] is False for s in specs)
 
 
+def test_a_joint_map_puts_a_bridge_between_the_graph_and_the_arms_controller():
+    specs = by_executable(graph.graph("robot", robot="panda", terminal=False, joint_map="panda"))
+    bridge = specs.pop("joint_map_bridge_node")
+    assert bridge.remaps == ()  # it speaks the arm's topics (from the map) and the graph's
+    assert bridge.overrides == {
+        "use_sim_time": False,
+        "joint_map": "panda",
+        "command_topic": graph.BRIDGED_TRAJECTORY_TOPIC,
+        "state_topic": graph.BRIDGED_STATES_TOPIC,
+    }
+    expected = {
+        (graph.JOINT_STATES_TOPIC, graph.BRIDGED_STATES_TOPIC),
+        (graph.TRAJECTORY_TOPIC, graph.BRIDGED_TRAJECTORY_TOPIC),
+    }
+    assert all(set(s.remaps) == expected for s in specs.values())
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"joint_map": "panda"}, "is for robot 'panda', not 'so101'"),
+        ({"robot": "panda", "joint_map": "ur5e"}, "ur5e"),
+        (
+            {"robot": "panda", "joint_map": "panda", "trajectory_topic": "/a/b"},
+            "give either joint_map or trajectory_topic",
+        ),
+        ({"driver": "so101", "port": "/dev/ttyACM0", "joint_map": "panda"}, "ros2_control"),
+    ],
+)
+def test_bad_joint_map_options_are_refused(options, message):
+    with pytest.raises(ConfigError, match=message):
+        graph.graph("robot", **options)
+
+
 def test_sim_time_everywhere_but_the_sim_node_and_never_on_a_robot():
     sim = by_executable(graph.graph("sim", record="/tmp/r"))
     assert sim.pop("sim_node").overrides["use_sim_time"] is False

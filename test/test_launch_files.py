@@ -291,6 +291,15 @@ def test_robot_launch_remaps_every_node_onto_the_arms_topics(launch):
         assert set(node.remappings) == expected, node.executable
 
 
+def test_robot_launch_bridges_a_ros2_control_arm_through_its_joint_map(launch):
+    launched = launch("robot.launch.py", robot="panda", joint_map="panda")
+    assert set(launched.nodes) == (SIM_NODES - {"sim_node"}) | {"joint_map_bridge_node"}
+    bridge = launched.nodes["joint_map_bridge_node"]
+    check_node(bridge, use_sim_time=False)
+    assert bridge.parameters[1]["joint_map"] == "panda" and bridge.remappings == []
+    assert ("/joint_states", "/lang2policy/joint_states") in launched.nodes["safety_node"].remappings
+
+
 def test_robot_launch_drives_the_so101_on_a_port_or_the_emulator(launch):
     launched = launch("robot.launch.py", driver="so101", port="/dev/ttyACM0")
     assert set(launched.nodes) == (SIM_NODES - {"sim_node"}) | {"so101_driver_node"}
