@@ -22,6 +22,7 @@ import os
 import time
 from pathlib import Path
 
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from visualization_msgs.msg import MarkerArray
 
@@ -57,7 +58,7 @@ class SO101EmulatorNode(ReadOnlyParameters):
             "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
             "latency_s": self._number("latency", 0.0, "s before each reply", zero=True),
         }
-        silent = [int(i) for i in self._param("silent", "", "silent servo ids").split(",") if i]
+        silent = self._servo_ids("silent", "servo ids that never answer: 3 or '3,4'")
 
         self.world = World(robot="so101", layout=layout)
         names = [o.strip() for o in named.split(",") if o.strip()] or None
@@ -83,6 +84,21 @@ class SO101EmulatorNode(ReadOnlyParameters):
             f", objects {self.objects} (layout '{layout}', seed {seed}); object poses on {topic}"
             + (f"; faults {faults}, silent {silent}" if any(faults.values()) or silent else "")
         )
+
+    def _servo_ids(self, name: str, description: str) -> list[int]:
+        """Servo ids from an int (``-p silent:=3``) or a comma-separated string."""
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        value = self.declare_parameter(name, "", descriptor).value
+        try:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return [value]
+            return [int(i) for i in str(value).split(",") if i.strip()]
+        except ValueError:
+            raise ConfigError(
+                f"parameter '{name}' must be servo ids like 3 or '3,4', got {value!r}"
+            ) from None
 
     def _link_port(self) -> None:
         """Point ``link`` at the pty (replacing a stale link; never a real file)."""
