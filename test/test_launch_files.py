@@ -297,7 +297,8 @@ def test_robot_launch_bridges_a_ros2_control_arm_through_its_joint_map(launch):
     bridge = launched.nodes["joint_map_bridge_node"]
     check_node(bridge, use_sim_time=False)
     assert bridge.parameters[1]["joint_map"] == "panda" and bridge.remappings == []
-    assert ("/joint_states", "/lang2policy/joint_states") in launched.nodes["safety_node"].remappings
+    safety = launched.nodes["safety_node"]
+    assert ("/joint_states", "/lang2policy/joint_states") in safety.remappings
 
 
 def test_robot_launch_drives_the_so101_on_a_port_or_the_emulator(launch):

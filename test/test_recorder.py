@@ -279,6 +279,7 @@ def test_the_latest_instruction_is_kept_whatever_its_age(tmp_path):
     at("/lang2policy/instruction", 1.0, encode(STRING, {"data": "wave"}))
     at("/x", 2.0)  # too old for the pre-roll by the time the episode starts
     at("/x", 4.8)
+    assert recorder.pending_topics() == ["/lang2policy/instruction", "/x"]  # /x at 2.0 is gone
     recorder.status(received("wave"), 5.0)  # 4 s after the instruction: a slow planner
     recorder.message("/lang2policy/status", STRING, status(received("wave")), round(5e9))
     recorder.close()

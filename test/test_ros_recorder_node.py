@@ -108,10 +108,9 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
 
     def instruction_waiting() -> bool:  # heard by the recorder (a loaded machine is slow)
         try:
-            waiting = list(recorder_node.recorder._waiting)
+            return "/lang2policy/instruction" in recorder_node.recorder.pending_topics()
         except RuntimeError:  # appended to while copied: ask again
             return False
-        return any(topic == "/lang2policy/instruction" for topic, *_ in waiting)
 
     wait_for(instruction_waiting, 10.0, "the instruction in the recorder's pre-roll")
     say("received")

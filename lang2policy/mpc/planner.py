@@ -218,6 +218,7 @@ def python_rollout(model: mujoco.MjModel, data: mujoco.MjData, initial: np.ndarr
     thread, the GIL held): the baseline ``lang2policy bench mpc`` compares against."""
     for k in range(len(initial)):
         mujoco.mj_setState(model, data, initial[k], mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        data.qacc_warmstart[:] = 0.0  # as mujoco.rollout starts each rollout
         for t in range(controls.shape[1]):
             data.ctrl[:] = controls[k, t]
             mujoco.mj_step(model, data)

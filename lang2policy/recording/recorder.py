@@ -68,6 +68,11 @@ class Recorder:
         """The file being written (its final name), if any."""
         return self._bag.path if self._bag is not None else None
 
+    def pending_topics(self) -> list[str]:
+        """Topics of the messages kept for the next episode's file (oldest first)."""
+        pending = sorted([*list(self._waiting), *list(self._kept.values())], key=lambda m: m[3])
+        return [topic for topic, *_ in pending]
+
     def message(self, topic: str, type_name: str, data: bytes, log_time_ns: int) -> bool:
         """Write a message to the open file; False between episodes (kept for the pre-roll)."""
         if self._bag is None:
