@@ -30,7 +30,7 @@ from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(60)]
 
-DOMAIN_ID = 1 + (os.getpid() + 171) % 200
+DOMAIN_ID = 1 + (os.getpid() + 161) % 200
 CONTRACT_TRAJECTORY = "/arm_controller/joint_trajectory"
 OUR_STATES = "/lang2policy/joint_states"
 PANDA = tuple(f"panda_joint{i}" for i in range(1, 8))

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.ros
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
 RECEIVED_SPECS: list[dict] = []  # what the planner node published on /lang2policy/reward_spec
 OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
-DOMAIN_ID = 1 + (os.getpid() + 97) % 200
+DOMAIN_ID = 1 + (os.getpid() + 103) % 200
 
 
 @pytest.fixture(scope="module")

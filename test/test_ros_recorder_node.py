@@ -31,7 +31,7 @@ from lang2policy.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
-DOMAIN_ID = 1 + (os.getpid() + 57) % 200
+DOMAIN_ID = 1 + (os.getpid() + 67) % 200
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 INSTRUCTION = "Wave at the camera!"
 

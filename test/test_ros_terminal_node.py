@@ -36,7 +36,7 @@ from waiting import wait_for  # noqa: E402
 pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
-DOMAIN_ID = 1 + (os.getpid() + 131) % 200
+DOMAIN_ID = 1 + (os.getpid() + 141) % 200
 
 
 class Peers:

@@ -41,6 +41,18 @@ PHYSICS_PERIOD = 0.01  # s between physics catch-ups when the bus is quiet
 MAX_CATCH_UP = 0.05  # s of physics per catch-up at most: a reply never waits long for the lock
 
 
+def servo_ids(name: str, value: object) -> list[int]:
+    """Servo ids from an int parameter (``-p silent:=3``) or a comma-separated string."""
+    try:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        return [int(i) for i in str(value).split(",") if i.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"parameter '{name}' must be servo ids like 3 or '3,4', got {value!r}"
+        ) from None
+
+
 class SO101EmulatorNode(ReadOnlyParameters):
     """``lang2policy_so101_emulator`` (see the module docstring)."""
 
@@ -58,7 +70,12 @@ class SO101EmulatorNode(ReadOnlyParameters):
             "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
             "latency_s": self._number("latency", 0.0, "s before each reply", zero=True),
         }
-        silent = self._servo_ids("silent", "servo ids that never answer: 3 or '3,4'")
+        any_type = ParameterDescriptor(
+            description="servo ids that never answer: 3 or '3,4'",
+            read_only=True,
+            dynamic_typing=True,
+        )
+        silent = servo_ids("silent", self.declare_parameter("silent", "", any_type).value)
 
         self.world = World(robot="so101", layout=layout)
         names = [o.strip() for o in named.split(",") if o.strip()] or None
@@ -84,21 +101,6 @@ class SO101EmulatorNode(ReadOnlyParameters):
             f", objects {self.objects} (layout '{layout}', seed {seed}); object poses on {topic}"
             + (f"; faults {faults}, silent {silent}" if any(faults.values()) or silent else "")
         )
-
-    def _servo_ids(self, name: str, description: str) -> list[int]:
-        """Servo ids from an int (``-p silent:=3``) or a comma-separated string."""
-        descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
-        )
-        value = self.declare_parameter(name, "", descriptor).value
-        try:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return [value]
-            return [int(i) for i in str(value).split(",") if i.strip()]
-        except ValueError:
-            raise ConfigError(
-                f"parameter '{name}' must be servo ids like 3 or '3,4', got {value!r}"
-            ) from None
 
     def _link_port(self) -> None:
         """Point ``link`` at the pty (replacing a stale link; never a real file)."""
