@@ -52,6 +52,7 @@ NODES: dict[str, tuple[str, str]] = {
     ),
     "so101_emulator_node": ("lang2policy_so101_emulator", "lang2policy.ros.so101_emulator_node"),
     "sim_node": ("lang2policy_sim", "lang2policy.ros.sim_node"),
+    "usb_camera_node": ("lang2policy_usb_camera", "lang2policy.ros.usb_camera_node"),
     "so101_driver_node": ("lang2policy_so101", "lang2policy.ros.so101_driver_node"),
     "perception_node": ("lang2policy_perception", "lang2policy.ros.perception_node"),
     "safety_node": ("lang2policy_safety", "lang2policy.ros.safety_node"),
@@ -62,7 +63,13 @@ NODES: dict[str, tuple[str, str]] = {
 }
 
 # The nodes that are the robot (hardware time, never /clock).
-WALL_TIME_NODES = ("sim_node", "so101_driver_node", "so101_emulator_node", "joint_map_bridge_node")
+WALL_TIME_NODES = (
+    "sim_node",
+    "so101_driver_node",
+    "so101_emulator_node",
+    "joint_map_bridge_node",
+    "usb_camera_node",
+)
 # With a joint map, the graph's side of the bridge (the arm keeps /joint_states and its topics).
 BRIDGED_STATES_TOPIC = "/lang2policy/joint_states"
 BRIDGED_TRAJECTORY_TOPIC = "/lang2policy/arm_trajectory"
@@ -109,6 +116,10 @@ class GraphOptions:
     joint_map: str = ""  # driver "ros2_control": hardware/<arm>.yaml (or a path) to bridge to
     port: str = ""  # driver "so101": the servo bus's serial port
     emulate: bool = False  # driver "so101": an emulated arm on ``port``
+    camera_device: str = ""  # robot: a USB camera (index, /dev/videoN or a file) to start
+    camera_name: str = "front"  # its topics /camera/<name>/...; perception reads that camera
+    camera_intrinsics: str = ""  # its ROS camera calibration YAML ("" = a default pinhole)
+    camera_pose: str = ""  # robot: the camera pose YAML from `lang2policy calibrate camera`
 
     def __post_init__(self) -> None:
         _choice("mode", self.mode, MODES)
@@ -139,6 +150,14 @@ class GraphOptions:
         if self.perception is not None:
             return self.perception
         return "ground_truth" if self.mode == "sim" or self.emulate else "camera"
+
+    def _check_camera(self) -> None:
+        if not self.camera_name or "/" in self.camera_name or " " in self.camera_name:
+            raise ConfigError(f"camera_name: {self.camera_name!r} is not a camera name")
+        for name in ("camera_intrinsics", "camera_pose"):
+            path = getattr(self, name)
+            if path and not Path(path).is_file():
+                raise ConfigError(f"{name}: file not found: {path}")
 
     def _check_joint_map(self) -> None:
         from lang2policy.hardware import load_joint_map  # compiles the robot model: lazily
@@ -188,6 +207,7 @@ class GraphOptions:
             raise ConfigError("port and emulate belong to driver 'so101' (the serial SO-101)")
         if self.joint_map:
             self._check_joint_map()
+        self._check_camera()
         if self.perception_mode == "ground_truth" and not self.emulate:
             raise ConfigError(
                 "perception 'ground_truth' exists only in simulation (or on the emulated "
@@ -222,7 +242,12 @@ def build(options: GraphOptions) -> list[NodeSpec]:
             "state_topic": BRIDGED_STATES_TOPIC,
         },
         "sim_node": _sim_overrides(options),
-        "perception_node": {PERCEPTION_MODE_PARAM: options.perception_mode},
+        "usb_camera_node": {
+            "device": options.camera_device,
+            "name": options.camera_name,
+            "intrinsics": options.camera_intrinsics,
+        },
+        "perception_node": _perception_overrides(options),
         "safety_node": {},
         "controller_node": {},
         "planner_node": {"llm": options.llm, "planner": options.planner},
@@ -278,6 +303,8 @@ def _included(executable: str, options: GraphOptions) -> bool:
         return options.mode == "sim"
     if executable == "so101_driver_node":
         return options.mode == "robot" and options.driver == "so101"
+    if executable == "usb_camera_node":
+        return options.mode == "robot" and bool(options.camera_device)
     if executable == "joint_map_bridge_node":
         return options.mode == "robot" and bool(options.joint_map)
     if executable == "so101_emulator_node":
@@ -294,6 +321,13 @@ def _sim_overrides(options: GraphOptions) -> dict[str, object]:
     found |= _objects_override(options)
     if not options.cameras:
         found["camera_rate"] = 0.0
+    return found
+
+
+def _perception_overrides(options: GraphOptions) -> dict[str, object]:
+    found: dict[str, object] = {PERCEPTION_MODE_PARAM: options.perception_mode}
+    if options.mode == "robot" and options.perception_mode == "camera" and options.camera_pose:
+        found |= {"camera": options.camera_name, "camera_pose": options.camera_pose}
     return found
 
 
@@ -370,6 +404,10 @@ LAUNCH_ARGUMENTS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("port", "", "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0"),
         ("emulate", "false", "driver so101: true runs an emulated SO-101 on port"),
         ("seed", "0", "emulate: scene seed of the emulated table"),
+        ("camera_device", "", "a USB camera to start: index, /dev/videoN or a video file"),
+        ("camera_name", "front", "the camera's name: /camera/<name>/image_raw"),
+        ("camera_intrinsics", "", 'the camera\'s ROS calibration YAML ("": default pinhole)'),
+        ("camera_pose", "", "camera pose YAML (lang2policy calibrate camera); perception camera"),
         ("trajectory_topic", TRAJECTORY_TOPIC, "the arm controller's JointTrajectory input"),
         ("joint_states_topic", JOINT_STATES_TOPIC, "the arm's JointState topic"),
     ),
@@ -410,6 +448,8 @@ def options_from_strings(mode: str, values: dict[str, str]) -> GraphOptions:
             "emulate": _bool("emulate", given["emulate"]),
             "seed": _parse("seed", given["seed"], int, "an integer"),
         }
+        options |= {k: given[k] for k in ("camera_device", "camera_name")}
+        options |= {k: given[k] for k in ("camera_intrinsics", "camera_pose")}
     return GraphOptions(mode=mode, **options)
 
 

@@ -321,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"{HARDWARE_SO101}: run on an emulated SO-101 (servo bus on a pty, MuJoCo arm)",
     )
+    camera = parser.add_argument_group(f"a real camera (--robot {HARDWARE_SO101})")
+    camera.add_argument("--camera-device", default="", help="index, /dev/videoN or a video file")
+    camera.add_argument("--camera-name", default="front", help="topics /camera/<name>/...")
+    camera.add_argument("--camera-intrinsics", default="", help="ROS camera calibration YAML")
+    camera.add_argument("--camera-pose", default="", help="from `lang2policy calibrate camera`")
     parser.add_argument(
         "--llm", default="local", help="local | openai | replay:FILE | record:FILE | cache:FILE"
     )
@@ -390,6 +395,16 @@ def options_from_args(args: argparse.Namespace) -> graph.GraphOptions:
         raise ConfigError(f"--port and --emulate go with --robot {HARDWARE_SO101}")
     port = str(Path(args.port).expanduser().absolute()) if args.port else ""
     so101 = {"driver": "so101", "port": port, "emulate": args.emulate} if hardware else {}
+    cameras = {
+        "camera_device": args.camera_device,
+        "camera_name": args.camera_name,
+        "camera_intrinsics": _absolute(args.camera_intrinsics),
+        "camera_pose": _absolute(args.camera_pose),
+    }
+    if args.camera_device and not hardware:
+        raise ConfigError(f"--camera-device goes with --robot {HARDWARE_SO101}; the sim renders")
+    if hardware:
+        so101 |= cameras
     return graph.GraphOptions(
         mode="robot" if hardware else "sim",
         robot="so101" if hardware else args.robot,
@@ -439,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a node could not be started (the others were stopped)
         print(f"lang2policy sim: error: {exc}", file=sys.stderr)
         return 1
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve()) if path else ""
 
 
 def _absolute_llm_path(llm: str) -> str:

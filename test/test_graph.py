@@ -110,6 +110,34 @@ def test_so101_driver_graph_on_a_port_and_on_the_emulator():
     assert all(s.overrides["use_sim_time"] is False for s in specs)
 
 
+def test_a_real_camera_joins_the_robot_graph_and_perception_reads_it(tmp_path):
+    pose = tmp_path / "camera_front.yaml"
+    pose.write_text("front: {}\n")
+    specs = by_executable(
+        graph.graph(
+            "robot",
+            driver="so101",
+            port="/dev/ttyACM0",
+            camera_device="/dev/video0",
+            camera_pose=str(pose),
+            terminal=False,
+        )
+    )
+    assert specs["usb_camera_node"].overrides == {
+        "use_sim_time": False,
+        "device": "/dev/video0",
+        "name": "front",
+        "intrinsics": "",
+    }
+    perception = specs["perception_node"].overrides
+    assert perception["camera"] == "front" and perception["camera_pose"] == str(pose)
+    assert "usb_camera_node" not in by_executable(graph.graph("robot", terminal=False))
+    with pytest.raises(ConfigError, match=r"camera_pose: file not found: /no/pose\.yaml"):
+        graph.graph("robot", camera_pose="/no/pose.yaml")
+    with pytest.raises(ConfigError, match="is not a camera name"):
+        graph.graph("robot", camera_name="a/b")
+
+
 def test_a_joint_map_puts_a_bridge_between_the_graph_and_the_arms_controller():
     specs = by_executable(graph.graph("robot", robot="panda", terminal=False, joint_map="panda"))
     bridge = specs.pop("joint_map_bridge_node")
