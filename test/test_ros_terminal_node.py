@@ -255,17 +255,23 @@ def test_ctrl_c_or_sigterm_ends_a_waiting_script_cleanly(env, signum):
         env=env,
         cwd=REPO,
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(terminal.stdout), daemon=True)
+    reader.start()
     try:
         terminal.stdin.write("pick up the red block\n")  # nobody listens: it waits
         terminal.stdin.flush()
-        time.sleep(2.0)
+        wait_for(lambda: lines or terminal.poll() is not None, 60, "the instruction's echo")
+        time.sleep(0.5)  # waiting for the planner now
         terminal.send_signal(signum)
-        out, err = terminal.communicate(timeout=20)
+        terminal.wait(timeout=20)
+        reader.join(timeout=5)
+        err = terminal.stderr.read()
     finally:
         if terminal.poll() is None:
             terminal.kill()
-    assert terminal.returncode == 130, (out, err)
-    assert out.splitlines() == ["> pick up the red block"]
+    assert terminal.returncode == 130, (lines, err)
+    assert [line.rstrip("\n") for line in lines] == ["> pick up the red block"]
     assert "Traceback" not in err
 
 

@@ -179,13 +179,14 @@ def _line_printer():
 
 def main(args: list[str] | None = None) -> int:
     """Console entry ``terminal_node``; returns the exit status."""
+    # Signals stay Python's: Ctrl-C / SIGTERM interrupt the prompt or the stdin read in the main
+    # thread (rclpy's own handler would only invalidate the context under the running loop).
+    # Installed first: a SIGTERM during start-up must end the process, not just the context.
+    signal.signal(signal.SIGTERM, _interrupt)
     argv = sys.argv if args is None else args
     options = parse_args(remove_ros_args(argv)[1:])
     interactive = options.interactive or (not options.non_interactive and sys.stdin.isatty())
-    # Signals stay Python's: Ctrl-C / SIGTERM interrupt the prompt or the stdin read in the main
-    # thread (rclpy's own handler would only invalidate the context under the running loop).
     rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGTERM, _interrupt)
     node = spinner = None
     try:
         node = TerminalNode(emit=print if interactive else _line_printer())
