@@ -264,7 +264,15 @@ def test_ctrl_c_or_sigterm_ends_a_waiting_script_cleanly(env, signum):
         wait_for(lambda: lines or terminal.poll() is not None, 60, "the instruction's echo")
         time.sleep(0.5)  # waiting for the planner now
         terminal.send_signal(signum)
-        terminal.wait(timeout=20)
+        try:
+            terminal.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # say why: the signal masks of the stuck process
+            masks = [
+                line
+                for line in Path(f"/proc/{terminal.pid}/status").read_text().splitlines()
+                if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+            ]
+            raise AssertionError(f"no exit 20 s after signal {signum}: {masks}") from None
         reader.join(timeout=5)
         err = terminal.stderr.read()
     finally:

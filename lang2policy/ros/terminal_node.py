@@ -38,6 +38,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.ros.entry import accept_stop_signals
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.terminal import (
     ServiceAnswer,
@@ -183,6 +184,7 @@ def main(args: list[str] | None = None) -> int:
     # thread (rclpy's own handler would only invalidate the context under the running loop).
     # Installed first: a SIGTERM during start-up must end the process, not just the context.
     signal.signal(signal.SIGTERM, _interrupt)
+    accept_stop_signals()
     argv = sys.argv if args is None else args
     options = parse_args(remove_ros_args(argv)[1:])
     interactive = options.interactive or (not options.non_interactive and sys.stdin.isatty())
