@@ -21,9 +21,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def accept_stop_signals() -> None:
-    """Unblock SIGINT and SIGTERM: a blocked signal mask is inherited from the parent process
-    (a launcher, a test runner, a thread that blocked them), and a node started under it would
-    never hear Ctrl-C or a stop from ``lang2policy sim``/``ros2 launch``."""
+    """Hear SIGINT and SIGTERM whatever the parent left: a shell without job control starts
+    background commands (``lang2policy sim --headless &`` in a script, a CI step) with SIGINT
+    ignored, and an ignored or blocked signal is inherited, so a node would never hear Ctrl-C
+    or the launcher's stop. SIGINT gets Python's KeyboardInterrupt back; both are unblocked."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
@@ -40,6 +45,11 @@ def spin_node(make_node: Callable[[], Node], name: str, args=None) -> int:
     except (Lang2PolicyError, ParameterException) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
+    except Exception:
+        if rclpy.ok():
+            raise
+        # Ctrl-C shut the context down under a running callback (a publish on the now
+        # invalid context fails): that is the requested stop, not a crash.
     finally:
         if node is not None:
             node.destroy_node()
