@@ -51,8 +51,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,7 +62,6 @@ from lang2policy.bench.parity_analysis import (
     DEFAULT_GRIPPER_BOUND,
     GRIPPER,
     Recording,
-    TopicInfo,
     compare_graphs,
     compare_tracking,
     rate_stats,
@@ -69,8 +69,10 @@ from lang2policy.bench.parity_analysis import (
     verdict,
 )
 
+if TYPE_CHECKING:  # the ROS side, imported only to run a scenario
+    from lang2policy.ros.parity_probe import ParityProbe
+
 REPO = Path(__file__).resolve().parents[2]
-PROBE = "parity_probe"
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 CONTRACT_TOPICS = ("/joint_states", TRAJECTORY_TOPIC, "/sim/objects", "/clock")
 # Offsets (rad; opening for the gripper) from the rest pose at 1/5 .. 5/5 of the move: up to
@@ -197,144 +199,6 @@ def running(backend: str, domain_id: int, seed: int) -> Iterator[list[Child]]:
                 child.stop()
 
 
-@contextlib.contextmanager
-def _probe_environment() -> Iterator[None]:
-    """Discovery on localhost only for the probe's context (read when it is created)."""
-    key = "ROS_AUTOMATIC_DISCOVERY_RANGE"
-    before = os.environ.get(key)
-    os.environ[key] = "LOCALHOST"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = before
-
-
-# --------------------------------------------------------------------------- the probe
-@dataclass
-class Samples:
-    """What the probe heard (appended from the executor thread)."""
-
-    joint: list[tuple[float, float, list[str], list[float], list[float]]] = field(
-        default_factory=list
-    )  # (stamp, received, names, positions, velocities)
-    objects: list[tuple[float, float]] = field(default_factory=list)  # (stamp, received)
-    clock: float | None = None  # the last /clock (sim time), if any
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class Probe:
-    """A node in the back-end's graph: listens, publishes the script, lists the graph."""
-
-    def __init__(self, domain_id: int) -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from rosgraph_msgs.msg import Clock
-        from sensor_msgs.msg import JointState
-        from trajectory_msgs.msg import JointTrajectory
-        from visualization_msgs.msg import MarkerArray
-
-        self._rclpy = rclpy
-        self.samples = Samples()
-        self.context = rclpy.Context()
-        with _probe_environment():
-            rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node(PROBE, context=self.context)
-        self.node.create_subscription(JointState, "/joint_states", self._on_joints, 100)
-        self.node.create_subscription(MarkerArray, "/sim/objects", self._on_objects, 10)
-        self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.publisher = self.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
-        self._executor = SingleThreadedExecutor(context=self.context)
-        self._executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self._executor.spin_once(timeout_sec=0.05)
-
-    @staticmethod
-    def _seconds(stamp) -> float:
-        return stamp.sec + stamp.nanosec * 1e-9
-
-    def _on_joints(self, msg) -> None:
-        row = (
-            self._seconds(msg.header.stamp),
-            time.monotonic(),
-            list(msg.name),
-            list(msg.position),
-            list(msg.velocity),
-        )
-        with self.samples.lock:
-            self.samples.joint.append(row)
-
-    def _on_objects(self, msg) -> None:
-        stamp = self._seconds(msg.markers[0].header.stamp) if msg.markers else 0.0
-        with self.samples.lock:
-            self.samples.objects.append((stamp, time.monotonic()))
-
-    def _on_clock(self, msg) -> None:
-        self.samples.clock = self._seconds(msg.clock)
-
-    def now(self) -> float:
-        """The back-end's stamp clock now: the last /clock if it publishes one, else the ROS
-        system clock (what the driver stamps /joint_states with)."""
-        if self.samples.clock is not None:
-            return self.samples.clock
-        return self.node.get_clock().now().nanoseconds * 1e-9
-
-    def send(self, names: list[str], points: list[tuple[float, list[float]]]) -> float:
-        """Publish a JointTrajectory (stamp zero: start now); returns ``now()`` at publishing."""
-        from builtin_interfaces.msg import Duration
-        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
-        msg = JointTrajectory()
-        msg.joint_names = list(names) if points else []
-        for t, positions in points:
-            seconds = int(t)
-            msg.points.append(
-                JointTrajectoryPoint(
-                    positions=[float(p) for p in positions],
-                    time_from_start=Duration(sec=seconds, nanosec=int((t - seconds) * 1e9)),
-                )
-            )
-        sent = self.now()
-        self.publisher.publish(msg)
-        return sent
-
-    def graph(self) -> dict[str, TopicInfo]:
-        """Topics the back-end's nodes (not the probe) publish or subscribe, with types."""
-        snapshot = {}
-        for topic, _types in self.node.get_topic_names_and_types():
-            pubs = [
-                i for i in self.node.get_publishers_info_by_topic(topic) if i.node_name != PROBE
-            ]
-            subs = [
-                i for i in self.node.get_subscriptions_info_by_topic(topic) if i.node_name != PROBE
-            ]
-            if not pubs and not subs:
-                continue
-            snapshot[topic] = TopicInfo(
-                types=tuple(sorted({i.topic_type for i in pubs + subs})),
-                publishers=tuple(sorted({i.node_name for i in pubs})),
-                subscribers=tuple(sorted({i.node_name for i in subs})),
-            )
-        return snapshot
-
-    def nodes(self) -> list[str]:
-        return sorted(n for n in self.node.get_node_names() if n != PROBE)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._executor.shutdown()
-        self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
-
-
 # --------------------------------------------------------------------------- the scenario
 def joint_ranges() -> dict[str, tuple[float, float]]:
     """Ranges the scripted points must stay in: the calibrated servo ranges (the driver's
@@ -365,16 +229,21 @@ def script(
     return points
 
 
+def _check_alive(children: list[Child], when: str) -> None:
+    """A node that died is a setup error naming it, ``when`` and its last output."""
+    dead = [c for c in children if not c.alive()]
+    if dead:
+        child = dead[0]
+        raise SetupError(
+            f"{child.label} exited with status {child.process.returncode} {when}; "
+            f"its last output:\n{child.tail()}"
+        )
+
+
 def _wait(predicate, seconds: float, what: str, children: list[Child]) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        dead = [c for c in children if not c.alive()]
-        if dead:
-            child = dead[0]
-            raise SetupError(
-                f"{child.label} exited with status {child.process.returncode} while waiting "
-                f"for {what}; its last output:\n{child.tail()}"
-            )
+        _check_alive(children, f"while waiting for {what}")
         if predicate():
             return
         time.sleep(0.05)
@@ -385,26 +254,22 @@ def _wait(predicate, seconds: float, what: str, children: list[Child]) -> None:
 def _sleep(seconds: float, children: list[Child]) -> None:
     """Sleep ``seconds``; a node that died meanwhile is a setup error."""
     time.sleep(seconds)
-    dead = [c for c in children if not c.alive()]
-    if dead:
-        child = dead[0]
-        raise SetupError(
-            f"{child.label} exited with status {child.process.returncode} during the scenario; "
-            f"its last output:\n{child.tail()}"
-        )
+    _check_alive(children, "during the scenario")
 
 
 def record(backend: str, domain_id: int, seed: int, timings: Timings) -> dict:
     """Run the scenario on ``backend``; its Recording, rates, graph and node names."""
     with running(backend, domain_id, seed) as children:
-        probe = Probe(domain_id)
+        from lang2policy.ros.parity_probe import ParityProbe
+
+        probe = ParityProbe(domain_id)
         try:
             return _scenario(backend, probe, children, timings)
         finally:
             probe.close()
 
 
-def _scenario(backend: str, probe: Probe, children: list[Child], timings: Timings) -> dict:
+def _scenario(backend: str, probe: ParityProbe, children: list[Child], timings: Timings) -> dict:
     samples = probe.samples
     _status(f"{backend}: waiting for the first /joint_states...")
     _wait(lambda: samples.joint, timings.startup, "the first /joint_states", children)
