@@ -7,16 +7,13 @@ Ctrl-C (SIGINT), kill a node to see the graph go down, or close the terminal nod
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import re
 import signal
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
+import launcher_support
 import pytest
 from waiting import wait_for
 
@@ -26,8 +23,6 @@ from lang2policy.launcher import check_installed, main, node_command, param_valu
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 91) % 200
-STOP_BOUND = 30.0  # s the whole graph may take to stop after Ctrl-C
-STARTED = re.compile(r"\[lang2policy\] (\w+) \((\w+)\) started, pid (\d+)")
 
 
 # --------------------------------------------------------------------- commands
@@ -140,60 +135,9 @@ def test_bad_options_exit_2_with_a_reason(argv, message, capsys):
 
 
 # --------------------------------------------------------------------- real graphs
-class Run:
-    """The launcher as a process, its output collected line by line."""
-
-    def __init__(self, *args: str, stdin=subprocess.DEVNULL) -> None:
-        env = dict(
-            os.environ,
-            ROS_DOMAIN_ID=str(DOMAIN_ID),
-            ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-            MUJOCO_GL="egl",
-        )
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "lang2policy.launcher", *args],
-            cwd=REPO,
-            env=env,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def pids(self) -> dict[str, int]:
-        return {m[1]: int(m[3]) for m in STARTED.finditer(self.output)}
-
-    def wait_for_text(self, text: str, timeout: float = 40.0) -> None:
-        wait_for(lambda: text in self.output or self.process.poll() is not None, timeout, text)
-        assert text in self.output, self.output
-
-    def finish(self, timeout: float = STOP_BOUND) -> int:
-        try:
-            code = self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-                for pid in self.pids().values():
-                    _kill(pid)
-        self._reader.join(timeout=5)
-        return code
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+def launched(*args: str, stdin=subprocess.DEVNULL) -> launcher_support.Run:
+    """The launcher as a process in this module's ROS domain."""
+    return launcher_support.Run(*args, domain_id=DOMAIN_ID, stdin=stdin)
 
 
 def _gone(pid: int) -> bool:
@@ -239,7 +183,7 @@ def _installed(executable: str) -> bool:
 @pytest.mark.ros
 def test_headless_graph_runs_records_and_stops_cleanly_on_ctrl_c(tmp_path):
     nodes = ["sim_node", "recorder_node"] + (["safety_node"] if _installed("safety_node") else [])
-    run = Run(
+    run = launched(
         "--headless",
         "--no-cameras",
         "--only",
@@ -278,7 +222,9 @@ def test_headless_graph_runs_records_and_stops_cleanly_on_ctrl_c(tmp_path):
 
 @pytest.mark.ros
 def test_a_node_dying_takes_the_graph_down_with_a_message(tmp_path):
-    run = Run("--headless", "--no-cameras", "--only", "sim,recorder", "--record", str(tmp_path))
+    run = launched(
+        "--headless", "--no-cameras", "--only", "sim,recorder", "--record", str(tmp_path)
+    )
     try:
         run.wait_for_text("[lang2policy_sim]: so101 on")  # the sim node is up
         wait_for(lambda: "recorder_node" in run.pids(), 10.0, "the recorder's pid")
@@ -298,7 +244,7 @@ def test_a_node_dying_takes_the_graph_down_with_a_message(tmp_path):
 @pytest.mark.skipif(not _installed("terminal_node"), reason="terminal_node not written yet")
 def test_closing_the_terminal_stops_the_graph(tmp_path):
     """The terminal runs in the foreground; its stdin ending (here: not a TTY) ends the run."""
-    run = Run(
+    run = launched(
         "--no-cameras", "--only", "sim,terminal", "--log-dir", str(tmp_path), stdin=subprocess.PIPE
     )
     log = tmp_path / "lang2policy_sim.log"

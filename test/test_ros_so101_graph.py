@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from launcher_support import Run
 from ros_support import ros_env, spinning
 from waiting import wait_for
 
@@ -31,7 +28,6 @@ from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
-REPO = Path(__file__).resolve().parents[1]
 # The planner's LLM exchange for this scene, recorded from the local model (gemma-3-270m); to
 # record it again: L2P_RECORD_LLM=1 pytest test/test_ros_so101_graph.py
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "so101_graph.jsonl"
@@ -41,47 +37,22 @@ DOMAIN_ID = 1 + (os.getpid() + 171) % 200
 INSTRUCTION = "put the red block in the blue bowl"
 
 
-class Graph:
-    """``lang2policy sim --robot so101-hw --emulate`` as a process, its output collected."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        env = dict(os.environ, HOME=str(tmp_path), MUJOCO_GL="egl")  # no memory from a user
-        env |= ros_env(DOMAIN_ID)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        self.port = tmp_path / "so101"
-        command = [
-            *(sys.executable, "-m", "lang2policy.launcher", "--robot", "so101-hw", "--emulate"),
-            *("--port", str(self.port), "--seed", "1", "--objects", OBJECTS, "--headless"),
-            *("--llm", f"{LLM_MODE}:{FIXTURE}", "--planner", "code"),
-        ]
-        self.process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return -9
+def so101_graph(tmp_path: Path) -> Run:
+    """``lang2policy sim --robot so101-hw --emulate``, its port link in ``tmp_path``."""
+    return Run(
+        *("--robot", "so101-hw", "--emulate", "--port", str(tmp_path / "so101")),
+        *("--seed", "1", "--objects", OBJECTS, "--headless"),
+        *("--llm", f"{LLM_MODE}:{FIXTURE}", "--planner", "code"),
+        domain_id=DOMAIN_ID,
+        extra_env={"HOME": str(tmp_path)},  # no corrections memory from a user
+    )
 
 
 def test_pick_and_place_on_the_so101_driver_against_the_emulated_arm(tmp_path, monkeypatch):
     for key, value in ros_env(DOMAIN_ID).items():
         monkeypatch.setenv(key, value)
-    graph = Graph(tmp_path)
+    graph = so101_graph(tmp_path)
+    port = tmp_path / "so101"
     context = rclpy.Context()
     rclpy.init(context=context)
     statuses: list[dict] = []
@@ -95,18 +66,15 @@ def test_pick_and_place_on_the_so101_driver_against_the_emulated_arm(tmp_path, m
         node.create_subscription(MarkerArray, "/sim/objects", truth, 10)
         instruction = node.create_publisher(String, "/lang2policy/instruction", 10)
         with spinning(context, [node]):
-            alive = lambda: graph.process.poll() is None  # noqa: E731
-            wait_for(lambda: objects or not alive(), 90, "the emulated table's objects")
-            assert alive(), graph.output
-            driver_up = "servos [1, 2, 3, 4, 5, 6] answer, torque on"
-            wait_for(lambda: driver_up in graph.output or not alive(), 60, "the driver")
-            assert driver_up in graph.output, graph.output
-            assert graph.port.is_symlink()  # the driver talks to the emulator through the pty
+            wait_for(lambda: objects or not graph.alive(), 90, "the emulated table's objects")
+            assert graph.alive(), graph.output
+            graph.wait_for_text("servos [1, 2, 3, 4, 5, 6] answer, torque on", 60)
+            assert port.is_symlink()  # the driver talks to the emulator through the pty
             wait_for(instruction.get_subscription_count, 60, "the planner's subscription")
             instruction.publish(String(data=INSTRUCTION))
 
             def outcome():
-                assert alive(), graph.output[-3000:]
+                assert graph.alive(), graph.output[-3000:]
                 return next(
                     (s for s in statuses if s.get("state") in ("done", "failed", "rejected")),
                     None,
@@ -121,7 +89,7 @@ def test_pick_and_place_on_the_so101_driver_against_the_emulated_arm(tmp_path, m
         assert red[2] < 0.06, where  # let go: in the bowl, not held above it
     finally:
         rclpy.try_shutdown(context=context)  # spinning() shut it down unless setup failed
-        code = graph.stop()
+        code = graph.stop(timeout=40)
     assert code == 0, graph.output[-3000:]
     assert "torque off" in graph.output.lower() or "so101" in graph.output
-    assert not graph.port.exists()  # the emulator removed its port link
+    assert not port.exists()  # the emulator removed its port link

@@ -22,7 +22,6 @@ since a script may start together with the graph and its first line would otherw
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -216,21 +215,8 @@ def main(args: list[str] | None = None) -> int:
         rclpy.try_shutdown()
 
 
-CLEANUP_GRACE = 5.0  # s a stop signal leaves for a clean exit before the process is ended
-
-
 def _interrupt(_signum, _frame) -> None:
-    """SIGTERM: end like Ctrl-C. The interrupt lands wherever the main thread is (possibly in
-    ROS code holding a lock), so a clean-up that cannot finish must not hang the terminal: the
-    process ends with 130 after ``CLEANUP_GRACE`` seconds whatever the clean-up is doing."""
-    _exit_after(CLEANUP_GRACE, 130)
     raise KeyboardInterrupt
-
-
-def _exit_after(seconds: float, code: int) -> None:
-    timer = threading.Timer(seconds, lambda: (sys.stdout.flush(), os._exit(code)))
-    timer.daemon = True
-    timer.start()
 
 
 class Spinner:
