@@ -7,8 +7,9 @@ planner run on it unchanged. Its robot is a ``StreamedRobot`` (commands go out t
 kept in step with the measured joints and object poses (``update_objects``).
 
 ``RemoteSkillBackend`` adds what live execution needs: the mirror is synced before every skill
-call, and a correction can re-target the motion that is running (``interrupt_for_edit``): the
-motion stops where it is and the same skill call starts again with edited arguments.
+call, and a correction can interrupt the motion that is running (``interrupt_for_edit``): the
+motion stops where it is, and the sandbox runner decides the edited call again before it
+restarts. A stop (``abort``) ends the running motion, and the planning (IK) of the next one.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 
 log = logging.getLogger(__name__)
-ArgumentEdit = Callable[[str, dict], dict]  # (skill, bound arguments) -> edited arguments
-_MAX_RESTARTS = 8  # corrections one skill call may take before it is given up
 
 
 class RemoteSession:
@@ -49,6 +48,7 @@ class RemoteSession:
         limits = limits_for(self.world.arm, description.max_joint_speed, control_period)
         self.robot = StreamedRobot(limits, send, stale_after)
         self.kinematics = Kinematics(self.world.model, description, self.world.arm)
+        self.kinematics.check_interrupt = self.robot.raise_if_aborted  # a stop ends IK too
         self.control_period = control_period
         self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world, control_period)
         self._objects: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
@@ -100,23 +100,35 @@ class RemoteSession:
 
 
 class RemoteSkillBackend(SimSkillBackend):
-    """``SimSkillBackend`` on a ``RemoteSession``: synced mirror, interruptible motions."""
+    """``SimSkillBackend`` on a ``RemoteSession``: synced mirror, interruptible motions.
+
+    It executes exactly the arguments it is given: a person's edits are applied, and every
+    restart after one is decided, by the sandbox runner's privilege gate
+    (``SandboxRunner.edits``), never here.
+    """
 
     def __init__(self, session: RemoteSession) -> None:
         super().__init__(session)
-        self.edit_arguments: ArgumentEdit | None = None
-        self.restarts = 0  # skill calls restarted by corrections, for status and tests
         self.current_call: tuple[str, dict] | None = None  # the motion running now
 
-    def interrupt_for_edit(self, edit: ArgumentEdit) -> None:
-        """Apply ``edit`` to the running skill call (and every later one): the motion stops
-        where it is and starts again with the edited arguments."""
-        self.edit_arguments = edit
+    def interrupt_for_edit(self) -> None:
+        """Stop the running motion where it is so that the runner re-decides and restarts the
+        call with the edited arguments (it raises ``CorrectionInterrupt`` in ``execute``)."""
         self.session.robot.interrupt(CorrectionInterrupt("arguments corrected"))
 
     def abort(self, reason: str) -> None:
-        """Stop the running motion; the skill call fails with ``reason``."""
+        """Stop the running motion, or the planning of the next one (IK); the plan ends with
+        ``reason``."""
         self.session.robot.interrupt(MotionAborted(reason))
+
+    def hold(self) -> None:
+        """Hold even when an interrupt is pending (it is consumed: the plan is over)."""
+        for _ in range(2):
+            try:
+                super().hold()
+                return
+            except (CorrectionInterrupt, MotionAborted) as exc:
+                log.info("hold after %s", exc)
 
     def object_names(self) -> list[str]:
         self.session.sync()
@@ -124,7 +136,7 @@ class RemoteSkillBackend(SimSkillBackend):
 
     def path(self, skill: str, bound: dict):
         self.session.sync()
-        return super().path(skill, self._edited(skill, bound))
+        return super().path(skill, bound)
 
     def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
         self.session.sync()
@@ -132,18 +144,6 @@ class RemoteSkillBackend(SimSkillBackend):
             return super().execute(skill, bound, time_limit)
         self.current_call = (skill, dict(bound))
         try:
-            for _ in range(_MAX_RESTARTS):
-                try:
-                    return super().execute(skill, self._edited(skill, bound), time_limit)
-                except CorrectionInterrupt:
-                    log.info(
-                        "%s restarts after a correction: %s", skill, self._edited(skill, bound)
-                    )
-                    self.restarts += 1
-                    self.session.sync()
-            raise MotionAborted(f"{skill}: corrected {_MAX_RESTARTS} times; giving up the call")
+            return super().execute(skill, bound, time_limit)
         finally:
             self.current_call = None
-
-    def _edited(self, skill: str, bound: dict) -> dict:
-        return dict(bound) if self.edit_arguments is None else self.edit_arguments(skill, bound)

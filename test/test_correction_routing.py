@@ -54,7 +54,7 @@ def test_an_offset_on_a_running_spec_moves_its_point_and_is_remembered(memory_di
 
 def test_edits_of_a_running_code_plan_apply_to_its_calls_in_order(memory_dir):
     router = CorrectionRouter(CorrectionMemory(memory_dir / "code.jsonl"))
-    edits = ArgEdits(lambda: (OBJECTS, POSITIONS))
+    edits = ArgEdits(lambda: (OBJECTS, POSITIONS), on_accepted=router.remember_accepted)
     call = ("put_first_on_second", {"obj": "red block", "target": "green bowl"})
     first = router.route(
         "no, the blue one",
@@ -75,6 +75,8 @@ def test_edits_of_a_running_code_plan_apply_to_its_calls_in_order(memory_dir):
     assert args["obj"] == "blue block" and args["target"] == "green bowl"
     assert args["speed"] < 0.15  # the skill's default speed, halved
     assert edits("open_gripper", {}) == {}  # edits that do not fit a call leave it alone
+    assert not router.memory.records()  # remembered only once the privilege gate allows them
+    edits.accept_pending()  # what SandboxRunner does when the edited call is allowed
 
     later = ArgEdits(lambda: (OBJECTS, POSITIONS))
     recalled = router.recall_into_edits("put the red block in the green bowl", later)

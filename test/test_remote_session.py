@@ -24,8 +24,11 @@ from lang2policy.robots.streamed_robot import (
     RobotStateError,
     StreamedRobot,
 )
+from lang2policy.sandbox.policy import default_policy
+from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.scene.mirror import MirrorWorld
 from lang2policy.scene.world import World
+from lang2policy.skills.catalog import SKILLS
 
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
 
@@ -94,17 +97,21 @@ def test_a_pick_and_place_runs_through_the_stream_and_the_mirror_follows(arm):
 
 def test_a_correction_restarts_the_running_motion_with_edited_arguments(arm):
     backend = RemoteSkillBackend(arm.session)
+    runner = SandboxRunner(backend, default_policy(arm.world.description, known_skills=SKILLS))
     edits = ArgEdits(lambda: (arm.world.object_names(), {}))
-    backend.edit_arguments = edits
+    runner.edits = edits  # the privilege gate decides the edited call before it restarts
 
     def correct_soon():
+        while backend.current_call is None:
+            time.sleep(0.01)
         time.sleep(0.3)
         edits.add(classify("no, the green bowl", OBJECTS, ["red block", "blue bowl"]))
-        backend.interrupt_for_edit(edits)
+        backend.interrupt_for_edit()
 
     threading.Thread(target=correct_soon, daemon=True).start()
-    backend.execute("put_first_on_second", {"obj": "red block", "target": "blue bowl"})
-    assert backend.restarts == 1
+    outcome = runner.run("put_first_on_second('red block', 'blue bowl')")
+    assert outcome.ok, outcome.summary()
+    assert runner.restarts == 1
     assert arm.world.is_in("red block", "green bowl")
     assert not arm.world.is_in("red block", "blue bowl")
 

@@ -7,6 +7,7 @@ residual errors so the caller decides whether it is good enough.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
@@ -43,16 +44,20 @@ def solve_ik(
     target_rot: np.ndarray | None,
     q_start: np.ndarray,
     options: IKOptions = IKOptions(),
+    check: Callable[[], None] | None = None,
 ) -> IKResult:
     """Joint positions that put the ee site at ``target_pos`` with orientation ``target_rot``.
 
-    ``target_rot`` (3x3, world frame) may be None for a position-only solve.
+    ``target_rot`` (3x3, world frame) may be None for a position-only solve. ``check`` is
+    called before each start and may raise to abandon the solve (a stop request).
     """
     rng = np.random.default_rng(0)
     starts = [np.asarray(q_start, float), arm.home.copy()]
     starts += [rng.uniform(arm.lower, arm.upper) for _ in range(options.restarts)]
     best: IKResult | None = None
     for start in starts:
+        if check is not None:
+            check()
         result = _descend(model, scratch, arm, target_pos, target_rot, start, options)
         if best is None or _score(result) < _score(best):
             best = result

@@ -7,6 +7,7 @@ is out of reach, and where an object sits between the jaws.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mujoco
 import numpy as np
@@ -26,6 +27,8 @@ class Kinematics:
         self.approach_axis = np.array(description.approach_axis, float)
         self.center_offset = np.array(description.grasp.center_offset, float)
         self._natural_yaw_offset = self._measure_natural_yaw_offset()
+        # Called between IK starts; raises to abandon planning (a stop on a live arm).
+        self.check_interrupt: Callable[[], None] | None = None
 
     def forward(self, q: np.ndarray) -> Pose:
         self.scratch.qpos[self.arm.qpos_adr] = q
@@ -37,7 +40,14 @@ class Kinematics:
 
     def solve(self, position, rotation, q_start) -> IKResult:
         return solve_ik(
-            self.model, self.scratch, self.arm, position, rotation, q_start, self.options
+            self.model,
+            self.scratch,
+            self.arm,
+            position,
+            rotation,
+            q_start,
+            self.options,
+            check=self.check_interrupt,
         )
 
     def solve_or_raise(self, position, rotation, q_start, what: str) -> np.ndarray:

@@ -36,6 +36,7 @@ from lang2policy.scene.objects import COLORS, KINDS
 
 KINDS_OF_CORRECTION = ("stop", "speed", "offset", "target", "replan")
 MAX_TEXT = 300
+MAX_NAME = 80  # characters of an object name in a correction
 MAX_OFFSET = 0.15  # m per axis: more than this is a new goal, not a correction
 SPEED_RANGE = (0.005, 1.0)  # m/s, for absolute speeds
 FACTOR_RANGE = (0.05, 5.0)
@@ -165,10 +166,26 @@ class Correction:
     replaces: str | None = None  # target: the object it replaces, when it is known
 
     def __post_init__(self) -> None:
+        """Every correction, classified or read back from the memory, is within the ranges the
+        rules produce: a record on disk cannot carry a 5 m offset or a 50 m/s speed."""
         if self.kind not in KINDS_OF_CORRECTION:
             raise CorrectionError(
                 f"unknown correction kind {self.kind!r}; kinds: {list(KINDS_OF_CORRECTION)}"
             )
+        if not isinstance(self.text, str) or len(self.text) > MAX_TEXT:
+            raise CorrectionError(
+                f"a correction's text is a string of at most {MAX_TEXT} characters"
+            )
+        _check_in_range(self.factor, FACTOR_RANGE, "speed factor")
+        _check_in_range(self.speed, SPEED_RANGE, "speed (m/s)")
+        if self.offset is not None:
+            for value in self.offset:
+                _check_in_range(value, (-MAX_OFFSET, MAX_OFFSET), "offset per axis (m)")
+        for name in (self.target, self.replaces):
+            if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME):
+                raise CorrectionError(
+                    f"an object name is a string of at most {MAX_NAME} characters"
+                )
 
     def edit(self) -> dict[str, Any]:
         """The edit as JSON data: the kind's own fields, without the text."""
@@ -221,6 +238,14 @@ class Correction:
             swap = f"{self.replaces} -> " if self.replaces else ""
             return f"target {swap}{self.target}"
         return self.kind if self.kind == "stop" else f"replan: {self.text}"
+
+
+def _check_in_range(value: float | None, bounds: tuple[float, float], name: str) -> None:
+    if value is None:
+        return
+    low, high = bounds
+    if not (isinstance(value, int | float) and math.isfinite(value) and low <= value <= high):
+        raise CorrectionError(f"{name} must be within [{low:g}, {high:g}], got {value!r:.40}")
 
 
 def _finite(value: object, name: str) -> float:

@@ -46,6 +46,7 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_THRESHOLD = 0.8
 EDIT_KINDS = ("offset", "speed", "target")
 MAX_INSTRUCTION = 500
+MAX_RECORD_CHARS = 64 * 1024  # one log line (a record with its situation)
 _RECORD_KEYS = ("id", "time", "instruction", "text", "kind", "edit", "situation")
 _MODELS: dict[str, Any] = {}  # device -> loaded SentenceTransformer, shared by every Embedder
 
@@ -139,14 +140,25 @@ class MemoryRecord:
 
     @classmethod
     def from_dict(cls, data: object) -> MemoryRecord:
+        """A record read back from the log, checked against the record schema: the keys, their
+        types and sizes, and the edit within the ranges a classified correction has (so a
+        hand-edited line with a 5 m offset is refused, not applied to the next plan)."""
         if not isinstance(data, dict) or set(data) != set(_RECORD_KEYS):
             raise CorrectionError(f"a memory record has the keys {list(_RECORD_KEYS)}")
-        if not isinstance(data["instruction"], str) or not isinstance(data["time"], int | float):
-            raise CorrectionError("a memory record needs a text instruction and a time")
+        if not isinstance(data["id"], str) or not 0 < len(data["id"]) <= 64:
+            raise CorrectionError("a memory record's id is a string of 1 to 64 characters")
+        time_ = data["time"]
+        if (
+            isinstance(time_, bool)
+            or not isinstance(time_, int | float)
+            or not math.isfinite(time_)
+        ):
+            raise CorrectionError("a memory record's time is a finite number (Unix seconds)")
+        _check_instruction(data["instruction"])
         if not isinstance(data["edit"], dict) or not isinstance(data["situation"], dict):
             raise CorrectionError("a memory record's edit and situation are JSON objects")
         record = cls(**data)
-        record.correction  # noqa: B018 - checks kind and edit fields
+        record.correction  # noqa: B018 - checks the text and the edit's fields and ranges
         return record
 
 
@@ -207,8 +219,12 @@ class CorrectionMemory:
                 if not line.strip():
                     continue
                 try:
+                    if len(line) > MAX_RECORD_CHARS:
+                        raise CorrectionError(
+                            f"the line has {len(line)} characters; at most {MAX_RECORD_CHARS}"
+                        )
                     records.append(MemoryRecord.from_dict(json.loads(line)))
-                except (ValueError, TypeError, Lang2PolicyError) as exc:
+                except (ValueError, TypeError, RecursionError, Lang2PolicyError) as exc:
                     self.skipped += 1
                     log.warning(
                         "%s:%d: skipped a corrupt correction record (%s)",

@@ -4,20 +4,24 @@
 
 * ``stop``: the caller halts the arm through the safety layer; no LLM is involved.
 * ``offset`` / ``speed`` / ``target`` while a **code plan** runs: the edit joins ``ArgEdits``,
-  the argument edit of the running skill calls (the running motion restarts from where the arm
-  is, with edited arguments; every later call of the program is edited too).
+  the argument edit of the running skill calls. The running motion is interrupted, and the
+  sandbox runner's privilege gate decides the edited call from where the arm is: allowed, it
+  restarts with the edited arguments (and every later call of the program is edited too);
+  denied, the edit is refused with the rule's reason and the call goes on as before.
 * the same kinds while a **reward task** runs: the running spec is edited
   (``apply_to_spec``) and re-sent; the MPC picks it up at its next iteration.
 * ``replan`` (anything else): the caller re-plans with the correction as a follow-up
   instruction (the planners keep the history).
 
 Every edit is remembered (``CorrectionMemory``, a JSONL log + MiniLM embeddings) with its
-instruction and situation; ``remembered_for(instruction)`` returns the edits learnt on similar
-instructions, applied when the new plan starts, so the same mistake needs no second correction.
+instruction and situation (a code-plan edit once the gate has accepted it);
+``remembered_for(instruction)`` returns the edits learnt on similar instructions, applied when
+the new plan starts (through the gate too), so the same mistake needs no second correction.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +30,7 @@ from typing import Any
 from lang2policy.corrections import (
     Applied,
     Correction,
+    CorrectionError,
     CorrectionMemory,
     Recalled,
     apply_recalled,
@@ -37,45 +42,139 @@ from lang2policy.corrections import (
     situation_for_call,
     situation_for_spec,
 )
+from lang2policy.corrections.classify import MAX_OFFSET, MAX_TEXT, describe_offset
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.rewards.spec import RewardSpec
 
+log = logging.getLogger(__name__)
 Positions = Mapping[str, Sequence[float]]
+MAX_TOTAL_OFFSET = MAX_OFFSET  # m per axis: all offsets of one plan together (one bound)
+
+
+@dataclass(frozen=True)
+class ArgEdit:
+    """One correction of a code plan's skill calls, and what it is remembered with once the
+    privilege policy has accepted it (``situation`` None: recalled from memory, not re-logged)."""
+
+    correction: Correction
+    instruction: str = ""
+    situation: dict | None = None
+
+
+EditHook = Callable[[ArgEdit, str], None]  # (the edit, a note or the refusal's reason)
 
 
 class ArgEdits:
     """The corrections that apply to a code plan's skill calls, in the order they were said.
 
-    Callable as ``RemoteSkillBackend.edit_arguments``: ``edits(skill, bound) -> bound``. A
-    correction that does not fit a call (an offset on ``open_gripper``) leaves it unchanged.
+    New edits are *pending* until the sandbox runner's privilege gate has decided a call with
+    them applied (``SandboxRunner`` reads them as ``runner.edits``): then they are accepted
+    (``accept_pending``, and ``on_accepted`` remembers them), capped (a speed the policy
+    forbids becomes the highest speed it allows, ``cap_pending_speed``) or refused
+    (``refuse_pending``: ``on_refused`` tells the person why, and the calls keep the edits
+    accepted before). ``apply(skill, bound)`` gives a call's arguments with the edits applied;
+    a correction that does not fit a call (an offset on ``open_gripper``) leaves it unchanged.
+    Offsets add up, within ``MAX_TOTAL_OFFSET`` per axis of what the program asked for.
     """
 
-    def __init__(self, scene: Callable[[], tuple[list[str], dict]]) -> None:
+    def __init__(
+        self,
+        scene: Callable[[], tuple[list[str], dict]],
+        *,
+        on_accepted: EditHook | None = None,
+        on_refused: EditHook | None = None,
+    ) -> None:
         self._scene = scene  # () -> (object names, positions by name)
         self._lock = threading.Lock()
-        self.corrections: list[Correction] = []
+        self.accepted: list[ArgEdit] = []
+        self._pending: list[ArgEdit] = []
+        self.on_accepted, self.on_refused = on_accepted, on_refused
         self.notes: list[str] = []
 
-    def add(self, correction: Correction) -> None:
+    @property
+    def corrections(self) -> list[Correction]:
+        """Every correction in force or waiting for the gate, oldest first."""
         with self._lock:
-            self.corrections.append(correction)
+            return [e.correction for e in (*self.accepted, *self._pending)]
+
+    @property
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._pending)
+
+    def add(self, correction: Correction, instruction: str = "", situation=None) -> None:
+        """Queue ``correction`` for the next gate decision. Raises ``CorrectionError`` when
+        the offsets said so far would add up to more than ``MAX_TOTAL_OFFSET`` on an axis."""
+        edit = ArgEdit(correction, instruction, situation)
+        with self._lock:
+            _check_total_offset([e.correction for e in (*self.accepted, *self._pending, edit)])
+            self._pending.append(edit)
 
     def __bool__(self) -> bool:
         return bool(self.corrections)
 
-    def __call__(self, skill: str, bound: dict) -> dict:
+    def apply(self, skill: str, bound: dict, *, pending: bool = True) -> dict:
+        """``bound`` with the accepted edits (and the pending ones) applied in order."""
         with self._lock:
-            corrections = list(self.corrections)
+            edits = [*self.accepted, *(self._pending if pending else [])]
         objects, positions = self._scene()
         args = dict(bound)
-        for correction in corrections:
+        for edit in edits:
             try:
-                applied = apply_to_args(correction, skill, args, objects, positions=positions)
+                applied = apply_to_args(edit.correction, skill, args, objects, positions=positions)
             except Lang2PolicyError:
                 continue  # this correction is about another kind of call
             args = applied.args
             self.notes.extend(applied.notes)
         return args
+
+    __call__ = apply
+
+    def accept_pending(self, note: str = "") -> None:
+        """The gate allowed a call with the pending edits: they are in force from now on."""
+        self._settle(self.on_accepted, note, keep=True)
+
+    def refuse_pending(self, reason: str) -> None:
+        """The gate denied the pending edits (and allowed the call without them): drop them."""
+        self._settle(self.on_refused, reason, keep=False)
+
+    def cap_pending_speed(self, speed: float, reason: str) -> None:
+        """The pending edits (all speed edits) asked for more than the policy allows: they
+        become one absolute ``speed``, the highest the policy allows, and are accepted."""
+        with self._lock:
+            texts = "; ".join(e.correction.text for e in self._pending)
+            first = self._pending[0]
+            capped = Correction("speed", texts[:MAX_TEXT], speed=round(float(speed), 6))
+            self._pending = [ArgEdit(capped, first.instruction, first.situation)]
+        self.accept_pending(reason)
+
+    def pending_kinds(self) -> set[str]:
+        with self._lock:
+            return {e.correction.kind for e in self._pending}
+
+    def _settle(self, hook: EditHook | None, note: str, *, keep: bool) -> None:
+        with self._lock:
+            settled, self._pending = self._pending, []
+            if keep:
+                self.accepted.extend(settled)
+        for edit in settled:
+            if hook is not None:
+                hook(edit, note)
+
+
+def _check_total_offset(corrections: list[Correction]) -> None:
+    """Offsets accumulate; their sum stays within ``MAX_TOTAL_OFFSET`` per axis."""
+    total = [0.0, 0.0, 0.0]
+    for correction in corrections:
+        if correction.kind == "offset" and correction.offset is not None:
+            total = [t + d for t, d in zip(total, correction.offset, strict=True)]
+    worst = max(abs(t) for t in total)
+    if worst > MAX_TOTAL_OFFSET + 1e-9:
+        raise CorrectionError(
+            f"the offsets said so far add up to {describe_offset(total)}; corrections may move "
+            f"a target at most {MAX_TOTAL_OFFSET * 100:.0f} cm per axis from what the program "
+            "asked for. Give the new goal as an instruction"
+        )
 
 
 @dataclass
@@ -130,9 +229,16 @@ class CorrectionRouter:
         if correction.kind in ("stop", "replan"):
             return Routed(correction, correction.kind)
         if edits is not None and code_call is not None:
-            edits.add(correction)
-            self._remember(instruction, correction, situation_for_call(*code_call, objects))
-            return Routed(correction, "edit_code", notes=[f"applies from {code_call[0]}() on"])
+            situation = situation_for_call(*code_call, objects)
+            try:
+                edits.add(correction, instruction, situation)
+            except CorrectionError as exc:
+                return Routed(correction, "rejected", error=str(exc))
+            return Routed(
+                correction,
+                "edit_code",
+                notes=[f"applies from {code_call[0]}() on, once the privilege policy allows it"],
+            )
         if spec is not None:
             try:
                 applied = apply_to_spec(
@@ -151,6 +257,12 @@ class CorrectionRouter:
     def _remember(self, instruction: str, correction: Correction, situation: dict) -> None:
         if self.memory is not None and instruction:
             self.memory.remember(instruction, correction, situation)
+
+    def remember_accepted(self, edit: ArgEdit, _note: str = "") -> None:
+        """``ArgEdits.on_accepted``: log a live code-plan edit once the gate has allowed it
+        (recalled edits, with no situation, are already in the log)."""
+        if edit.situation is not None:
+            self._remember(edit.instruction, edit.correction, edit.situation)
 
     # ------------------------------------------------------------------ recall
     def remembered_for(self, instruction: str) -> list[Recalled]:
@@ -172,5 +284,8 @@ class CorrectionRouter:
         """Add the remembered edits for ``instruction`` to a code plan's ``edits``."""
         recalled = self.remembered_for(instruction)
         for item in recalled:
-            edits.add(item.correction)
+            try:
+                edits.add(item.correction, instruction)  # pending: the gate decides it too
+            except CorrectionError as exc:
+                log.warning("remembered %r not applied: %s", item.record.text, exc)
         return recalled

@@ -81,6 +81,13 @@ class StreamedRobot(Robot):
         with self._changed:
             self._pending = None
 
+    def raise_if_aborted(self) -> None:
+        """Raise a pending ``MotionAborted`` now (host planning checks this between IK
+        starts, so a stop does not wait for the next command); other interrupts stay."""
+        with self._changed:
+            if isinstance(self._pending, MotionAborted):
+                self._raise_pending_locked()
+
     @property
     def has_state(self) -> bool:
         return self._latest is not None

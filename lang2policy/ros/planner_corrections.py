@@ -5,8 +5,11 @@ in the subscription callback (rules, no LLM, well under a millisecond):
 
 * ``stop``: ``/lang2policy/stop`` is called on the safety node (which holds the arm until
   ``/lang2policy/resume``) and the running plan is aborted here at once.
-* an edit (offset, speed, target) of a running **code plan**: the running motion restarts
-  from where the arm is with edited arguments, and so does every later skill call.
+* an edit (offset, speed, target) of a running **code plan**: the running motion stops, the
+  sandbox runner's privilege gate decides the edited call from where the arm is, and it
+  restarts with edited arguments (as does every later skill call); an edit the policy denies
+  is answered with a second status ``"action": "refused"`` and the rule's reason, and the
+  call goes on unedited (a speed above the policy's limit is capped at the limit instead).
 * an edit of a running **reward task**: the edited spec is published; the MPC controller swaps
   it in at its next iteration.
 * ``replan``: the running code motion is aborted, and the text is planned as a follow-up
@@ -72,7 +75,7 @@ class PlannerCorrections:
         if action == "stop":
             self.request_stop(f"stopped by a correction: {text!r}")
         elif action == "edit_code":
-            self.backend.interrupt_for_edit(self.edits)
+            self.backend.interrupt_for_edit()  # the runner's gate decides the edited call
         elif action == "edit_spec":
             self._spec.publish(String(data=routed.spec.to_json()))
             self.current_spec = routed.spec
@@ -110,12 +113,29 @@ class PlannerCorrections:
     # ------------------------------------------------------------------ recall
     def _start_code_edits(self, instruction: str) -> None:
         """Fresh argument edits for a code plan, with what memory holds for it."""
-        self.edits = ArgEdits(lambda: (self._scene_names(), dict(self._live_objects)))
+        self.edits = ArgEdits(
+            lambda: (self._scene_names(), dict(self._live_objects)),
+            on_accepted=self.router.remember_accepted,
+            on_refused=lambda edit, reason: self._edit_refused(instruction, edit, reason),
+        )
         recalled = self.router.recall_into_edits(instruction, self.edits)
-        if self.arm is not None:
-            self.backend.edit_arguments = self.edits
+        self.planning.runner.edits = self.edits
         if recalled:
             self.publish_status("remembered", instruction, _recalled_lines(recalled))
+
+    def _edit_refused(self, instruction: str, edit, reason: str) -> None:
+        """The privilege gate refused an edit: say why; the arm goes on as before it."""
+        self.publish_status(
+            "correction",
+            instruction,
+            {
+                "text": edit.correction.text,
+                "kind": edit.correction.kind,
+                "edit": edit.correction.describe(),
+                "action": "refused",
+                "error": f"refused by the privilege policy: {reason}",
+            },
+        )
 
     def _recall_into_spec(self, instruction: str, spec):
         """``spec`` with the remembered edits for ``instruction`` (and their notes)."""

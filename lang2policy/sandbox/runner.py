@@ -22,7 +22,9 @@ from lang2policy.errors import (
     MotionTimeExceeded,
     PolicyWideningError,
 )
+from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted
 from lang2policy.sandbox.ast_check import check_source
+from lang2policy.sandbox.gate_edits import ArgumentEdits, speed_cap
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
 from lang2policy.sandbox.policy import Decision, PolicyRequest, PrivilegePolicy
 from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout, ProtocolError
@@ -34,6 +36,7 @@ AskUser = Callable[[PolicyRequest, Decision], bool]
 IntentObserver = Callable[[IntentRecord], None]
 _ERROR_KINDS = {"runtime", "syntax", "memory", "recursion", "denied", "invalid", "skill", "limit"}
 _TEXT_LIMIT = 2000
+MAX_RESTARTS = 8  # corrections one skill call may take before the plan gives it up
 
 
 def default_required_layers() -> tuple[str, ...]:
@@ -47,7 +50,9 @@ def default_required_layers() -> tuple[str, ...]:
 class SandboxLimits:
     """Per-plan resource limits of the child (the privilege policy holds the skill budgets)."""
 
-    # Seconds the child may compute; time the host spends executing skills is not counted.
+    # Seconds the plan may spend outside motion: the child's compute and the host's planning
+    # of every call (IK, paths, decisions), refused or not. Time the arm moves is counted by
+    # the policy's motion budget instead.
     wall_seconds: float = 10.0
     cpu_seconds: float = 10.0
     memory_mb: int = 1024
@@ -75,6 +80,11 @@ class _PlanState:
     output_truncated: bool = False
     layers: dict[str, str] = field(default_factory=dict)
     motion_seconds: float = 0.0
+    motion_wall: float = 0.0  # wall seconds of motion since the wall deadline was last moved
+
+    def take_motion_wall(self) -> float:
+        seconds, self.motion_wall = self.motion_wall, 0.0
+        return seconds
 
 
 class SandboxRunner:
@@ -84,6 +94,11 @@ class SandboxRunner:
     such calls are denied. ``on_intent(record)`` sees every intent once it has been answered
     (progress displays, benchmarks). ``ast_check=False`` skips the static pre-check (the
     red-team tests run that way: the boundary must hold without it).
+
+    Two attributes are set per plan by whoever routes live input (the planner node):
+    ``edits`` (``ArgumentEdits``, a person's corrections of the calls: every call and every
+    restart after an edit is decided with them applied, see ``_gate``) and ``cancelled`` (a
+    stop: the next call ends the plan as ``stopped``).
     """
 
     def __init__(
@@ -101,6 +116,9 @@ class SandboxRunner:
         self.limits = limits or SandboxLimits()
         self.ast_check, self.ask_user, self.on_intent = ast_check, ask_user, on_intent
         self.skills = SKILLS if skills is None else skills
+        self.edits: ArgumentEdits | None = None
+        self.restarts = 0  # skill calls restarted after a correction (status, tests)
+        self.cancelled: Callable[[], str] = lambda: ""  # a stop's reason, "" while none
 
     # ------------------------------------------------------------------ entry point
     def run(self, source: str, plan_policy: PrivilegePolicy | None = None) -> PlanOutcome:
@@ -197,9 +215,8 @@ class SandboxRunner:
             message = child.receive(deadline)
             kind = message["type"]
             if kind == "call":
-                host_started = time.monotonic()
                 child.send(self._handle_call(message, state))
-                deadline += time.monotonic() - host_started
+                deadline += state.take_motion_wall()  # host planning stays on the clock
                 if self.on_intent is not None:
                     self.on_intent(state.intents[-1])
             elif kind == "print":
@@ -258,6 +275,7 @@ class SandboxRunner:
             raise ProtocolError(
                 "a call message needs an integer id, a skill name and an args object"
             )
+        self._check_cancelled()
         budgets = state.policy.budgets
         if len(state.intents) >= budgets.max_skill_calls:
             state.intents.append(IntentRecord(name[:64], {}, "budget"))
@@ -271,25 +289,34 @@ class SandboxRunner:
         record = IntentRecord(name[:64], _short_args(args), "invalid")
         state.intents.append(record)
         try:
-            skill, request = self._request(name, args)
+            skill, bound = self._bind(name, args)
+            request = self._gate(skill, bound, state, record)
+        except MotionAborted as exc:  # a stop while the host planned the call
+            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
         except Lang2PolicyError as exc:  # bad arguments, unknown objects, unplannable targets
             record.error = str(exc)[:_TEXT_LIMIT]
             return _error_reply(call_id, "invalid", record.error)
-        record.args = dict(request.args)
-        decision = self._decide(request, state, record)
-        if not decision.allowed:
+        if request is None:
             return _error_reply(call_id, "denied", record.error)
-        return self._execute(call_id, skill, request, state, record)
+        return self._execute(call_id, skill, bound, request, state, record)
 
-    def _request(self, name: str, args: dict) -> tuple[Skill, PolicyRequest]:
+    def _check_cancelled(self) -> None:
+        reason = self.cancelled()
+        if reason:
+            raise _PlanEnded(PlanOutcome("stopped", str(reason)[:_TEXT_LIMIT]))
+
+    def _bind(self, name: str, args: dict) -> tuple[Skill, dict]:
         skill = self.skills.get(name)
         if skill is None:
             known = ", ".join(sorted(self.skills))
             raise InvalidIntentError(f"there is no skill named '{name[:64]}'; skills: {known}")
-        bound = skill.bind(args)
-        targets, sweep = self.backend.path(name, bound)
-        request = PolicyRequest(
-            skill=name,
+        return skill, skill.bind(args)
+
+    def _request(self, skill: Skill, bound: dict) -> PolicyRequest:
+        """The policy's view of ``skill(**bound)`` run from where the arm is now."""
+        targets, sweep = self.backend.path(skill.name, bound)
+        return PolicyRequest(
+            skill=skill.name,
             category=skill.category,
             args=bound,
             targets=_points(targets),
@@ -297,7 +324,50 @@ class SandboxRunner:
             objects=tuple(skill.object_args(bound)),
             scene_objects=tuple(self.backend.object_names()),
         )
-        return skill, request
+
+    # ------------------------------------------------------------------ the gate
+    def _gate(
+        self, skill: Skill, bound: dict, state: _PlanState, record: IntentRecord
+    ) -> PolicyRequest | None:
+        """Decide the call that will actually run: the program's arguments with the person's
+        edits applied, its path from where the arm is now. New (pending) edits that the policy
+        refuses are dropped, or capped for a speed, and the call runs as it would without them.
+        Returns the allowed request, or None when the call is denied (``record`` says why)."""
+        edits = self.edits
+        request = self._request(skill, bound if edits is None else edits.apply(skill.name, bound))
+        if edits is not None and edits.pending:
+            request = self._settle_edits(edits, skill, bound, request, state)
+        record.args = dict(request.args)
+        decision = self._decide(request, state, record)
+        return request if decision.allowed else None
+
+    def _settle_edits(
+        self,
+        edits: ArgumentEdits,
+        skill: Skill,
+        bound: dict,
+        edited: PolicyRequest,
+        state: _PlanState,
+    ) -> PolicyRequest:
+        """Accept, cap or refuse the pending edits by the policy's decision on ``edited``."""
+        decision = state.policy.decide(edited)
+        if decision.allowed:
+            edits.accept_pending()
+            return edited
+        before = self._request(skill, edits.apply(skill.name, bound, pending=False))
+        if not state.policy.decide(before).allowed:
+            return edited  # denied with or without the edits: the call itself is refused
+        capped = (
+            speed_cap(state.policy, edited, before) if edits.pending_kinds() == {"speed"} else None
+        )
+        if capped is not None:
+            edits.cap_pending_speed(
+                capped.args["speed"],
+                f"speed capped at {capped.args['speed']:g} m/s: {decision.reason}",
+            )
+            return capped
+        edits.refuse_pending(decision.reason)
+        return before
 
     def _decide(self, request: PolicyRequest, state: _PlanState, record: IntentRecord) -> Decision:
         decision = state.policy.decide(request)
@@ -322,27 +392,66 @@ class SandboxRunner:
         record.error = (record.error + decision.reason)[:_TEXT_LIMIT]
         return decision
 
-    def _execute(self, call_id, skill, request, state, record) -> dict:
+    # ------------------------------------------------------------------ execution
+    def _execute(self, call_id, skill, bound, request, state, record) -> dict:
+        """Run the allowed call; a correction's interrupt re-decides it and runs it again from
+        where the arm stopped (``MAX_RESTARTS`` at most)."""
+        for _ in range(MAX_RESTARTS + 1):
+            try:
+                value = self._execute_once(skill, request, state, record)
+            except CorrectionInterrupt:
+                request = self._regate(skill, bound, state, record)
+                if request is None:
+                    self.backend.hold()
+                    return _error_reply(call_id, "denied", record.error)
+                continue
+            except Lang2PolicyError as exc:
+                self.backend.hold()
+                record.error = str(exc)[:_TEXT_LIMIT]
+                return _error_reply(call_id, "skill", record.error)
+            record.ok = True
+            return {"type": "result", "id": call_id, "ok": True, "value": value}
+        self.backend.hold()
+        record.error = f"{skill.name}: corrected more than {MAX_RESTARTS} times; given up"
+        return _error_reply(call_id, "skill", record.error)
+
+    def _regate(self, skill, bound, state, record) -> PolicyRequest | None:
+        self.restarts += 1
+        try:
+            return self._gate(skill, bound, state, record)
+        except MotionAborted as exc:
+            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
+
+    def _execute_once(self, skill: Skill, request: PolicyRequest, state, record) -> object:
+        """One execution of an allowed call. Robot time is charged to the motion budget; the
+        wall time of a motion is taken off the plan's wall clock (``motion_wall``), so what
+        stays on it is the child's compute and the host's planning, including failed calls."""
         time_limit = None
         if skill.category == "motion":
             time_limit = state.policy.budgets.max_motion_seconds - state.motion_seconds
             if time_limit <= 0:
                 raise _PlanEnded(self._motion_budget_outcome(state))
-        started = self.backend.clock()
+        started, wall_started = self.backend.clock(), time.monotonic()
+        moved = False
         try:
             value = self.backend.execute(request.skill, request.args, time_limit=time_limit)
+            moved = True
+            return value
+        except CorrectionInterrupt:
+            moved = True
+            raise
         except MotionTimeExceeded as exc:
+            moved = True
             record.error = str(exc)[:_TEXT_LIMIT]
             raise _PlanEnded(self._motion_budget_outcome(state)) from exc
-        except Lang2PolicyError as exc:
-            self.backend.hold()
-            record.error = str(exc)[:_TEXT_LIMIT]
-            return _error_reply(call_id, "skill", record.error)
+        except MotionAborted as exc:
+            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
         finally:
-            record.motion_seconds = self.backend.clock() - started
-            state.motion_seconds += record.motion_seconds
-        record.ok = True
-        return {"type": "result", "id": call_id, "ok": True, "value": value}
+            robot_seconds = self.backend.clock() - started
+            record.motion_seconds += robot_seconds
+            state.motion_seconds += robot_seconds
+            if moved and skill.category == "motion":
+                state.motion_wall += time.monotonic() - wall_started
 
     @staticmethod
     def _motion_budget_outcome(state: _PlanState) -> PlanOutcome:
