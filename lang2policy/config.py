@@ -13,23 +13,26 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from lang2policy.errors import ConfigError
+from lang2policy.yaml_strict import one_line, read_yaml_file
 
 T = TypeVar("T")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping, with errors that name the file."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file not found: {path}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    """Read a YAML mapping strictly (``yaml_strict``): any bad file is a one-line ConfigError.
+
+    Duplicate keys, anchors/aliases, non-core tags, files over 1 MiB, deep nesting and huge
+    scalars are refused; every error names the file and, where there is one, the key path.
+    """
+    data = read_yaml_file(path)
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            one_line(
+                f"{path}: expected a mapping at the top level, got {type(data).__name__}; "
+                "allowed: a YAML mapping of key: value lines"
+            )
+        )
     return data
 
 

@@ -24,7 +24,7 @@ from lang2policy.errors import ConfigError, PolicyError
 from lang2policy.paths import config_dir
 from lang2policy.sandbox.policy_conditions import Rule
 from lang2policy.sandbox.policy_narrowing import check_narrowing
-from lang2policy.sandbox.policy_parse import parse_policy
+from lang2policy.sandbox.policy_parse import check_plain_data, parse_policy
 from lang2policy.sandbox.policy_types import (
     DEFAULT_DENY,
     Budgets,
@@ -85,7 +85,9 @@ class PrivilegePolicy:
     ) -> PrivilegePolicy:
         """Load a policy file; ``workspace`` predefines the zone of that name.
 
-        ``known_skills`` (e.g. ``SKILLS.keys()``) makes unknown skill names an error.
+        ``known_skills`` (e.g. ``SKILLS.keys()``) makes unknown skill names an error. The file
+        is read by the strict, bounded YAML reader (``read_yaml``: duplicate keys, aliases,
+        huge or deep files refused); any bad file raises a one-line PolicyError naming it.
         """
         try:
             data = read_yaml(Path(path))
@@ -104,6 +106,8 @@ class PrivilegePolicy:
         known_skills: Iterable[str] | None = None,
     ) -> PrivilegePolicy:
         """Build a policy from the mapping a policy file holds (see ``policy_parse``)."""
+        # Bounded, JSON-like data first: the copy and every check below walk it recursively.
+        check_plain_data(data, source)
         # A private copy: rules keep references to their schemas, which the caller could mutate.
         data = copy.deepcopy(data)
         parsed = parse_policy(data, workspace=workspace, source=source, known_skills=known_skills)

@@ -4,6 +4,12 @@ A rule selects calls by skill name (or ``*``) or by skill category, and applies 
 ``when`` conditions hold. Each condition can say *why* it fails (for default-deny reasons) and
 *what* matched (for forbid reasons), in words fit for a person and for the LLM that wrote the
 call. Argument conditions are JSON Schemas (Draft 2020-12), as in Progent.
+
+A schema must never make the host fetch or read anything: jsonschema would resolve a
+``$ref: http://...`` (no timeout) or ``file://...`` when a call is decided. So reference,
+identity and anchor keywords are refused when a policy is loaded (``reference_keyword``), and
+every validator built here is given a ``referencing`` registry that refuses retrieval, so even a
+schema that slipped past that check resolves nothing outside itself.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+import referencing
+import referencing.exceptions
 from jsonschema.exceptions import best_match
 
 from lang2policy.sandbox.policy_types import PolicyRequest
@@ -29,10 +37,52 @@ SchemaValidator = jsonschema.validators.extend(
 _MAX_LISTED = 3  # targets quoted in one reason; the rest are counted
 
 
+# Keywords that refer to other schemas or name this one: refused in policy files. "$comment" is
+# the one "$" keyword allowed (it never changes what a schema accepts).
+ALLOWED_DOLLAR_KEYWORDS = frozenset({"$comment"})
+
+
+def _refuse_retrieval(uri: str) -> referencing.Resource:
+    """The registry's retrieve hook: nothing outside the schema is ever fetched or read."""
+    raise referencing.exceptions.NoSuchResource(ref=uri)
+
+
+# Belt and braces: jsonschema's default registry retrieves http(s):// and file:// URIs.
+NO_RETRIEVAL = referencing.Registry(retrieve=_refuse_retrieval)
+
+
+def new_validator(schema: Any) -> Any:
+    """A validator for an already checked ``schema`` that can never retrieve a resource."""
+    return SchemaValidator(schema, registry=NO_RETRIEVAL)
+
+
 def make_validator(schema: Any) -> Any:
-    """A validator for ``schema``; raises jsonschema.SchemaError when it is not a valid schema."""
+    """A validator for ``schema``; raises jsonschema.SchemaError when it is not a valid schema.
+
+    Callers refuse reference keywords first (``reference_keyword``); the validator itself
+    cannot retrieve anything either way.
+    """
     SchemaValidator.check_schema(schema)
-    return SchemaValidator(schema)
+    return new_validator(schema)
+
+
+def reference_keyword(schema: Any) -> tuple[str, str] | None:
+    """A ``$`` keyword other than ``$comment`` in ``schema``: (keyword, its path) or None.
+
+    Conservative: every mapping inside the schema counts, also ones in ``const``/``enum`` values
+    or ``properties`` names. Iterative, so a deep schema cannot exhaust the stack here.
+    """
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and key[:1] == "$" and key not in ALLOWED_DOLLAR_KEYWORDS:
+                    return key, path or "the schema itself"
+                stack.append((item, f"{path}.{key}" if path else str(key)))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(value))
+    return None
 
 
 @dataclass(frozen=True)

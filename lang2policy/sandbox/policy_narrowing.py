@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from lang2policy.errors import PolicyWideningError
-from lang2policy.sandbox.policy_conditions import Rule, SchemaValidator
+from lang2policy.sandbox.policy_conditions import Rule, new_validator
 from lang2policy.sandbox.policy_types import Budgets
 from lang2policy.sandbox.policy_zones import Box, fmt_num, fmt_schema, fmt_value
 
@@ -177,7 +177,7 @@ def schema_narrower(plan: Any, base: Any) -> str:
         return ""
     if isinstance(plan, dict) and ("const" in plan or "enum" in plan):
         values = [plan["const"]] if "const" in plan else plan["enum"]
-        validator = SchemaValidator(base)
+        validator = new_validator(base)  # never retrieves a $ref (refused at load anyway)
         rejected = [v for v in values if not validator.is_valid(v)]
         if rejected:
             return f"the plan allows {fmt_value(rejected[0])}, which the base schema rejects"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from lang2policy.config import read_yaml
 from lang2policy.errors import ConfigError
 from lang2policy.paths import share_dir
 from lang2policy.robots.feetech.protocol import CENTER_TICK, MAX_TICK, TICKS_PER_TURN
@@ -251,11 +252,9 @@ class Calibration:
         """Read a calibration file (default: ``hardware/so101/calibration.yaml``)."""
         path = Path(path) if path is not None else default_calibration_path()
         try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise ConfigError(f"cannot read SO-101 calibration {path}: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"SO-101 calibration {path} is not valid YAML: {exc}") from exc
+            data = read_yaml(path)  # strict and bounded: duplicate keys, aliases etc. refused
+        except ConfigError as exc:
+            raise ConfigError(f"cannot read SO-101 calibration: {exc}") from exc
         return cls.from_dict(data, str(path))
 
 
