@@ -190,7 +190,6 @@ def test_memory_records_are_validated_on_load(tmp_path):
         {**good.to_dict(), "id": "b3", "kind": "speed", "edit": {"factor": 1e9}},
         {**good.to_dict(), "id": "b4", "instruction": "x" * 10_000},
         {**good.to_dict(), "id": "b5", "time": "yesterday"},
-        {**good.to_dict(), "id": "b6", "kind": "stop", "edit": {}},
     ]
     lines = [json.dumps(good.to_dict())] + [json.dumps(b) for b in bad] + ["[" * 100_000]
     path.write_text("\n".join(lines) + "\n")
