@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 
+_SEED_RANGE = f" (0 to {cli_types.MAX_SEED})"
 _LLM_HELP = (
     "local (Gemma 3 270M on a local llama.cpp server, the default), openai (OPENAI_API_KEY, "
     "OPENAI_BASE_URL, OPENAI_MODEL), replay:FILE, record:FILE or cache:FILE"
@@ -27,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="language-driven demo in simulation (local LLM), recorded to an MP4"
     )
     _add_robot(demo)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
     demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
     demo.add_argument("--camera", default="front", help="front, top or wrist")
     demo.add_argument("--llm", default="local", help=_LLM_HELP)
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         "instructions",
         nargs="+",
         metavar="INSTRUCTION",
+        type=cli_types.text,
         help='e.g. "put the red block in the blue bowl"; more instructions are follow-ups '
         "handled in turn in the same session: with --planner reward each is planned with the "
         'running spec as context and swapped into the running MPC ("lift the red block 10 cm" '
@@ -60,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="reward planner: at most this many simulated seconds per instruction",
     )
-    runp.add_argument("--objects", help='comma-separated objects, e.g. "red block,blue bowl"')
+    runp.add_argument(
+        "--objects", type=cli_types.text, help='comma-separated objects, e.g. "red block,blue bowl"'
+    )
     runp.add_argument("--llm", default="local", help=_LLM_HELP)
-    runp.add_argument("--seed", type=int, default=0, help="scene seed")
+    runp.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
     runp.add_argument("--video", type=Path, help="record the run to this MP4")
     runp.add_argument("--json", action="store_true", help="print JSON only")
 
@@ -73,8 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_robot(execp)
     execp.add_argument("--policy", type=Path, help="privilege policy YAML (default: built-in)")
     execp.add_argument("--narrow", type=Path, help="plan policy YAML that narrows --policy")
-    execp.add_argument("--seed", type=int, default=0, help="scene seed")
-    execp.add_argument("--objects", help='comma-separated objects, e.g. "red block,blue bowl"')
+    execp.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
+    execp.add_argument(
+        "--objects", type=cli_types.text, help='comma-separated objects, e.g. "red block,blue bowl"'
+    )
     execp.add_argument("--json", action="store_true", help="print JSON only")
     execp.add_argument("--no-ast-check", action="store_true", help="skip the static pre-check")
     execp.add_argument("--ask", action="store_true", help="ask on the terminal for 'ask' rules")
@@ -85,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     pickplace = bench.add_parser("pickplace", help="pick-and-place success rate")
     _add_robot(pickplace)
     pickplace.add_argument("--episodes", type=int, default=50)
-    pickplace.add_argument("--seed", type=int, default=0, help="first episode seed")
+    pickplace.add_argument(
+        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
+    )
     pickplace.add_argument("--json", action="store_true", help="print JSON only")
     sim = bench.add_parser("sim", help="physics steps/s, real-time factor, render fps")
     _add_robot(sim)
@@ -95,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_robot(cap)
     cap.add_argument("--llm", help=_LLM_HELP + "; omit for the oracle track only")
     cap.add_argument("--episodes", type=int, default=10, help="episodes per task family")
-    cap.add_argument("--seed", type=int, default=0, help="first episode seed")
+    cap.add_argument(
+        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
+    )
     cap.add_argument("--families", help="comma-separated task families (default: all)")
     cap.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
     cap.add_argument("--json", action="store_true", help="print JSON only")
@@ -132,7 +143,9 @@ def _add_bench_l2r(bench) -> None:
     l2r = bench.add_parser("l2r", help="Language-to-Rewards tasks: reference and LLM specs")
     l2r.add_argument("--llm", help=_LLM_HELP + "; omit for the reference track only")
     l2r.add_argument("--episodes", type=int, default=5, help="seeded episodes per task")
-    l2r.add_argument("--seed", type=int, default=0, help="first episode seed")
+    l2r.add_argument(
+        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
+    )
     l2r.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
     l2r.add_argument("--planner", default="sampling", choices=["sampling", "cem"])
     l2r.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")

@@ -24,6 +24,7 @@ from lang2policy.errors import LLMResponseError
 from lang2policy.llm.exchange import LLM, LLMReply
 from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_program
 from lang2policy.planning.prompts import PromptSet, fill
+from lang2policy.text_quote import one_line
 
 log = logging.getLogger("lang2policy.planning")
 
@@ -98,12 +99,12 @@ class CodeAsPoliciesPlanner:
         feedback: str,
     ) -> GeneratedProgram:
         """A new program after ``program`` failed; ``feedback`` is the sandbox's
-        ``PlanOutcome.feedback()``, quoted to the LLM as comment lines."""
+        ``PlanOutcome.feedback()``, quoted to the LLM as comment lines (``_comment_lines``)."""
         tail = fill(
             self.prompts.repair,
             code=program.code.strip("\n"),
-            feedback=feedback.strip().replace("\n", "\n# "),
-            instruction=_sentence(instruction),
+            feedback=_comment_lines(feedback),
+            instruction=one_line(_sentence(instruction)),
         )
         prompt = self._context(objects, history) + _comment(instruction) + tail.strip("\n") + "\n"
         return self._program(prompt, objects)
@@ -152,4 +153,11 @@ def _sentence(instruction: str) -> str:
 
 
 def _comment(instruction: str) -> str:
-    return f"# {_sentence(instruction)}\n"
+    return f"# {one_line(_sentence(instruction))}\n"
+
+
+def _comment_lines(feedback: str) -> str:
+    """The feedback's ``\\n``-separated lines joined by ``\\n# ``, for the template's
+    ``# error: {feedback}``: each line quoted with ``one_line``, so no other line break in
+    the text (``\\r``, U+0085, U+2028, ...) can end the comment and start a line of code."""
+    return "\n# ".join(one_line(line) for line in feedback.strip().split("\n"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.text_quote import one_line
 
 # What the sandbox's namespace provides besides the skills (lang2policy/sandbox/child.py).
 SANDBOX_NAMES = frozenset(
@@ -235,9 +236,10 @@ class FunctionGenerator:
         return function_definitions(start + answer)
 
     def _parse(self, name: str, query: str, objects: list[str]) -> str | None:
-        prompt = (
-            f"{self.parsers[name].rstrip()}\nobjects = {list(objects)!r}\n# {query.rstrip('.')}.\n"
-        )
+        # The description is a string literal of LLM-written code: quoted, so a line break in
+        # it cannot end the comment line of the sub-prompt.
+        description = one_line(query.rstrip("."))
+        prompt = f"{self.parsers[name].rstrip()}\nobjects = {list(objects)!r}\n# {description}.\n"
         body = clean_code(self.ask(prompt, PARSE_STOP, PARSE_MAX_TOKENS, True))
         try:
             tree = ast.parse(body)

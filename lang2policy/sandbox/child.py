@@ -38,6 +38,12 @@ import numpy.random
 
 _MESSAGE_LIMIT = 1 << 20  # longest line the child sends or accepts
 _TEXT_LIMIT = 2000  # longest error message or exception text sent to the host
+# What the host's channel accepts in an argument (process.MAX_DEPTH, MAX_NUMBER_CHARS): a value
+# beyond it is refused here as an "invalid" skill call instead of breaking the protocol.
+_MAX_NESTING = 8
+_MAX_INT_BITS = 3300  # about 990 decimal digits
+_MAX_ITEMS = 64
+_ARGUMENTS = "skill arguments are numbers, strings, True/False, None and lists of them"
 
 
 class SkillError(Exception):
@@ -87,23 +93,44 @@ class _Channel:
         return reply.get("value")
 
 
-def _plain(value, where: str):
-    """Convert an argument to plain JSON data (numpy arrays and scalars included)."""
+def _plain(value, where: str, depth: int = 0):
+    """Convert an argument to plain JSON data (numpy arrays and scalars included).
+
+    A value the host's channel would refuse as a protocol error (nested too deep, an integer
+    with too many digits) is a SkillError of kind "invalid", as the host's own refusal of a
+    bad argument is; a value JSON cannot carry at all (NaN, another type, a list longer than
+    64 items) is a ValueError or TypeError in the program."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int | numpy.integer):
-        return int(value)
+        number = int(value)
+        if number.bit_length() > _MAX_INT_BITS:
+            raise SkillError(
+                "invalid",
+                f"{where}: an integer of about "
+                f"{int(number.bit_length() * 0.30103)} digits is too large; "
+                "numbers must be finite, of magnitude below 1.8e308",
+            )
+        return number
     if isinstance(value, float | numpy.floating):
         number = float(value)
         if not math.isfinite(number):
             raise ValueError(f"{where}: {number} is not a finite number")
         return number
     if isinstance(value, numpy.ndarray):
-        return _plain(value.tolist(), where)
+        return _plain(value.tolist(), where, depth)
     if isinstance(value, list | tuple):
-        if len(value) > 64:
-            raise ValueError(f"{where}: a list of {len(value)} items is too long (at most 64)")
-        return [_plain(item, where) for item in value]
+        if depth >= _MAX_NESTING:
+            raise SkillError(
+                "invalid",
+                f"{where}: the value nests lists more than "
+                f"{_MAX_NESTING} levels deep; {_ARGUMENTS} (a point is [x, y, z])",
+            )
+        if len(value) > _MAX_ITEMS:
+            raise ValueError(
+                f"{where}: a list of {len(value)} items is too long (at most {_MAX_ITEMS})"
+            )
+        return [_plain(item, where, depth + 1) for item in value]
     raise TypeError(f"{where}: {type(value).__name__} values cannot be passed to skills")
 
 

@@ -1,5 +1,10 @@
 """What running a plan produced: a structured outcome a planner can feed back to an LLM and a
 person can read (what happened, where in the program, why), plus the record of every intent.
+
+Every field that came from the program (exception text, source lines, printed output, skill
+names and errors) is rendered through ``lang2policy.text_quote``: in the summary and in the
+feedback each such field stays on its own line, so the program cannot write lines that read
+like the host's (a forged ``outcome : ok``, an uncommented line in the repair prompt).
 """
 
 from __future__ import annotations
@@ -7,6 +12,8 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import asdict, dataclass, field
+
+from lang2policy.text_quote import escape_char, one_line, quoted_lines
 
 # Outcome kinds. "ok" is the only success; every other kind left the arm holding still.
 KINDS = {
@@ -24,11 +31,18 @@ KINDS = {
 }
 
 
+# Control, format, surrogate, private-use, unassigned; line and paragraph separators.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
 def printable(text: str) -> str:
-    """Text from the sandbox made safe for a terminal: control characters (ANSI escapes, bells,
-    carriage returns) are shown as escapes instead of acting on the terminal."""
+    """Multi-line text made safe for a terminal: control characters (ANSI escapes, bells,
+    carriage returns) and the Unicode line and paragraph separators are shown as escapes, so
+    ``\\n`` is the only line break left (``str.splitlines`` sees the same lines a terminal
+    shows). For a single untrusted field use ``one_line``, which escapes ``\\n`` too."""
     return "".join(
-        c if c in "\n\t" or unicodedata.category(c)[0] != "C" else repr(c)[1:-1] for c in text
+        c if c in "\n\t" or unicodedata.category(c) not in _ESCAPED_CATEGORIES else escape_char(c)
+        for c in text
     )
 
 
@@ -82,32 +96,38 @@ class PlanOutcome:
             return f"ok: {len(self.intents)} skill calls, {self.motion_seconds:.1f} s of motion"
         where = f" at line {self.line}" if self.line else ""
         what = f"{self.kind} ({self.limit})" if self.limit else self.kind
-        return f"{what}{where}: {self.message}"
+        return f"{one_line(what)}{where}: {one_line(self.message)}"
 
     def summary(self) -> str:
-        """Several readable lines: the headline, the offending line, the intents (terminal-safe)."""
-        return printable(self._summary())
-
-    def _summary(self) -> str:
+        """Readable lines, terminal-safe: the headline, the offending line, one line per intent,
+        then the printed output, each of its lines behind ``  | ``. No text from the program
+        can start a line of its own."""
         lines = [self.headline()]
         if self.source_line:
-            lines.append(f"    {self.line}: {self.source_line.strip()}")
+            lines.append(f"    {self.line}: {one_line(self.source_line.strip())}")
         for number, intent in enumerate(self.intents, 1):
-            args = ", ".join(f"{k}={v!r}" for k, v in intent.args.items())
-            status = "ok" if intent.ok else intent.error or intent.reason
-            lines.append(f"  {number:>3}. {intent.skill}({args}) [{intent.decision}] {status}")
+            lines.append(f"  {number:>3}. {_intent_line(intent)}")
         if self.output:
-            lines.append("printed:\n" + self.output.rstrip())
+            lines.append("printed:\n" + quoted_lines(self.output.rstrip("\n"), "  | "))
         return "\n".join(lines)
 
     def feedback(self) -> str:
-        """The error as an LLM repair prompt should quote it (empty when the plan succeeded)."""
+        """The error as an LLM repair prompt should quote it (empty when the plan succeeded):
+        ``\\n``-separated lines, each a fixed label and one quoted field."""
         if self.ok:
             return ""
-        text = f"{KINDS.get(self.kind, self.kind)}. {self.headline()}"
+        lines = [f"{KINDS.get(self.kind, self.kind)}. {self.headline()}"]
         if self.source_line:
-            text += f"\nOffending line {self.line}: {self.source_line.strip()}"
+            lines.append(f"Offending line {self.line}: {one_line(self.source_line.strip())}")
         denied = self.denied
         if denied:
-            text += "\nDenied calls: " + "; ".join(f"{d.skill}: {d.reason}" for d in denied)
-        return text
+            calls = "; ".join(f"{d.skill}: {d.reason}" for d in denied)
+            lines.append(f"Denied calls: {one_line(calls)}")
+        return "\n".join(lines)
+
+
+def _intent_line(intent: IntentRecord) -> str:
+    """One intent as ``skill(args) [decision] status`` on one line (every part quoted)."""
+    args = ", ".join(f"{k}={v!r}" for k, v in intent.args.items())
+    status = "ok" if intent.ok else intent.error or intent.reason
+    return one_line(f"{intent.skill}({args}) [{intent.decision}] {status}")

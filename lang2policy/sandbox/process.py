@@ -1,9 +1,12 @@
 """The host's handle on one sandbox child: start it, exchange JSON lines, kill it.
 
 Everything read from the child is untrusted: lines are size-capped, decoded as strict JSON
-(NaN and Infinity are refused), and must be objects with a known ``type``. Reads have
-deadlines, so a silent or flooding child cannot stall the host; stderr is drained in a thread
-into a bounded buffer that only ever serves as a diagnostic.
+(the constants NaN and Infinity are refused), bounded in nesting
+(``MAX_DEPTH``) and in number length (``MAX_NUMBER_CHARS``), and must be objects with a known
+``type``. ``decode_message`` raises nothing but ``ProtocolError``, so whatever the child sends
+cannot surface as a host error. Reads have deadlines, so a silent or flooding child cannot
+stall the host; stderr is drained in a thread into a bounded buffer that only ever serves as
+a diagnostic.
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ import time
 from pathlib import Path
 
 from lang2policy.errors import SandboxError
+from lang2policy.skills.spec import nesting_depth
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 CHILD_MESSAGE_TYPES = frozenset({"ready", "call", "print", "done", "error"})
+# Levels of objects/lists in one message: a call's point argument is 3 (message, args, point);
+# the child refuses arguments nested deeper than 8 levels before sending (child.py).
+MAX_DEPTH = 16
+# Digits of an integer, characters of a float literal (Python's int() slows down past ~4300).
+MAX_NUMBER_CHARS = 1000
 # The child's whole environment: no inherited variables (API keys, ROS settings, paths).
 CHILD_ENV = {
     "PYTHONUTF8": "1",
@@ -48,6 +57,49 @@ class ChildExited(SandboxError):
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not allowed in sandbox messages")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(
+            f"an integer of {len(text)} characters (at most {MAX_NUMBER_CHARS} are allowed)"
+        )
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    # 1e400 parses to inf, which the skill binder refuses as an invalid argument (a reply the
+    # program sees); only the length of the literal is the channel's business.
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(
+            f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS} are allowed)"
+        )
+    return float(text)
+
+
+def decode_message(line: bytes, max_bytes: int) -> dict:
+    """One line from the child as a message dict; ProtocolError (and nothing else) when it is
+    too long, not UTF-8, not strict JSON, nested deeper than ``MAX_DEPTH``, has a number longer
+    than ``MAX_NUMBER_CHARS``, or is not a known message type. Lone surrogates in strings
+    become U+FFFD. (A number too large for a float, ``1e400``, arrives as inf: whether it is
+    a valid argument is the skill binder's decision.)"""
+    if len(line) > max_bytes:
+        raise ProtocolError(f"the child sent a message longer than {max_bytes} bytes")
+    try:
+        message = json.loads(
+            line.decode("utf-8"),
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_int,
+            parse_float=_bounded_float,
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"the child sent a line that is not valid JSON: {exc}") from exc
+    if nesting_depth(message, MAX_DEPTH) > MAX_DEPTH:
+        raise ProtocolError(f"the child sent a message nested more than {MAX_DEPTH} levels deep")
+    if not isinstance(message, dict) or message.get("type") not in CHILD_MESSAGE_TYPES:
+        kinds = ", ".join(sorted(CHILD_MESSAGE_TYPES))
+        raise ProtocolError(f"the child sent an unknown message; expected one of: {kinds}")
+    return _valid_unicode(message)
 
 
 class ChildProcess:
@@ -142,7 +194,7 @@ class ChildProcess:
             if newline >= 0:
                 line = bytes(self._buffer[:newline])
                 del self._buffer[: newline + 1]
-                return self._decode(line)
+                return decode_message(line, self.max_message_bytes)
             if len(self._buffer) > self.max_message_bytes:
                 raise ProtocolError(
                     f"the child sent a message longer than {self.max_message_bytes} bytes"
@@ -160,20 +212,6 @@ class ChildProcess:
         if not chunk:
             raise ChildExited("the sandbox child exited")
         self._buffer.extend(chunk)
-
-    def _decode(self, line: bytes) -> dict:
-        if len(line) > self.max_message_bytes:
-            raise ProtocolError(
-                f"the child sent a message longer than {self.max_message_bytes} bytes"
-            )
-        try:
-            message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ProtocolError(f"the child sent a line that is not valid JSON: {exc}") from exc
-        if not isinstance(message, dict) or message.get("type") not in CHILD_MESSAGE_TYPES:
-            kinds = ", ".join(sorted(CHILD_MESSAGE_TYPES))
-            raise ProtocolError(f"the child sent an unknown message; expected one of: {kinds}")
-        return _valid_unicode(message)
 
 
 def _valid_unicode(value):

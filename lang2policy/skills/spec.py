@@ -4,6 +4,11 @@ The same ``Skill`` objects validate intents in the host (``bind``), give the san
 function stubs, and generate the API section of the LLM prompt (``signature`` + ``doc``).
 Arguments are plain JSON data; ``bind`` fills defaults so that the privilege policy always sees
 the complete argument set (Progent's omitted-argument lesson).
+
+``bind`` is total over anything JSON can carry: a value nested deeper than ``MAX_NESTING``
+lists, an integer too large for a float (``10**400``), a string with control characters or line
+breaks are all an ``InvalidIntentError`` that says what was wrong and what is allowed; no other
+exception (OverflowError, RecursionError) leaves it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from lang2policy.errors import InvalidIntentError
+from lang2policy.text_quote import escape_char
 
 REQUIRED = object()  # default of a parameter that must be given
 KINDS = ("number", "integer", "string", "boolean", "point", "object", "place")
@@ -19,6 +25,8 @@ CATEGORIES = ("query", "motion", "speech")
 RETURNS = ("none", "bool", "names", "point", "bbox", "pose", "bounds")
 MAX_COORDINATE = 10.0  # metres; anything larger is a unit or sign error, not a target
 MAX_NAME = 64
+MAX_NESTING = 4  # levels of lists/objects in one argument (a point is 1); deeper is refused
+_FINITE = "numbers must be finite, of magnitude below 1.8e308"
 
 _PYTHON_TYPES = {
     "number": "float",
@@ -41,16 +49,41 @@ _RETURN_TYPES = {
 
 
 def _show(value: object) -> str:
-    text = repr(value)
+    """A short repr for error messages; never raises (nesting is bounded before it is called)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int past Python's digit limit for str()
+        text = f"<{type(value).__name__} too large to show>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _finite_number(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
+def _finite_float(value: object) -> float | None:
+    """``value`` as a finite float, or None when it is not a number (bools are not) or is
+    infinite, NaN or too large for a float (an int like ``10**400``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def nesting_depth(value: object, limit: int = MAX_NESTING) -> int:
+    """Levels of lists, tuples and dicts in ``value`` (a point is 1, a number 0), counted level
+    by level without recursion and only up to ``limit + 1``: cheap and safe on hostile input."""
+    depth, level = 0, [value]
+    while depth <= limit:
+        containers = [item for item in level if isinstance(item, dict | list | tuple)]
+        if not containers:
+            return depth
+        depth += 1
+        level = [
+            inner
+            for box in containers
+            for inner in (box.values() if isinstance(box, dict) else box)
+        ]
+    return depth
 
 
 @dataclass(frozen=True)
@@ -96,15 +129,7 @@ class Param:
         """The value as plain JSON data, or raise ValueError saying what is wrong."""
         kind = self.kind
         if kind in ("number", "integer"):
-            if not _finite_number(value) or (kind == "integer" and not isinstance(value, int)):
-                wanted = "a finite number" if kind == "number" else "an integer"
-                raise ValueError(f"{_show(value)} is not {wanted}")
-            number = float(value) if kind == "number" else int(value)
-            if (self.minimum is not None and number < self.minimum) or (
-                self.maximum is not None and number > self.maximum
-            ):
-                raise ValueError(f"{number:g} is out of range")
-            return number
+            return self._check_number(value)
         if kind == "boolean":
             if not isinstance(value, bool):
                 raise ValueError(f"{_show(value)} is not True or False")
@@ -113,12 +138,32 @@ class Param:
             return self._check_string(value)
         return _check_point(value)
 
+    def _check_number(self, value: object) -> float | int:
+        kind = self.kind
+        number = _finite_float(value)
+        if number is None or (kind == "integer" and not isinstance(value, int)):
+            wanted = "a finite number" if kind == "number" else "an integer"
+            if isinstance(value, int) and not isinstance(value, bool) and number is None:
+                raise ValueError(f"{_show(value)} is too large: {_FINITE}")
+            raise ValueError(f"{_show(value)} is not {wanted}")
+        if (self.minimum is not None and number < self.minimum) or (
+            self.maximum is not None and number > self.maximum
+        ):
+            raise ValueError(f"{number:g} is out of range")
+        return number if kind == "number" else int(value)
+
     def _check_string(self, value: object) -> str:
         if not isinstance(value, str):
             raise ValueError(f"{_show(value)} is not a string")
         limit = self.max_length or MAX_NAME
         if len(value) > limit:
             raise ValueError(f"a string of {len(value)} characters is too long")
+        if not value.isprintable():
+            index, char = next((i, c) for i, c in enumerate(value) if not c.isprintable())
+            raise ValueError(
+                f"the string has a control character or line break ({escape_char(char)}) at "
+                f"position {index}; strings must be printable text on one line"
+            )
         if self.kind == "object" and not value.strip():
             raise ValueError("an empty object name")
         if self.choices and value not in self.choices:
@@ -129,9 +174,10 @@ class Param:
 def _check_point(value: object) -> list[float]:
     if not isinstance(value, list | tuple) or len(value) != 3:
         raise ValueError(f"{_show(value)} is not a list of 3 numbers")
-    if not all(_finite_number(v) for v in value):
-        raise ValueError(f"{_show(value)} has a value that is not a finite number")
-    point = [float(v) for v in value]
+    numbers = [_finite_float(v) for v in value]
+    if any(v is None for v in numbers):
+        raise ValueError(f"{_show(value)} has a value that is not a finite number ({_FINITE})")
+    point = [float(v) for v in numbers]
     if max(abs(v) for v in point) > MAX_COORDINATE:
         raise ValueError(f"{_show(point)} is more than {MAX_COORDINATE:g} m from the origin")
     return point
@@ -171,8 +217,14 @@ class Skill:
                     )
                 bound[param.name] = param.default
                 continue
+            value = args[param.name]
+            if nesting_depth(value) > MAX_NESTING:
+                raise InvalidIntentError(
+                    f"{self.name}({param.name}=...): the value nests lists more than "
+                    f"{MAX_NESTING} levels deep; allowed: {param.allowed()}"
+                )
             try:
-                bound[param.name] = param.check(args[param.name])
+                bound[param.name] = param.check(value)
             except ValueError as exc:
                 raise InvalidIntentError(
                     f"{self.name}({param.name}={_show(args[param.name])}): {exc}; "
