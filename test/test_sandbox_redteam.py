@@ -1145,7 +1145,7 @@ for call in (lambda: move_to([0.9, 0.0, 0.1]), lambda: move_to([0.2, 0.0, -0.05]
         print("refused:", exc.__class__.__name__)
 move_to([0.9, 0.0, 0.1])
 """,
-        kinds=("denied",),
+        kinds=("denied", "limit"),  # limit: refused calls' host planning is on the clock
     ),
     Attack(
         "push_to_far_away_targets",
@@ -1160,7 +1160,7 @@ for target in ([0.9, 0.9, 0.0], [0.2, -0.6, 0.0], [10.0, -10.0, 0.0], [0.0, 0.0,
             print("refused:", exc.kind)
 push("red block", [0.9, 0.9, 0.0])
 """,
-        kinds=("denied",),
+        kinds=("denied", "limit"),  # limit: refused calls' host planning is on the clock
     ),
     Attack(
         "allowed_moves_along_the_workspace_edges",

@@ -1,4 +1,4 @@
-"""A simulated arm behind a message boundary for the gate tests (no ROS): the robot node's
+"""A simulated arm behind a message boundary (no ROS), for benchmarks and tests: the robot node's
 part played by a thread that steps a real ``World`` one physics step at a time, applies the
 commands a ``RemoteSession`` streams, feeds back states and objects, and logs the tool point."""
 
@@ -20,9 +20,9 @@ TICK = 0.02  # s of sim time per control tick, as the sim node's 50 Hz
 class LiveArm:
     """A simulated arm behind a message boundary; the tool point is logged every physics step."""
 
-    def __init__(self, pace: float = 0.004) -> None:
+    def __init__(self, pace: float = 0.004, seed: int = 1, objects=tuple(OBJECTS)) -> None:
         self.world = World("so101")
-        self.world.reset(1, OBJECTS)
+        self.world.reset(seed, list(objects))
         self.robot = SimRobot(self.world)
         self.robot.connect()
         offset = np.array(self.world.description.grasp.center_offset, float)

@@ -18,6 +18,9 @@ from lang2policy.scene.arm import ArmLayout
 from lang2policy.scene.pose import Pose
 from lang2policy.scene.robot_description import RobotDescription
 
+REACH_SAMPLES = 4096  # joint configurations sampled once to measure the arm's reach
+REACH_MARGIN = 0.03  # m added to the sampled reach: sampling misses the very farthest pose
+
 
 class Kinematics:
     def __init__(self, model: mujoco.MjModel, description: RobotDescription, arm: ArmLayout):
@@ -29,6 +32,7 @@ class Kinematics:
         self._natural_yaw_offset = self._measure_natural_yaw_offset()
         # Called between IK starts; raises to abandon planning (a stop on a live arm).
         self.check_interrupt: Callable[[], None] | None = None
+        self._reach: tuple[np.ndarray, float] | None = None
 
     def forward(self, q: np.ndarray) -> Pose:
         self.scratch.qpos[self.arm.qpos_adr] = q
@@ -50,7 +54,40 @@ class Kinematics:
             check=self.check_interrupt,
         )
 
+    def check_reach(self, position, what: str) -> None:
+        """Raise ``UnreachableError`` at once for a point no posture reaches (farther from the
+        first joint than any tool or ee-site point sampled over the joint ranges, plus a
+        margin): IK restarts for such a target would only burn host time."""
+        anchor, reach = self.reach()
+        distance = float(np.linalg.norm(np.asarray(position, float) - anchor))
+        if distance > reach + REACH_MARGIN:
+            raise UnreachableError(
+                f"{what}: target {np.round(position, 3).tolist()} is out of reach "
+                f"({distance:.2f} m from the arm's base, which reaches about {reach:.2f} m); "
+                "the arm did not move"
+            )
+
+    def reach(self) -> tuple[np.ndarray, float]:
+        """(the first joint's anchor, the farthest the tool or ee site gets from it), sampled
+        once over the joint ranges (deterministic)."""
+        if self._reach is None:
+            samples = np.random.default_rng(0).uniform(
+                self.arm.lower, self.arm.upper, (REACH_SAMPLES, self.arm.dof)
+            )
+            self.forward(self.arm.home)
+            anchor = self.scratch.xanchor[self.arm.joint_ids[0]].copy()
+            far = 0.0
+            for q in samples:
+                pose = self.forward(q)
+                tool = pose.position + pose.rotation() @ self.center_offset
+                far = max(
+                    far, np.linalg.norm(pose.position - anchor), np.linalg.norm(tool - anchor)
+                )
+            self._reach = (anchor, float(far))
+        return self._reach
+
     def solve_or_raise(self, position, rotation, q_start, what: str) -> np.ndarray:
+        self.check_reach(position, what)
         result = self.solve(position, rotation, q_start)
         if not result.ok(self.options.position_tol, self.options.rotation_tol):
             raise UnreachableError(

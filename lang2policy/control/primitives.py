@@ -116,6 +116,7 @@ class MotionPrimitives:
     def plan_move_to(self, position, yaw: float | None = None) -> np.ndarray:
         """The joints ``move_to_position`` will go to (deterministic: same IK, same seed)."""
         position = np.asarray(position, float)
+        self.kin.check_reach(position, "move_to")
         yaw = self.kin.natural_yaw(position) if yaw is None else yaw
         try:
             return self._reach(position, yaw, "move_to")[1]

@@ -96,8 +96,9 @@ class PlannerCorrections:
     def _replan(self, text: str, running_code: bool) -> None:
         """Plan ``text`` as a follow-up once the running code motion has been aborted."""
         if running_code and self.arm is not None:
-            self._stopped.set()  # no repair of the aborted program
-            self.backend.abort(f"re-planning after the correction {text!r}")
+            self._stop_reason = f"re-planning after the correction {text!r}"
+            self._stopped.set()  # no repair of the aborted program; its next call ends it
+            self.backend.abort(self._stop_reason)
 
         def follow_up() -> None:
             self.wait_idle(timeout=30.0)
