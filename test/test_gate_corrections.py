@@ -15,8 +15,8 @@ import threading
 import time
 
 import pytest
-from live_arm import OBJECTS, LiveArm
 
+from lang2policy.bench.live_arm import OBJECTS, LiveArm
 from lang2policy.corrections import CorrectionMemory, MemoryRecord, classify
 from lang2policy.corrections.classify import CorrectionError
 from lang2policy.paths import config_dir

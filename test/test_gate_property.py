@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from live_arm import OBJECTS, LiveArm
 
+from lang2policy.bench.live_arm import OBJECTS, LiveArm
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
 from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
