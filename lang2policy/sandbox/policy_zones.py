@@ -92,6 +92,12 @@ class Box:
 
     def contains(self, p: Sequence[float]) -> bool:
         """True when ``p`` is 3 finite numbers inside the box (faces included)."""
+        if type(p) is tuple and len(p) == 3 and all(type(v) is float for v in p):
+            # The hot path: requests carry tuples of floats, hundreds per motion (the gripper's
+            # sweep). Every comparison with NaN is false and the corners are finite, so NaN and
+            # infinities are outside without a separate check.
+            (x0, y0, z0), (x1, y1, z1), (x, y, z) = self.min, self.max, p
+            return x0 <= x <= x1 and y0 <= y <= y1 and z0 <= z <= z1
         if len(p) != 3 or not all(is_finite_number(v) for v in p):
             return False
         return all(lo <= v <= hi for lo, v, hi in zip(self.min, p, self.max, strict=True))

@@ -12,6 +12,7 @@ target is one. Query results are plain JSON data (lists of floats rounded to 0.1
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -29,6 +30,7 @@ from lang2policy.scene.robot_description import RobotDescription
 from lang2policy.scene.world import World
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.geometry import corner_point, object_bbox, table_bounds
+from lang2policy.skills.gripper_hull import GripperHull, box_corners
 from lang2policy.skills.spec import Skill
 from lang2policy.tasks import Session
 
@@ -81,26 +83,19 @@ def _sample_segments(points: list[np.ndarray], step: float = 0.01) -> list[np.nd
 
 
 def _joint_path_points(motion: MotionPrimitives, q_from, q_to, count: int = 40):
-    """(tool centre points, ee-site points) along a joint-space move: what the gripper
-    actually sweeps through."""
+    """Tool centre points along a joint-space move."""
     q_from, q_to = np.asarray(q_from, float), np.asarray(q_to, float)
-    tool, site = [], []
-    for t in np.linspace(0.0, 1.0, count):
-        q = q_from + (q_to - q_from) * t
-        tool.append(motion.tool_point(q))
-        site.append(motion.kin.forward(q).position)
-    return tool, site
-
-
-def _ring(radius: float) -> list[np.ndarray]:
-    """Horizontal offsets bounding where the ee site can be around the tool centre point."""
-    angles = np.linspace(0.0, 2.0 * np.pi, 8, endpoint=False)
-    return [radius * np.array([np.cos(a), np.sin(a), 0.0]) for a in angles]
+    return [motion.tool_point(q_from + (q_to - q_from) * t) for t in np.linspace(0.0, 1.0, count)]
 
 
 def _point(values) -> Point:
     x, y, z = (float(v) for v in values)
     return (x, y, z)
+
+
+def _points(values: np.ndarray) -> list[Point]:
+    """Rows of an (n, 3) array as tuples of Python floats (fast for long sweeps)."""
+    return [(x, y, z) for x, y, z in np.asarray(values, float).reshape(-1, 3).tolist()]
 
 
 class SimSkillBackend:
@@ -153,12 +148,13 @@ class SimSkillBackend:
         """(targets, sweep), planned once. Targets: the tool centre point's path, sampled about
         every centimetre along the way the motion will go (not just its end points), so a
         keep-out zone between two allowed points, or a joint-space move that bulges into one,
-        is seen by the policy. Sweep: where the rest of the gripper goes along the same path:
-        the ee site on the fixed jaw, exactly (forward kinematics) for joint-space moves, and
-        bounded by a ring at the site's distance around each tool point for compound motions,
-        whose wrist yaw is only decided while moving."""
+        is seen by the policy. Sweep: where the gripper's geometry goes along the same path
+        (``GripperHull``): corners of boxes around the gripper bodies, placed by forward
+        kinematics along joint-space moves (at most 1 cm apart), and for compound motions,
+        whose wrist yaw and tilt are only decided while moving, corners of a box around each
+        tool point holding the gripper at every orientation the primitives may take there."""
         tool, body = self._paths(skill, bound)
-        return [_point(p) for p in tool], [_point(p) for p in body]
+        return [_point(p) for p in tool], _points(body)
 
     def targets(self, skill: str, bound: dict) -> list[Point]:
         return self.path(skill, bound)[0]
@@ -166,30 +162,81 @@ class SimSkillBackend:
     def sweep(self, skill: str, bound: dict) -> list[Point]:
         return self.path(skill, bound)[1]
 
-    def _paths(self, skill: str, bound: dict) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def _paths(self, skill: str, bound: dict) -> tuple[list[np.ndarray], np.ndarray]:
         spec, bound = self._bind(skill, bound)
+        none = np.empty((0, 3))
         if spec.category != "motion":
-            return [], []
+            return [], none
         motion = self.motion
         if skill in ("move_to", "go_home"):
-            if skill == "go_home":
-                goal = self.world.arm.home
-            else:
+            goal = self.world.arm.home
+            if skill == "move_to":
                 position = np.asarray(bound["position"], float)
                 try:
                     goal = motion.plan_move_to(position)
                 except UnreachableError:  # the policy judges the point; execute() raises
-                    return [position], []
-                tool, site = _joint_path_points(motion, motion.joints(), goal)
+                    return [position], none
+            tool = _joint_path_points(motion, motion.joints(), goal)
+            if skill == "move_to":
                 tool[-1] = position  # the IK lands within tolerance of what was asked
-                return tool, site
-            return _joint_path_points(motion, motion.joints(), goal)
+            return tool, self._joint_sweep(goal)
         waypoints = self._waypoints(skill, bound)
         if not waypoints:
-            return [], []  # open_gripper, close_gripper
-        reach = float(np.linalg.norm(motion.kin.center_offset))
+            return [], none  # open_gripper, close_gripper
         tool = _sample_segments(self._transit(waypoints))
-        return tool, [p + offset for p in tool for offset in _ring(reach)]
+        return tool, self._compound_sweep(skill, bound, tool)
+
+    def _hull(self) -> GripperHull:
+        """The gripper's boxes for this session's kinematics (built once, then cached)."""
+        hull = getattr(self, "_gripper_hull", None)
+        if hull is None or hull.kin is not self.motion.kin:
+            hull = self._gripper_hull = GripperHull(self.motion.kin)
+        return hull
+
+    def _joint_sweep(self, goal: np.ndarray) -> np.ndarray:
+        """Gripper box corners along a joint-space move from here to ``goal``; the jaw keeps
+        its opening (between what it measures now and what it was last commanded)."""
+        motion = self.motion
+        openings = (self.world.gripper_opening(), motion.gripper)
+        corners = self._hull().corners(openings, self._held_size(motion.holding))
+        return self._hull().along_joints(motion.joints(), goal, corners)
+
+    def _compound_sweep(self, skill: str, bound: dict, tool: list[np.ndarray]) -> np.ndarray:
+        """A box of 8 corners per tool point bounding the gripper along a compound motion. The
+        first tool point is where the tool is now: the box holds the gripper as it is, with the
+        jaw between its opening now and the one the motion sets before it moves. Around every
+        later tool point the box holds the gripper with the jaw anywhere it goes while moving
+        (``_moving_jaw``), holding what it holds or picks up, at any yaw, tilted as the
+        configured grasp tilts allow."""
+        motion, hull = self.motion, self._hull()
+        now, moving = self.world.gripper_opening(), self._moving_jaw(skill)
+        held_now = self._held_size(motion.holding)
+        openings = (now, motion.gripper, *moving)  # from now to what it sets before moving
+        start = hull.corners((min(openings), max(openings)), held_now)
+        picked = bound.get("obj") if skill in ("pick", "put_first_on_second") else None
+        corners = hull.corners(moving, max(held_now, self._held_size(picked)))
+        here = hull.at(motion.joints(), start)  # where the gripper is: one world box
+        around = hull.around_tool(tool[1:], corners, self.description.grasp.tilts)
+        return np.vstack([box_corners(here.min(axis=0), here.max(axis=0)), around])
+
+    def _moving_jaw(self, skill: str) -> tuple[float, float]:
+        """The jaw's openings while a compound motion moves (as ``MotionPrimitives`` runs it):
+        pick opens to the pre-grasp opening before it moves and closes on the object; place
+        moves with the jaw as it is (closed on the object) and opens to the pre-grasp opening
+        to let go; push closes the jaw before it moves."""
+        if skill == "push":
+            return (0.0, 0.0)
+        pre_grasp = self.description.grasp.pre_grasp_opening
+        if skill == "place":
+            return (0.0, max(pre_grasp, self.world.gripper_opening(), self.motion.gripper))
+        return (0.0, pre_grasp)
+
+    def _held_size(self, obj: str | None) -> float:
+        """Half-size of a cube around the tool centre point that holds a block that is or
+        will be held, turned any way in the jaws (0 for nothing)."""
+        if obj is None or obj not in self.object_names():
+            return 0.0
+        return float(self.world.object_size(obj)) * math.sqrt(3.0)
 
     def _waypoints(self, skill: str, bound: dict) -> list[np.ndarray]:
         """The tool's way points for compound motions, in order."""
