@@ -71,7 +71,7 @@ class GripperHull:
             g for g in range(self.model.ngeom) if self.model.geom_bodyid[g] in self.bodies
         ]
         self._boxes: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
-        self._bounds: dict[tuple, tuple[np.ndarray, float, float, float]] = {}
+        self._bounds: dict[tuple, tuple[np.ndarray, float, float]] = {}
 
     # ------------------------------------------------------------ the boxes
     def boxes(self, openings: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
