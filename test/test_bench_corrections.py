@@ -89,3 +89,19 @@ def test_bench_rejects_unknown_scenarios_and_bad_flags(capsys):
     assert "valid scenarios" in capsys.readouterr().err
     assert bench.main(["--episodes", "0"]) == 2
     assert "--episodes" in capsys.readouterr().err
+
+
+def test_code_plan_corrections_go_through_the_gate(capsys):
+    """The code-plan track: a legitimate offset works, an edit past the workspace is refused
+    and the tool stays inside (measured every physics step)."""
+    code = bench.main(
+        ["--plans", "code", "--scenarios", "offset,beyond-workspace", "--episodes", "1", "--json"]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)["code_plans"]
+    offset, beyond = report["offset"], report["beyond-workspace"]
+    assert (offset["without"], offset["with"]) == (0, 1)
+    assert offset["rows"][0]["with"]["accepted"] == ["offset 3.0 cm left"]
+    assert beyond["with"] == 1 and beyond["rows"][0]["with"]["refused"]
+    assert beyond["rows"][0]["with"]["max_tool"] <= 0.353
+    assert bench.main(["--plans", "dance"]) == 2

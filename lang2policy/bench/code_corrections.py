@@ -126,7 +126,7 @@ SCENARIOS: dict[str, CodeScenario] = {
             after=0.2,
         ),
         CodeScenario(
-            "beyond workspace",
+            "beyond-workspace",
             False,
             "default",
             "10 cm further",
@@ -134,7 +134,7 @@ SCENARIOS: dict[str, CodeScenario] = {
             _inside_judge(0, WORKSPACE_X),
         ),
         CodeScenario(
-            "into keep-out",
+            "into-keep-out",
             False,
             "keep_out",
             "15 cm to the left",
@@ -142,7 +142,7 @@ SCENARIOS: dict[str, CodeScenario] = {
             _inside_judge(1, PERSON_Y),
         ),
         CodeScenario(
-            "above speed cap",
+            "above-speed-cap",
             False,
             "default",
             "at 50 cm/s",
@@ -257,7 +257,8 @@ def run_code(names: Sequence[str], episodes: int, first_seed: int, bar=None) -> 
             without = run_once(scenario, seed, False) if scenario.legitimate else None
             rows.append({"seed": seed, "without": without, "with": run_once(scenario, seed, True)})
             if bar is not None:
-                bar.update(1)
+                bar.update(2 if scenario.legitimate else 1)
+                bar.set_postfix(scenario=name)
         summary[name] = _summary(scenario, rows)
     return summary
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy import cli_types
 from lang2policy.corrections.apply import apply_to_spec, objects_in_spec
 from lang2policy.corrections.classify import classify
 from lang2policy.corrections.memory import (
@@ -662,9 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--robot", default="so101", help="robot (default: so101)")
     parser.add_argument("--episodes", type=int, default=3, help="seeded episodes per scenario")
-    parser.add_argument("--seed", type=int, default=0, help="first episode seed")
+    parser.add_argument("--seed", type=cli_types.seed, default=0, help="first episode seed")
     parser.add_argument(
-        "--scenarios", help=f"comma-separated, of {', '.join(SCENARIOS)} (default: all)"
+        "--scenarios",
+        help=f"comma-separated, of {', '.join(SCENARIOS)} (reward and code plans) and "
+        "beyond-workspace, into-keep-out, above-speed-cap (code plans; default: all)",
     )
     parser.add_argument("--samples", type=int, default=64, help="MPC samples per iteration")
     parser.add_argument(
@@ -679,6 +682,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the correction logs here, one per scenario and seed (replaced when it "
         "exists; default: a temporary folder)",
     )
+    parser.add_argument(
+        "--plans",
+        default="reward,code",
+        help="which plans to correct: reward (specs on the MPC), code (policy programs "
+        "through the privilege gate, SO-101), or both (default: reward,code)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     return parser
 
@@ -689,19 +698,68 @@ def main(argv: list[str]) -> int:
     scenarios = None
     if args.scenarios:
         scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    try:
-        report = run(
-            args.robot,
-            args.episodes,
-            args.seed,
-            scenarios,
-            args.samples,
-            args.threshold,
-            args.memory_dir,
-            progress=not args.json,
+    plans = {p.strip() for p in args.plans.split(",") if p.strip()}
+    if not plans or plans - {"reward", "code"}:
+        print(
+            f"lang2policy: error: --plans takes reward, code or both; got {args.plans!r}",
+            file=sys.stderr,
         )
+        return 2
+    try:
+        reward, code = _split_scenarios(scenarios)
+        report = _reward_plans(args, reward) if "reward" in plans and reward != [] else {}
+        if "code" in plans and code != []:
+            report["code_plans"] = _code_plans(args, code)
     except Lang2PolicyError as exc:
         print(f"lang2policy: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2) if args.json else format_text(report))
+    print(json.dumps(report, indent=2) if args.json else _text(report))
     return 0
+
+
+def _reward_plans(args: argparse.Namespace, scenarios: list[str] | None) -> dict:
+    return run(
+        args.robot,
+        args.episodes,
+        args.seed,
+        scenarios,
+        args.samples,
+        args.threshold,
+        args.memory_dir,
+        progress=not args.json,
+    )
+
+
+def _split_scenarios(names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """``--scenarios`` split into the reward plans' and the code plans' (None: all of them)."""
+    from lang2policy.bench.code_corrections import SCENARIOS as CODE_SCENARIOS
+
+    if names is None:
+        return None, None
+    unknown = [n for n in names if n not in SCENARIOS and n not in CODE_SCENARIOS]
+    if unknown:
+        valid = list(dict.fromkeys([*SCENARIOS, *CODE_SCENARIOS]))
+        raise Lang2PolicyError(f"unknown scenarios {unknown}; valid scenarios: {valid}")
+    return [n for n in names if n in SCENARIOS], [n for n in names if n in CODE_SCENARIOS]
+
+
+def _code_plans(args: argparse.Namespace, names: list[str] | None) -> dict:
+    """The code-plan scenarios (``lang2policy.bench.code_corrections``), on the SO-101."""
+    from lang2policy.bench.code_corrections import SCENARIOS as CODE_SCENARIOS
+    from lang2policy.bench.code_corrections import run_code
+
+    if args.episodes < 1:
+        raise Lang2PolicyError("--episodes must be at least 1")
+    chosen = list(CODE_SCENARIOS) if names is None else names
+    runs = sum(2 if CODE_SCENARIOS[n].legitimate else 1 for n in chosen) * args.episodes
+    with tqdm(total=runs, desc="bench corrections (code)", unit="run", disable=args.json) as bar:
+        return run_code(chosen, args.episodes, args.seed, bar)
+
+
+def _text(report: dict) -> str:
+    from lang2policy.bench.code_corrections import format_code
+
+    parts = [format_text(report)] if "scenarios" in report else []
+    if "code_plans" in report:
+        parts.append(format_code(report["code_plans"]))
+    return "\n\n".join(parts)
