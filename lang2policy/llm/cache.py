@@ -9,7 +9,8 @@ Each line is one exchange::
 (answers only from the file; a miss is a ``ReplayMissError``), ``record`` (always calls the
 live client and appends) and ``read-through`` (a hit is answered from the file, a miss goes
 live and is appended). Requests and replies hold no API keys, so neither does the file. A line
-that does not parse (e.g. the last one, cut off by a crash mid-write) is skipped with a warning.
+that does not parse (e.g. the last one, cut off by a crash mid-write), or breaks the bounds of
+``wire_json.decode_json`` (nesting, number length, ``MAX_LINE_BYTES``), is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from lang2policy.errors import ConfigError, ReplayMissError
 from lang2policy.llm.client import LLMClient, check_reply, log_reply
 from lang2policy.llm.config import LLMConfig
 from lang2policy.llm.exchange import LLMReply, LLMRequest, PromptOrMessages, build_request
+from lang2policy.wire_json import MessageError, decode_json_object
 
 log = logging.getLogger("lang2policy.llm")
 
 CACHE_MODES = ("replay", "record", "read-through")
+MAX_LINE_BYTES = 64 << 20  # one exchange; a line beyond it (or nested too deep) is skipped
 
 
 class ExchangeCache:
@@ -78,16 +81,23 @@ class ExchangeCache:
         )
 
     def _load(self) -> None:
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        # Split on newlines only, as bytes: ``str.splitlines`` also cuts at U+2028 and U+0085,
+        # which ``json.dumps(ensure_ascii=False)`` writes raw inside strings, and a line that is
+        # not UTF-8 is skipped like any other unreadable line (``decode_json_object``).
+        lines = self.path.read_bytes().split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()  # the newline that ends the last record
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = decode_json_object(
+                    line, max_bytes=MAX_LINE_BYTES, what=f"{self.path.name}:{number}"
+                )
                 request = LLMRequest.from_dict(record["request"])
                 if not isinstance(record["response"]["text"], str):
                     raise TypeError("response.text is not a string")
-            except (ValueError, KeyError, TypeError) as exc:
+            except (MessageError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 where = "last line" if number == len(lines) else "line"
                 log.warning(
                     "%s:%d: skipping unreadable %s (%s: %s)",

@@ -9,8 +9,9 @@ Subscribes
     the object poses. When the set of names changes, the planning model is rebuilt.
   * ``/lang2policy/reward_spec`` (std_msgs/String): a reward spec as JSON, validated against
     the objects last seen (``validate_spec``). A good spec starts or swaps the task at the next
-    planning iteration (warm start kept); a bad one is reported and changes nothing; JSON
-    ``null`` cancels the task and holds.
+    planning iteration (warm start kept); a bad one (malformed, too big, too deep, a number too
+    long: ``decode_spec_text``) is reported and changes nothing; JSON ``null`` cancels the task
+    and holds.
 
 Publishes
   * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory, the safety layer's input)
@@ -44,7 +45,7 @@ from lang2policy.errors import Lang2PolicyError, RewardSpecError
 from lang2policy.mpc.model import ObjectState
 from lang2policy.mpc.planner import MPCConfig
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
-from lang2policy.rewards.spec import validate_spec
+from lang2policy.rewards.spec import decode_spec_text, validate_spec
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.params import ReadOnlyParameters
@@ -83,8 +84,14 @@ class ControllerNode(ReadOnlyParameters):
         self.rejected_states = 0
         self.commands_sent = 0
         logger = self.get_logger()
-        self.mpc = RealtimeMPC(robot, config, layout=layout, log=logger.warning,
-                               info=logger.info, stale_after=stale_after).start()
+        self.mpc = RealtimeMPC(
+            robot,
+            config,
+            layout=layout,
+            log=logger.warning,
+            info=logger.info,
+            stale_after=stale_after,
+        ).start()
         self._command = self.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
         self._status = self.create_publisher(String, STATUS_TOPIC, 10)
         self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_states, 10)
@@ -115,7 +122,8 @@ class ControllerNode(ReadOnlyParameters):
             positions = dict(zip(names, msg.position, strict=True))
             velocities = (
                 dict(zip(names, msg.velocity, strict=True))
-                if len(msg.velocity) == len(names) else None
+                if len(msg.velocity) == len(names)
+                else None
             )
             with self._objects_lock:
                 objects = self._objects
@@ -136,10 +144,10 @@ class ControllerNode(ReadOnlyParameters):
             self._objects = objects
 
     def _on_spec(self, msg: String) -> None:
-        try:
-            data = json.loads(msg.data)
-        except json.JSONDecodeError as exc:
-            self._report("rejected", "", f"the reward spec is not valid JSON: {exc}")
+        try:  # bounded (size, nesting, number length): no message can end the node
+            data = decode_spec_text(msg.data, what=SPEC_TOPIC)
+        except RewardSpecError as exc:
+            self._report("rejected", "", str(exc))
             return
         if data is None:
             self.mpc.set_spec(None)

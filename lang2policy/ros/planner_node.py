@@ -58,6 +58,7 @@ from lang2policy.run_instruction import (
     build_session,
     check_instruction,
 )
+from lang2policy.wire_json import MessageError, decode_status
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"
 STATUS_TOPIC = "/lang2policy/status"
@@ -145,11 +146,10 @@ class PlannerNode(ReadOnlyParameters, PlannerCorrections):
             self.arm.update_objects(objects)
 
     def _on_safety(self, message: String) -> None:
-        try:
-            state = json.loads(message.data).get("state", "unknown")
-        except (ValueError, AttributeError):
-            self.get_logger().warning(f"ignored {SAFETY_TOPIC}: not a JSON object",
-                                      throttle_duration_sec=5.0)
+        try:  # bounded and total: a bad line is dropped with its reason, never the node
+            state = decode_status(message.data, what=SAFETY_TOPIC)["state"]
+        except MessageError as exc:
+            self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
             return
         if state == "stopped" and self.safety_state != "stopped":
             self.on_stop("stopped by a stop request (/lang2policy/stop)")

@@ -17,7 +17,6 @@ messages' header stamps keep the sim time.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from lang2policy.recording import (
 from lang2policy.recording.definitions import split_type
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.wire_json import MessageError, decode_status
 
 QUEUE_DEPTH = 100  # a burst of camera frames or trajectories must not be dropped
 POLL_PERIOD = 0.2  # s between checks whether an episode's linger time is over
@@ -88,15 +88,14 @@ class RecorderNode(ReadOnlyParameters):
         self.recorder.message(topic, type_name, data, time.time_ns())
 
     def _on_status(self, data: bytes) -> None:
+        """Cut episodes at status lines. A line that cannot be decoded (bounded and total:
+        ``decode_status``) is still recorded, only not used for episodes."""
         try:
-            payload = json.loads(deserialize_message(data, String).data)
-        except ValueError:
-            self.get_logger().warning(
-                f"ignored a {STATUS_TOPIC} line that is not JSON", throttle_duration_sec=5.0
-            )
+            payload = status_from_cdr(data)
+        except MessageError as exc:
+            self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
             return
-        if isinstance(payload, dict):
-            self.recorder.status(payload, time.monotonic())
+        self.recorder.status(payload, time.monotonic())
 
     def _poll(self) -> None:
         self.recorder.poll(time.monotonic())
@@ -115,6 +114,16 @@ class RecorderNode(ReadOnlyParameters):
         if (recorder := getattr(self, "recorder", None)) is not None:
             recorder.close()
         super().destroy_node()
+
+
+def status_from_cdr(data: bytes) -> dict:
+    """The status line in a serialized std_msgs/String: a JSON object with a text ``state``;
+    ``MessageError`` (with the reason) for anything else."""
+    try:
+        text = deserialize_message(data, String).data
+    except (RuntimeError, ValueError, TypeError) as exc:  # not a String's CDR (RMWError)
+        raise MessageError(f"{STATUS_TOPIC}: not a std_msgs/String ({exc})") from exc
+    return decode_status(text, what=STATUS_TOPIC)
 
 
 def message_class(type_name: str) -> type:

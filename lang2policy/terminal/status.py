@@ -5,8 +5,9 @@ lines and the controller's periodic ``{"node": "controller", "state", "task", "s
 and ``/lang2policy/safety`` (``{"node": "safety", "state": "ok" | "stopped" | "holding",
 "reason"}``). ``StatusModel.fold`` turns each message into an update of the model and, when
 something changed that a person should read, a ``StatusEvent`` with a one-line description.
-Malformed or unknown messages are reported raw; nothing here raises on bad input. Every text
-shown is made terminal-safe (control characters and ANSI escapes are printed as escapes).
+Malformed or unknown messages (too big or too deep ones too: ``wire_json.decode_status``) are
+reported raw; nothing here raises on bad input. Every text shown is made terminal-safe
+(control characters and ANSI escapes are printed as escapes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from lang2policy.sandbox.outcome import printable
+from lang2policy.wire_json import MessageError, decode_status
 
 PLANNER_ACTIVE = frozenset({"received", "planning", "running", "correction", "remembered"})
 PLANNER_FINAL = frozenset({"done", "failed", "rejected", "busy"})  # busy: refused, not queued
@@ -88,8 +90,8 @@ class StatusModel:
         detail = _short(message.get("detail", message.get("reason", "")))
         return StatusEvent(name, state, "", f"[{name}] {state}" + (f": {detail}" if detail else ""))
 
-    def _unrecognised(self, text: str) -> StatusEvent:
-        raw = _short(text, MAX_RAW)
+    def _unrecognised(self, text: object) -> StatusEvent:
+        raw = _short(text[: MAX_RAW * 4] if isinstance(text, str | bytes) else text, MAX_RAW)
         self.last_raw = raw
         return StatusEvent("unknown", "", "", f"[status] unrecognised message: {raw}")
 
@@ -168,14 +170,14 @@ def same_text(text: str) -> str:
 
 
 def _decode(text: object) -> dict | None:
-    """The message as a dict with a text ``state``; None when it is not one."""
+    """The message as a dict with a text ``state``; None when it is not one (not text, not
+    JSON, or beyond the limits on size, nesting and number length of ``decode_status``)."""
+    if not isinstance(text, str | bytes):
+        return None
     try:
-        message = json.loads(text) if isinstance(text, str | bytes) else None
-    except ValueError:
+        return decode_status(text)
+    except MessageError:
         return None
-    if not isinstance(message, dict) or not isinstance(message.get("state"), str):
-        return None
-    return message
 
 
 def _text(value: object) -> str:
