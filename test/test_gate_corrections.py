@@ -83,6 +83,7 @@ class Planner:
             while self.arm.world.time < started + after:
                 time.sleep(0.002)
             call = self.backend.current_call
+            assert call is not None, "the motion ended before the correction was said"
             routed = self.router.route(
                 text, OBJECTS, instruction=instruction, code_call=call, edits=edits
             )
@@ -101,7 +102,7 @@ def test_an_offset_edit_the_policy_denies_is_refused_and_the_arm_stays_inside(ar
     edits = planner.start_plan("move forward")
     t0 = arm.world.time
     thread = planner.correct_during_motion("10 cm further", "move forward", edits)
-    outcome = planner.runner.run("move_to([0.30, 0.0, 0.10])")
+    outcome = planner.runner.run("move_to([0.30, 0.0, 0.10], speed=0.08)")
     thread.join(5)
     assert outcome.ok, outcome.summary()
     assert planner.routed.action == "edit_code"
@@ -128,7 +129,7 @@ def test_an_offset_into_a_keep_out_zone_is_refused_without_ending_the_plan(arm):
     edits = planner.start_plan("go right")
     t0 = arm.world.time
     thread = planner.correct_during_motion("15 cm to the left", "go right", edits)
-    outcome = planner.runner.run("move_to([0.22, 0.0, 0.10], speed=0.1)")
+    outcome = planner.runner.run("move_to([0.26, -0.02, 0.10], speed=0.05)")
     thread.join(5)
     assert outcome.ok, outcome.summary()
     assert planner.refused and "person" in planner.refused[0][1]
@@ -199,10 +200,12 @@ def test_memory_records_are_validated_on_load(tmp_path):
 
 
 # ----------------------------------------------------------------- finding 3: host time
+# Within the arm's reach but outside the workspace box (y >= -0.25): each call costs the host
+# a full IK search (tilts, leaning) before the policy refuses it.
 UNREACHABLE_LOOP = """
 for i in range(199):
     try:
-        move_to([2.0 + i * 0.01, 0.0, 0.1])
+        move_to([0.2, -0.30 - (i % 10) * 0.01, 0.1])
     except Exception:
         pass
 """

@@ -183,12 +183,16 @@ def test_targets_are_the_sampled_tool_path_computed_without_moving_the_arm(backe
 
 
 def test_sweep_covers_the_rest_of_the_gripper(backend, session):
-    reach = np.linalg.norm(session.primitives.kin.center_offset)
+    """The sweep bounds the gripper's geometry (issue 13, finding 4): the ee site on the fixed
+    jaw, at every point of the joint-space path, lies inside the swept hull points' box."""
+    kin = session.primitives.kin
     move_args = SKILLS["move_to"].bind({"position": [0.2, 0.05, 0.1]})
-    site_path = np.array(backend.sweep("move_to", move_args))
-    tool_path = np.array(backend.targets("move_to", move_args))
-    gaps = np.linalg.norm(site_path - tool_path, axis=1)  # the site rides beside the tool
-    assert np.allclose(gaps[:-1], reach, atol=1e-3)
+    sweep = np.array(backend.sweep("move_to", move_args))
+    q0 = session.primitives.joints()
+    goal = session.primitives.plan_move_to(np.array([0.2, 0.05, 0.1]))
+    sites = np.array([kin.forward(q0 + (goal - q0) * t).position for t in np.linspace(0, 1, 40)])
+    assert (sites >= sweep.min(0) - 1e-9).all() and (sites <= sweep.max(0) + 1e-9).all()
+    assert len(sweep) > len(backend.targets("move_to", move_args))  # more than one point each
     pick_args = SKILLS["pick"].bind({"obj": "red block"})
     ring = np.array(backend.sweep("pick", pick_args))
     assert len(ring) == 8 * len(backend.targets("pick", pick_args))
