@@ -10,11 +10,12 @@ that lets any of these escape ends the node.
 nesting depth (a cheap scan of the brackets outside strings, so the parser never recurses deeper
 than ``max_depth``); it then parses with hooks that refuse number literals longer than
 ``max_digits`` characters, ``NaN``/``Infinity`` and numbers that overflow to infinity (unless
-``finite=False``), and refuses text that holds an unpaired surrogate (``"\\ud800"``: it cannot be logged or re-encoded
-as UTF-8). Every refusal is one exception type, ``MessageError``, whose message says what was
-wrong and what is allowed, so a caller catches exactly one thing, logs the reason and drops the
-message. ``decode_json_object`` also requires an object at the top; ``decode_status`` an object
-with a text ``state`` (every ``/lang2policy/status`` and ``/lang2policy/safety`` line).
+``finite=False``), and refuses text that holds an unpaired surrogate (``"\\ud800"``: it cannot
+be logged or re-encoded as UTF-8). Every refusal is one exception type, ``MessageError``, whose
+message says what was wrong and what is allowed, so a caller catches exactly one thing, logs the
+reason and drops the message. ``decode_json_object`` also requires an object at the top;
+``decode_status`` an object with a text ``state`` (every ``/lang2policy/status`` and
+``/lang2policy/safety`` line).
 """
 
 from __future__ import annotations
