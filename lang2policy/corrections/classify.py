@@ -316,8 +316,11 @@ def check_text(text: object) -> str:
             f"the correction has {len(text)} characters; at most {MAX_TEXT} "
             "are allowed (give a longer request as a new instruction)"
         )
-    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in text):
-        raise CorrectionError("the correction contains control characters; use plain text")
+    if not all(c.isprintable() or c == "\t" for c in text):  # controls, line breaks, surrogates
+        raise CorrectionError(
+            "the correction contains control characters, line breaks or bytes that are not "
+            "UTF-8 text; use one line of plain text"
+        )
     return text
 
 

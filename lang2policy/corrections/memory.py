@@ -39,6 +39,7 @@ from lang2policy.corrections.apply import Applied, apply_to_spec
 from lang2policy.corrections.classify import Correction, CorrectionError
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.rewards.spec import RewardSpec
+from lang2policy.wire_json import decode_json_object
 
 log = logging.getLogger("lang2policy.corrections")
 
@@ -46,7 +47,7 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_THRESHOLD = 0.8
 EDIT_KINDS = ("offset", "speed", "target")
 MAX_INSTRUCTION = 500
-MAX_RECORD_CHARS = 64 * 1024  # one log line (a record with its situation)
+MAX_RECORD_BYTES = 64 * 1024  # one log line (a record with its situation)
 _RECORD_KEYS = ("id", "time", "instruction", "text", "kind", "edit", "situation")
 _MODELS: dict[str, Any] = {}  # device -> loaded SentenceTransformer, shared by every Embedder
 
@@ -219,12 +220,9 @@ class CorrectionMemory:
                 if not line.strip():
                     continue
                 try:
-                    if len(line) > MAX_RECORD_CHARS:
-                        raise CorrectionError(
-                            f"the line has {len(line)} characters; at most {MAX_RECORD_CHARS}"
-                        )
-                    records.append(MemoryRecord.from_dict(json.loads(line)))
-                except (ValueError, TypeError, RecursionError, Lang2PolicyError) as exc:
+                    data = decode_json_object(line, max_bytes=MAX_RECORD_BYTES, what="record")
+                    records.append(MemoryRecord.from_dict(data))
+                except (ValueError, TypeError, Lang2PolicyError) as exc:
                     self.skipped += 1
                     log.warning(
                         "%s:%d: skipped a corrupt correction record (%s)",

@@ -108,7 +108,9 @@ class PlannerNode(ReadOnlyParameters, PlannerCorrections):
         else:
             self.session, self.objects, self.planning = build_session(request)
         self._stopped = threading.Event()  # set by a stop during the running instruction
+        self._stop_reason = ""
         self.planning.cancelled = self._stopped.is_set
+        self.planning.runner.cancelled = self._stop_pending
         self.safety_state = "unknown"
         self.llm_setting = request.llm
         self.current_spec = None  # the last reward spec sent: what a correction edits
@@ -155,10 +157,15 @@ class PlannerNode(ReadOnlyParameters, PlannerCorrections):
             self.on_stop("stopped by a stop request (/lang2policy/stop)")
         self.safety_state = state
 
+    def _stop_pending(self) -> str:
+        """The reason of a stop during the running instruction ("" while none)."""
+        return self._stop_reason if self._stopped.is_set() else ""
+
     def on_stop(self, reason: str) -> None:
         """Abort the running motion (no repair) and cancel a running reward task."""
         if self._stopped.is_set() and self.current_spec is None:
             return  # already handled (the stop request, then the safety node's report)
+        self._stop_reason = reason
         self._stopped.set()
         if self.arm is not None and self._busy.locked():
             self.backend.abort(reason)
@@ -251,6 +258,7 @@ class PlannerNode(ReadOnlyParameters, PlannerCorrections):
 
     def _handle(self, instruction: str) -> None:
         self._stopped.clear()
+        self._stop_reason = ""
         try:
             if self.arm is not None:
                 self._prepare_graph_run()
