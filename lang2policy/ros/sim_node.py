@@ -11,6 +11,13 @@ A steady-clock
 timer advances physics by one control period of sim time per tick (the timer period is that
 divided by ``real_time_factor``). Sim time on ``/clock`` never jumps back, across resets too.
 
+Trajectories are followed as joint_trajectory_controller does (``TrajectoryFollower``), except
+that one arriving before the running one has reached its first point waits for it (up to
+``PENDING_MAX`` of them; see ``TrajectoryFollower``): sim time stands still between two ticks,
+so the 20 ms steps of a command stream that arrive bunched, as they do on a loaded machine,
+would otherwise all start at the same instant and the last would run two or three steps in the
+time of one, faster than the safety node allowed.
+
 Cameras render in a thread of their own (a GL context belongs to the thread that created it,
 and rendering must not stall the control loop); when rendering falls behind, frames are dropped.
 """
@@ -40,6 +47,7 @@ from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 OBJECTS_TOPIC = "/sim/objects"  # ground truth; perception publishes /lang2policy/objects
+PENDING_MAX = 10  # trajectories that may wait for the running one (0.2 s of 20 ms steps)
 
 
 def world_object_poses(world: World) -> list[convert.ObjectPose]:
@@ -94,7 +102,9 @@ class SimNode(ReadOnlyParameters):
         self._clock_offset = 0.0  # keeps /clock monotonic across world resets
         self.robot = SimRobot(self.world, control_period=self._period)
         self.robot.connect()
-        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+        self.follower = TrajectoryFollower(
+            self.robot.limits.names, self._position(), queue=PENDING_MAX
+        )
 
         self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
         self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)

@@ -43,8 +43,10 @@ class RobotSafetyConfig:
     # Distance (rad) kept from each end of the model's joint ranges.
     joint_limit_margin: float = 0.0
     # How far (rad) the first point may lead the measured position beyond max_joint_speed x its
-    # time: position servos lag their target while moving, and a streamed command starts from
-    # the target, not from the measured position.
+    # time, for a MotionFilter caller that does not know where the robot's target is. The safety
+    # supervisor knows (it replays what it sent) and times every command from there instead: an
+    # allowance on each of a stream of commands let the stream run at (allowance + limit x
+    # period) / period, 4.5 rad/s on the SO-101.
     lead_allowance: float = 0.0
     # Named boxes the tool centre point must not enter.
     keep_out: dict[str, BoxConfig] = field(default_factory=dict)

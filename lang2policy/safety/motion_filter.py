@@ -14,10 +14,15 @@ Rules, in the order they apply (each one that changes or drops the command says 
    leaves the workspace box or enters a keep-out box: it ends at the last safe sample, so the
    arm stops there. A sample may be outside only while it gets no deeper than the one before
    it, so an arm that is already outside can be brought back, never pushed further out.
-4. **Joint speed** — segments (measured position -> point 0, then point to point) that would
-   need more than ``max_joint_speed`` are *retimed* (stretched), never clipped: the path stays
-   the one checked above, only slower. The first point may lead the measured position by
-   ``lead_allowance`` rad beyond the speed limit (servos lag their target while moving).
+4. **Joint speed** — segments (the robot's position target -> point 0, then point to point)
+   that would need more than ``max_joint_speed`` are *retimed* (stretched), never clipped: the
+   path stays the one checked above, only slower. The robot starts a trajectory from its
+   current *target* (joint_trajectory_controller semantics), so the caller says where that is
+   (``reference``: every position it may be at; the safety supervisor replays what it
+   forwarded, ``lang2policy.safety.reference``) and point 0 must be reachable within the limit
+   from each. Without a reference the first segment starts at the measured position and may
+   lead it by ``lead_allowance`` rad beyond the limit: an estimate (servos lag their target)
+   that bounds nothing when commands stream, so the safety node never uses it.
 
 Joints a command does not name keep their current target at the robot; the filter uses their
 measured position for the tool point and leaves them out of the output.
@@ -101,8 +106,18 @@ class MotionFilter:
         self.zones = Zones(config.workspace, config.keep_out)
 
     # ------------------------------------------------------------------ public
-    def filter(self, command: Trajectory, measured: Mapping[str, float]) -> FilterResult:
-        """Filter ``command`` given the ``measured`` positions of every joint (by name)."""
+    def filter(
+        self,
+        command: Trajectory,
+        measured: Mapping[str, float],
+        reference: np.ndarray | None = None,
+    ) -> FilterResult:
+        """Filter ``command`` given the ``measured`` positions of every joint (by name).
+
+        ``reference``: rows of positions (``names`` order) where the robot's position target
+        may be when the command starts; the first segment is timed from the farthest of them.
+        None: from the measured position, less ``lead_allowance`` (see rule 4).
+        """
         problem = self.command_problem(command)
         if problem is not None:
             return FilterResult(None, (problem,))
@@ -116,7 +131,10 @@ class MotionFilter:
         times, positions, cut = self._cut(times, positions, start, cols)
         violations += cut
         if len(times):
-            times, retimed = self._retime(command.names, cols, times, positions, start[cols])
+            origin = start[None, :] if reference is None else np.atleast_2d(reference)
+            times, retimed = self._retime(
+                command.names, cols, times, positions, origin[:, cols], reference is None
+            )
             violations += retimed
         points = tuple(
             (float(t), tuple(float(v) for v in row))
@@ -239,22 +257,29 @@ class MotionFilter:
             f"{fmt_point(point)} on the way to point {index} (t={t:.3f} s); {end}",
         )
 
-    def _retime(self, names, cols, times, positions, reference):
-        """Stretch segments that need more than the speed limit; later points shift with them."""
+    def _retime(self, names, cols, times, positions, origins, measured: bool):
+        """Stretch segments that need more than the speed limit; later points shift with them.
+
+        ``origins``: rows where the first segment may start (the command's joints only);
+        ``measured``: they are the measured position, which point 0 may lead by the allowance.
+        """
         speed = self.max_speed[cols]
-        lead = np.where(self._is_arm[cols], self.lead_allowance, 0.0)
+        lead = np.where(self._is_arm[cols], self.lead_allowance if measured else 0.0, 0.0)
         new_times = np.empty_like(times)
-        prev, prev_t, prev_new = reference, 0.0, 0.0
+        prev, prev_t, prev_new = origins, 0.0, 0.0
         stretched, fastest = 0, (0.0, "", "")
+        origin = "the measured state" if measured else "the robot's target"
         for k in range(len(times)):
             delta = np.abs(positions[k] - prev)
+            if k == 0:
+                delta = delta.max(axis=0)  # the farthest place the target may be
             need_each = np.maximum(delta - lead, 0.0) / speed if k == 0 else delta / speed
             need, segment = float(need_each.max()), float(times[k] - prev_t)
             if need > segment + _TIME_TOLERANCE:
                 stretched += 1
                 j = int(np.argmax(need_each))
-                rate = delta[j] / segment if segment > 0 else math.inf
-                where = "from the measured state to point 0" if k == 0 else f"into point {k}"
+                rate = delta[j] / segment if segment > _TIME_TOLERANCE else math.inf
+                where = f"from {origin} to point 0" if k == 0 else f"into point {k}"
                 if rate > fastest[0]:
                     fastest = (rate, names[j], where)
             new_times[k] = prev_new + max(segment, need)

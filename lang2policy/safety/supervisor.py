@@ -13,6 +13,14 @@ hold (names, no points: "stop and hold at the measured position"). States:
 A hold is sent once, on the way into ``holding`` (and on every stop request), and a command cut
 to nothing sends one only if the arm was not held already: repeating holds would re-anchor the
 hold at each new measured position and let the arm creep.
+
+Everything sent is replayed into a ``RobotTarget`` on robot time (the latest joint state's
+stamp, the watchdog's clock: the time at which a robot that steps its control loop, like the
+sim node, starts a trajectory that arrives before its next step), so each command's speed is
+judged from where the robot's position target is when it starts (the previous command, wherever
+it got to), not from the measured position: however the commands are timed (late, in bursts,
+faster than the arm follows) and whatever the joint states say, the stream sent never asks a
+joint for more than ``max_joint_speed``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lang2policy.safety.motion_filter import MotionFilter
+from lang2policy.safety.reference import RobotTarget
 from lang2policy.safety.stop_latch import StopLatch
 from lang2policy.safety.trajectory import Trajectory
 from lang2policy.safety.watchdog import Watchdog
@@ -51,6 +60,7 @@ class SafetySupervisor:
         # Nothing has moved the arm yet, so starting "held" needs no hold message.
         self._hold: tuple[str, str] | None = (_STATES_HOLD, "no joint states received yet")
         self._holding_sent = False  # the last trajectory sent was a hold
+        self.target = RobotTarget(motion_filter.names)  # the robot's target, as sent
 
     # ------------------------------------------------------------------ state
     @property
@@ -98,13 +108,13 @@ class SafetySupervisor:
             return Decision()
         verdict = self.watchdog.check(now)
         if verdict.states_bad:
-            return self._enter_hold(_STATES_HOLD, verdict.reason)
+            return self._enter_hold(now, _STATES_HOLD, verdict.reason)
         if self._hold and self._hold[0] == _STATES_HOLD:
             self._hold = None
             return Decision(message="joint states fresh; the arm holds until the next command")
         if verdict.hold:
             self.watchdog.cancel_command()
-            return self._enter_hold(_COMMAND_HOLD, verdict.reason)
+            return self._enter_hold(now, _COMMAND_HOLD, verdict.reason)
         return Decision()
 
     def on_command(self, now: float, command: Trajectory) -> Decision:
@@ -112,7 +122,9 @@ class SafetySupervisor:
         blocked = self._blocked(now)
         if blocked is not None:
             return blocked
-        result = self.filter.filter(command, self._measured)
+        measured = self.filter.measured_vector(self._measured)
+        reference = self.target.candidates(self.watchdog.robot_time(now), measured)
+        result = self.filter.filter(command, self._measured, reference)
         if result.rejected:
             return self.reject(now, result.summary)
         self.counts["clipped" if result.violations else "passed"] += 1
@@ -121,10 +133,10 @@ class SafetySupervisor:
         self._hold = None
         self.watchdog.on_command(now, result.trajectory.duration)
         if result.trajectory.points:
-            return self._send(Decision(send=result.trajectory, message=result.summary))
+            return self._send(now, Decision(send=result.trajectory, message=result.summary))
         if self._holding_sent:  # held already (e.g. at a zone's face): don't re-anchor
             return Decision(message=result.summary)
-        return self._send(Decision(send=self.hold_trajectory(), message=result.summary))
+        return self._send(now, Decision(send=self.hold_trajectory(), message=result.summary))
 
     def reject(self, now: float, reason: str) -> Decision:
         """A command that cannot be executed at all (malformed, NaN): drop it and hold."""
@@ -134,14 +146,14 @@ class SafetySupervisor:
         self.counts["rejected"] += 1
         self.last_violation = reason
         self.watchdog.cancel_command()
-        decision = self._enter_hold(_COMMAND_HOLD, reason)
+        decision = self._enter_hold(now, _COMMAND_HOLD, reason)
         return Decision(send=decision.send, ok=False, message=f"{reason}; the arm holds")
 
     def stop(self, now: float, reason: str = "stop requested") -> Decision:
         """Latch the stop and hold at once (a hold is sent on every stop request)."""
         message = self.latch.stop(now, reason)
         self.watchdog.cancel_command()
-        return self._send(Decision(send=self.hold_trajectory(), message=message))
+        return self._send(now, Decision(send=self.hold_trajectory(), message=message))
 
     def resume(self, now: float) -> Decision:
         """Release the stop latch, unless joint states are missing or stale."""
@@ -161,11 +173,11 @@ class SafetySupervisor:
         verdict = self.watchdog.check(now)
         if verdict.states_bad or self._measured is None:
             self.counts["blocked"] += 1
-            held = self._enter_hold(_STATES_HOLD, verdict.reason)
+            held = self._enter_hold(now, _STATES_HOLD, verdict.reason)
             return Decision(send=held.send, ok=False, message=f"command ignored: {verdict.reason}")
         return None
 
-    def _enter_hold(self, kind: str, reason: str) -> Decision:
+    def _enter_hold(self, now: float, kind: str, reason: str) -> Decision:
         """Hold (sending a hold only when the arm was not held already).
 
         A hold of the same kind keeps its first reason (when and why it started), so the status
@@ -176,9 +188,22 @@ class SafetySupervisor:
             self._hold = (kind, reason)
         if already:
             return Decision(message=reason)
-        return self._send(Decision(send=self.hold_trajectory(), message=f"holding: {reason}"))
+        return self._send(now, Decision(send=self.hold_trajectory(), message=f"holding: {reason}"))
 
-    def _send(self, decision: Decision) -> Decision:
-        """Remember whether the last thing sent to the robot was a hold."""
+    def _send(self, now: float, decision: Decision) -> Decision:
+        """Remember what goes to the robot at ``now``: whether it is a hold, and where it takes
+        the robot's target (a hold stops it at the measured position)."""
         self._holding_sent = decision.send.is_hold
+        measured = self._measured_or_none()
+        if decision.send.is_hold:
+            if measured is not None:
+                self.target.held(measured)
+        else:  # only commands that passed, so joint states are fresh
+            self.target.forwarded(self.watchdog.robot_time(now), decision.send, measured)
         return decision
+
+    def _measured_or_none(self):
+        """The latest measured positions (``filter.names`` order), None before any."""
+        if self._measured is None:
+            return None
+        return self.filter.measured_vector(self._measured)
