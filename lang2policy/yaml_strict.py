@@ -84,8 +84,9 @@ def load_yaml_text(text: str, source: str) -> Any:
         raise ConfigError(
             one_line(f"{source}: {len(text)} characters; allowed: {MAX_BYTES} at most")
         )
-    loader = _StrictLoader(text, source)
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text, source)  # PyYAML's own reader checks the text here
         return loader.get_single_data()
     except ConfigError:
         raise
@@ -96,14 +97,16 @@ def load_yaml_text(text: str, source: str) -> Any:
             )
         ) from exc
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        where = loader.where() if loader is not None else "top level"
         raise ConfigError(
             one_line(
-                f"{source}: {loader.where()}: cannot be read ({type(exc).__name__}: "
+                f"{source}: {where}: cannot be read ({type(exc).__name__}: "
                 f"{short(str(exc), 120)}); {_ALLOWED}"
             )
         ) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _read_bytes(path: Path, source: str) -> bytes:
@@ -135,10 +138,11 @@ def _read_bytes(path: Path, source: str) -> bytes:
     return data
 
 
-def _position(loader: _StrictLoader, exc: yaml.YAMLError) -> str:
+def _position(loader: _StrictLoader | None, exc: yaml.YAMLError) -> str:
+    """`` at <key path> (line L, column C)``, as much of it as is known."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return f" at {loader.where()}{at}" if loader.path else at
+    return f" at {loader.where()}{at}" if loader is not None and loader.path else at
 
 
 def _problem(exc: yaml.YAMLError) -> str:
