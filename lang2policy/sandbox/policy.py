@@ -269,6 +269,8 @@ def _non_finite_input(request: PolicyRequest) -> str:
 
 
 def _has_non_finite(value: Any) -> bool:
+    if type(value) is float:  # the common case (thousands of sweep coordinates): fast path
+        return not math.isfinite(value)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return not math.isfinite(float(value))
     if isinstance(value, dict):
