@@ -1,0 +1,272 @@
+"""A pick-and-place through the graph never drives the arm faster than the safety node allows.
+
+Issue 13, finding 6: with no correction at all, "put the red block in the blue bowl" through the
+graph peaked at shoulder_pan 1.63 rad/s (the safety node's limit is 1.5) and 0.45 m/s at the
+tool, against 0.25 m/s for the same program outside the graph. The sim node, the safety node
+and the planner run as processes of their own, as deployed (the planner replays the recorded
+LLM answers); the probe records every joint state (sim time stamps, positions and the
+simulation's joint velocities) and computes the tool centre point by forward kinematics of the
+scene model, independently of the nodes.
+
+Tolerance: the safety node bounds the speed of the *target* it sends; the arm follows it with
+position servos, which overshoot a change of commanded speed (the planner's paths have corners:
+a joint may start, stop or reverse at 0.8 of the limit from one 20 ms step to the next). How much
+is measured on the same program outside the graph (``SimSession``: no ROS, the primitives drive
+the simulated arm directly, lock-step): each joint may reach the larger of the limit and that
+peak, plus 0.05 rad/s for positions sampled every 20 ms. The tool stays under 0.3 m/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+rclpy = pytest.importorskip("rclpy")
+
+from ros_support import ros_env, spinning  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+from lang2policy.ros import convert  # noqa: E402
+from lang2policy.safety import load_safety_config  # noqa: E402
+from lang2policy.scene.world import World  # noqa: E402
+from lang2policy.tasks import Session  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "test" / "fixtures" / "llm" / "cap_session.jsonl"
+OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
+SEED = 1
+INSTRUCTION = "put the red block in the blue bowl"
+ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+DOMAIN_ID = 1 + (os.getpid() + 171) % 200
+PERIOD = 0.02  # s of sim time between joint states (the sim node's control rate)
+SAMPLING = 0.05  # rad/s: speeds from positions 20 ms apart
+TOOL_SPEED = 0.3  # m/s
+COMMAND_TOPIC = "/lang2policy/joint_command"
+BURST, STEP = 3, 0.03  # commands per burst; rad each (1.5 rad/s at 20 ms: the limit)
+
+
+def node(module: str, *params: str) -> subprocess.Popen:
+    env = dict(os.environ, **ros_env(DOMAIN_ID))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    args = [a for p in params for a in ("-p", p)]
+    command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *args]
+    return subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(2)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+class Probe:
+    """Every joint state (stamp, arm positions, arm velocities) and the planner's statuses."""
+
+    def __init__(self, context) -> None:
+        self.node = rclpy.create_node("speed_probe", context=context)
+        self.lock = threading.Lock()
+        self.states: list[tuple[float, list[float], list[float]]] = []
+        self.statuses: list[dict] = []
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, 1000)
+        self.node.create_subscription(String, "/lang2policy/status", self._on_status, 50)
+        self.instruction = self.node.create_publisher(String, "/lang2policy/instruction", 10)
+        self.command = self.node.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
+        self.latest: dict[str, float] = {}
+
+    def _on_state(self, msg: JointState) -> None:
+        index = {n: i for i, n in enumerate(msg.name)}
+        row = (
+            convert.to_seconds(msg.header.stamp),
+            [msg.position[index[n]] for n in ARM],
+            [msg.velocity[index[n]] for n in ARM],
+        )
+        with self.lock:
+            self.states.append(row)
+            self.latest = dict(zip(msg.name, msg.position, strict=True))
+
+    def stamp(self) -> float:
+        with self.lock:
+            return self.states[-1][0]
+
+    def track(self, since: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(stamps, arm positions, arm velocities) of the joint states from ``since`` on, in
+        stamp order, each once."""
+        with self.lock:
+            rows = sorted({r[0]: r for r in self.states if r[0] >= since}.values())
+        return tuple(np.array(c) for c in zip(*rows, strict=True))
+
+    def _on_status(self, msg: String) -> None:
+        with self.lock:
+            self.statuses.append(json.loads(msg.data))
+
+    def outcome(self) -> dict | None:
+        with self.lock:
+            return next(
+                (
+                    s
+                    for s in self.statuses
+                    if s.get("instruction") == INSTRUCTION
+                    and s.get("state") in ("done", "failed", "rejected")
+                ),
+                None,
+            )
+
+
+def tool_points(world: World, joints: np.ndarray) -> np.ndarray:
+    """Tool centre points (site + rotation @ grasp offset) of arm joint rows, from the scene."""
+    site, offset = world.arm.ee_site_id, np.array(world.description.grasp.center_offset)
+    points = []
+    for q in joints:
+        world.data.qpos[world.arm.qpos_adr] = q
+        mujoco.mj_kinematics(world.model, world.data)
+        points.append(
+            world.data.site_xpos[site] + world.data.site_xmat[site].reshape(3, 3) @ offset
+        )
+    return np.array(points)
+
+
+def peaks(stamps: np.ndarray, positions: np.ndarray, velocities: np.ndarray) -> np.ndarray:
+    """Per joint, the largest speed between consecutive samples one period apart and the
+    largest joint velocity the simulation reported."""
+    dt = np.diff(stamps)
+    step = np.abs(np.diff(positions, axis=0))[np.abs(dt - PERIOD) < 1e-3] / PERIOD
+    return np.maximum(step.max(axis=0), np.abs(velocities).max(axis=0))
+
+
+def outside_the_graph() -> np.ndarray:
+    """Per-joint speed peaks of the same program on ``SimSession`` (no ROS), every 20 ms."""
+    session = Session("so101")
+    session.reset(SEED, OBJECTS.split(","))
+    rows = []
+
+    def record() -> None:
+        world = session.world
+        rows.append((world.time, world.arm_qpos(), world.arm_qvel()))
+
+    session.robot.observers.append(record)
+    session.primitives.put_first_on_second("red block", "blue bowl")
+    assert session.world.is_in("red block", "blue bowl")
+    stamps, positions, velocities = (np.array(c) for c in zip(*rows, strict=True))
+    return peaks(stamps, positions, velocities)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """The sim node, the safety node and the planner as processes; the probe spinning."""
+    sim = node(
+        "sim_node",
+        "camera_rate:=0",
+        f"seed:={SEED}",
+        f"objects:={OBJECTS}",
+        "objects_topic:=/lang2policy/objects",
+    )
+    safety = node("safety_node", "use_sim_time:=true", "state_timeout:=2.0")
+    planner = node(
+        "planner_node",
+        "use_sim_time:=true",
+        f"llm:=replay:{FIXTURE}",
+        "planner:=code",
+        "execute:=graph",
+        "memory:=''",
+    )
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for key, value in ros_env(DOMAIN_ID).items():
+                mp.setenv(key, value)
+            context = rclpy.Context()
+            rclpy.init(context=context)
+            probe = Probe(context)
+            with spinning(context, [probe.node], threads=2):
+                wait_for(lambda: probe.states, 60, "the sim node's joint states")
+                yield probe
+    finally:
+        for process in (planner, safety, sim):
+            stop(process)
+
+
+@pytest.fixture(scope="module")
+def graph_run(graph):
+    """The pick-and-place through the graph: (outcome, stamps, positions, velocities)."""
+    probe = graph
+    wait_for(probe.instruction.get_subscription_count, 60, "the planner")
+    probe.instruction.publish(String(data=INSTRUCTION))
+    outcome = wait_for(probe.outcome, 240, f"the outcome of {INSTRUCTION!r}")
+    stamps, positions, velocities = probe.track(since=0.0)
+    return outcome, stamps, positions, velocities
+
+
+def test_the_arm_in_the_graph_stays_within_the_safety_nodes_joint_speed(graph_run):
+    outcome, stamps, positions, velocities = graph_run
+    assert outcome["state"] == "done", outcome
+    assert "red block in blue bowl" in outcome["detail"]["relations"], outcome
+    ticks = round((stamps[-1] - stamps[0]) / PERIOD) + 1
+    assert len(stamps) > 0.95 * ticks, f"the probe missed joint states: {len(stamps)} of {ticks}"
+    limit = load_safety_config("so101").max_joint_speed
+    bound = np.maximum(limit, outside_the_graph()) + SAMPLING
+    peak = peaks(stamps, positions, velocities)
+    report = {
+        n: (round(float(p), 3), round(float(b), 3))
+        for n, p, b in zip(ARM, peak, bound, strict=True)
+    }
+    print(f"joint: (peak, allowed) rad/s {report}")  # shown with -s
+    assert (peak <= bound).all(), f"joint: (peak, allowed) rad/s {report}"
+    assert peak[0] <= limit + SAMPLING, report  # shoulder_pan: 1.63 rad/s in the finding
+
+
+def test_the_tool_in_the_graph_stays_under_0_3_m_per_s(graph_run):
+    _outcome, stamps, positions, _velocities = graph_run
+    points = tool_points(World("so101"), positions)
+    dt = np.diff(stamps)
+    speed = np.linalg.norm(np.diff(points, axis=0), axis=1)[np.abs(dt - PERIOD) < 1e-3] / PERIOD
+    print(f"peak tool speed {speed.max():.3f} m/s")  # shown with -s
+    assert speed.max() <= TOOL_SPEED, f"peak tool speed {speed.max():.3f} m/s"  # 0.45 found
+
+
+def test_a_late_commander_sending_bursts_does_not_drive_the_arm_faster_than_the_limit(graph):
+    """The mechanism of the finding, on purpose: a commander that falls behind and catches up
+    (the planner on a loaded machine), here three 20 ms steps of 0.03 rad at once every 60 ms
+    of sim time. Each step is exactly at the limit (1.5 rad/s) and the three arrive together. On
+    main they all went through (each within the lead allowance of the measured position) and
+    the sim node ran the last from where the first began: the arm was asked for up to 4.5
+    rad/s, its own rate limit held the target to 1.5 rad/s without a break and the servo
+    overshot that (1.66 rad/s measured, the finding's 1.63). Now no target moves faster than
+    the limit, and the arm still gets there."""
+    probe = graph
+    with probe.lock:
+        names, start = list(probe.latest), dict(probe.latest)
+    begin = probe.stamp()
+    steps = 0
+    for burst in range(1, 7):
+        wait_for(lambda b=burst: probe.stamp() >= begin + 3 * PERIOD * b, 20, "sim time")
+        for _ in range(BURST):
+            steps += 1
+            target = {**start, "shoulder_pan": start["shoulder_pan"] + STEP * steps}
+            probe.command.publish(convert.trajectory(names, [(PERIOD, [target[n] for n in names])]))
+    end = probe.stamp()
+    wait_for(lambda: probe.stamp() >= end + 1.0, 30, "a second of sim time")
+    stamps, positions, velocities = probe.track(since=begin)
+    pan = positions[:, 0]
+    assert pan[-1] == pytest.approx(start["shoulder_pan"] + STEP * steps, abs=0.02)  # got there
+    peak = peaks(stamps, positions, velocities)[0]
+    print(f"bursts: shoulder_pan peak {peak:.3f} rad/s")  # shown with -s
+    assert peak <= load_safety_config("so101").max_joint_speed + SAMPLING, peak
