@@ -74,10 +74,11 @@ def run_language_demo(
     from lang2policy.exec_policy import scene_readout
     from lang2policy.run_instruction import RunRequest, build_session
     from lang2policy.sandbox.outcome import printable
+    from lang2policy.text_quote import one_line
 
     request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed)
     session, names, planning = build_session(request)
-    say(f"[demo] {robot}, seed {seed}, llm {llm}: {', '.join(names)}")
+    say(f"[demo] {robot}, seed {seed}, llm {llm}: {one_line(', '.join(names))}")
     recorder = session.record(camera)
     outcomes = []
     for instruction in LANGUAGE_DEMO_INSTRUCTIONS:
@@ -87,11 +88,12 @@ def run_language_demo(
             for line in printable(result.program.code).splitlines():
                 say(f"[demo]   | {line}")
         outcome = result.outcome
-        say(f"[demo]   {outcome.kind}" + ("" if outcome.ok else f": {outcome.message}"))
+        say(f"[demo]   {outcome.kind}" + ("" if outcome.ok else f": {one_line(outcome.message)}"))
         outcomes.append({"instruction": instruction, "outcome": outcome.kind})
     session.world.step_seconds(0.5)
     path = recorder.save(out)
     recorder.renderer.close()
     relations = scene_readout(session)["relations"]
-    say(f"[demo] wrote {path} ({len(recorder.frames)} frames); final relations: {relations}")
+    shown = one_line(", ".join(relations)) if relations else "none"
+    say(f"[demo] wrote {path} ({len(recorder.frames)} frames); final relations: {shown}")
     return {"video": str(path), "outcomes": outcomes, "relations": relations}

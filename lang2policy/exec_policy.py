@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.sandbox.outcome import PlanOutcome, printable
+from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.policy import (
     Decision,
     PolicyRequest,
@@ -24,6 +24,7 @@ from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.tasks import Session
+from lang2policy.text_quote import one_line
 
 
 @dataclass(frozen=True)
@@ -74,20 +75,24 @@ class ExecResult:
         }
 
     def format_text(self) -> str:
+        """The result for a person: one line per field. Said text comes from the policy
+        program and object names from the scene, so each is quoted with ``one_line``: a line
+        break inside them cannot start a line that reads like the host's own (``outcome : ok``)."""
         request, outcome = self.request, self.outcome
         layers = ", ".join(f"{k} {v}" for k, v in outcome.layers.items()) or "not started"
+        program = one_line(str(request.program))
         lines = [
-            f"program : {request.program}  (robot {request.robot}, seed {request.seed})",
+            f"program : {program}  (robot {request.robot}, seed {request.seed})",
             f"sandbox : {layers}",
             f"outcome : {outcome.summary()}",
         ]
         if outcome.said:
-            lines.append("said    : " + printable(" | ".join(outcome.said)))
+            lines.append("said    : " + one_line(" | ".join(outcome.said)))
         lines.append("scene   :")
         for name, position in self.scene["positions"].items():
-            lines.append(f"  {name:<16} at {position}")
+            lines.append(f"  {one_line(name):<16} at {position}")
         relations = self.scene["relations"]
-        lines.append("  relations: " + (", ".join(relations) if relations else "none"))
+        lines.append("  relations: " + (one_line(", ".join(relations)) if relations else "none"))
         return "\n".join(lines)
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from lang2policy import graph
+from lang2policy import cli_types, graph
 from lang2policy.errors import ConfigError, Lang2PolicyError
 
 PREFIX = "[lang2policy]"
@@ -341,9 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan kind: chosen per instruction (auto), policy code, or reward parameters",
     )
     parser.add_argument("--rtf", type=float, default=1.0, help="real-time factor of the sim")
-    parser.add_argument("--seed", type=int, default=0, help="scene seed")
+    parser.add_argument(
+        "--seed", type=cli_types.seed, default=0, help=f"scene seed (0 to {cli_types.MAX_SEED})"
+    )
     parser.add_argument(
         "--objects",
+        type=cli_types.text,
         default="",
         metavar="NAMES",
         help="comma-separated objects on the simulated table, e.g. 'red block,blue bowl' "

@@ -27,9 +27,15 @@ from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.tasks import Session
+from lang2policy.text_quote import one_line
 
 __all__ = [
-    "MAX_INSTRUCTION", "RunRequest", "build_planning", "build_session", "check_instruction", "run"
+    "MAX_INSTRUCTION",
+    "RunRequest",
+    "build_planning",
+    "build_session",
+    "check_instruction",
+    "run",
 ]
 VIDEO_FPS = 10  # the reward path captures one frame per MPC step (0.1 s simulated)
 
@@ -74,8 +80,9 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
     """Plan and execute the instructions; returns a JSON-able report."""
     instructions = [check_instruction(text) for text in request.instructions]
     if request.duration is not None and not request.duration > 0:
-        raise Lang2PolicyError(f"the duration must be a positive number of seconds, got "
-                               f"{request.duration}")
+        raise Lang2PolicyError(
+            f"the duration must be a positive number of seconds, got {request.duration}"
+        )
     planner = choose_planner(instructions[0], request.planner)
     if planner == "reward":
         return _run_reward(request, instructions, say)
@@ -84,7 +91,10 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
 
 def _run_code(request: RunRequest, instructions: list[str], say: Callable[[str], None]) -> dict:
     session, objects, planning = build_session(request)
-    say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}: {', '.join(objects)}")
+    say(
+        f"[run] {request.robot}, seed {request.seed}, llm {request.llm}: "
+        f"{one_line(', '.join(objects))}"
+    )
     recorder = session.record(request.camera) if request.video else None
     results = []
     for instruction in instructions:
@@ -108,8 +118,7 @@ def _run_code(request: RunRequest, instructions: list[str], say: Callable[[str],
     return report
 
 
-def _run_reward(request: RunRequest, instructions: list[str],
-                say: Callable[[str], None]) -> dict:
+def _run_reward(request: RunRequest, instructions: list[str], say: Callable[[str], None]) -> dict:
     from lang2policy.l2r.planner import RewardPlanner
     from lang2policy.l2r.run import run_instructions, scene_state
     from lang2policy.llm import make_client
@@ -120,13 +129,21 @@ def _run_reward(request: RunRequest, instructions: list[str],
         objects = _with_named_objects(session, request.seed, objects, instructions)
     positions, _ = scene_state(session.world)
     planner = RewardPlanner(make_client(request.llm), positions)
-    say(f"[run] {request.robot}, seed {request.seed}, llm {request.llm}, reward planner: "
-        f"{', '.join(objects)}")
+    say(
+        f"[run] {request.robot}, seed {request.seed}, llm {request.llm}, reward planner: "
+        f"{one_line(', '.join(objects))}"
+    )
     recorder = _recorder(session, request.camera) if request.video else None
     capture = None if recorder is None else (lambda mpc: recorder.maybe_capture(mpc.world.data))
-    steps = run_instructions(session, planner, instructions, seed=request.seed,
-                             duration=request.duration, say=lambda line: say(f"[run] {line}"),
-                             on_step=capture)
+    steps = run_instructions(
+        session,
+        planner,
+        instructions,
+        seed=request.seed,
+        duration=request.duration,
+        say=lambda line: say(f"[run] {line}"),
+        on_step=capture,
+    )
     report = {
         "instruction": instructions[0],
         "instructions": instructions,
@@ -145,8 +162,9 @@ def _run_reward(request: RunRequest, instructions: list[str],
     return report
 
 
-def _with_named_objects(session: Session, seed: int, objects: list[str],
-                        instructions: list[str]) -> list[str]:
+def _with_named_objects(
+    session: Session, seed: int, objects: list[str], instructions: list[str]
+) -> list[str]:
     """The seeded layout, with the pool objects the instructions name put on the table in
     place of others ("lift the red block" always finds one); unchanged when all are there."""
     text = " ".join(instructions).lower()
@@ -166,18 +184,28 @@ def _recorder(session: Session, camera: str):
 
 
 def format_text(report: dict) -> str:
+    """The report for a person. Said text, error messages, notes and object names come from
+    the LLM, its program or the scene: each single field goes through ``one_line`` and each
+    line of multi-line code or description is printed behind an indent, so nothing they hold
+    can start a line that reads like the host's own (a forged ``outcome: ok``)."""
     if report.get("planner") == "reward":
         lines = _reward_lines(report)
     else:
         lines = _code_lines(report)
     lines.append("scene:")
     for name, position in report["scene"]["positions"].items():
-        lines.append(f"  {name:<16} at {position}")
+        lines.append(f"  {one_line(name):<16} at {position}")
     relations = report["scene"]["relations"]
-    lines.append("  relations: " + (", ".join(relations) if relations else "none"))
+    lines.append("  relations: " + (one_line(", ".join(relations)) if relations else "none"))
     if "video" in report:
-        lines.append(f"video: {report['video']}")
+        lines.append(f"video: {one_line(report['video'])}")
     return "\n".join(lines)
+
+
+def _indented(text: str, indent: str) -> list[str]:
+    """Multi-line untrusted text as lines behind ``indent``: control characters and the
+    Unicode line separators escaped (``printable``), so only ``\\n`` breaks a line."""
+    return [indent + line for line in printable(text).split("\n")]
 
 
 def _code_lines(report: dict) -> list[str]:
@@ -186,36 +214,42 @@ def _code_lines(report: dict) -> list[str]:
         outcome = result["outcome"]
         program = (result.get("program") or {}).get("code") or "(no program)"
         lines += [
-            f"instruction: {result['instruction']}",
+            f"instruction: {one_line(result['instruction'])}",
             "program:",
-            *("    " + line for line in printable(program).splitlines()),
+            *_indented(program, "    "),
             f"attempts: {result['attempts']}",
-            f"outcome: {outcome['kind']}"
-            + ("" if outcome["ok"] else f" - {printable(outcome['message'])}"),
+            f"outcome: {one_line(str(outcome['kind']))}"
+            + ("" if outcome["ok"] else f" - {one_line(str(outcome['message']))}"),
         ]
         if outcome.get("said"):
-            lines.append("said: " + printable(" | ".join(outcome["said"])))
+            lines.append("said: " + one_line(" | ".join(outcome["said"])))
     return lines
 
 
 def _reward_lines(report: dict) -> list[str]:
     lines = []
     for step in report["steps"]:
-        lines.append(f"instruction: {step['instruction']}")
+        lines.append(f"instruction: {one_line(step['instruction'])}")
         plan, outcome = step["plan"], step["outcome"]
         if plan is None:
-            lines.append(f"  not planned: {printable(step['error'])}")
+            lines.append(f"  not planned: {one_line(str(step['error']))}")
             continue
-        lines.append(f"  {'new task' if plan['new_task'] else 'edits the running spec'} "
-                     f"(planned in {plan['plan_ms'] / 1000:.1f} s)")
-        lines += ["  description:", *(f"    {line}" for line in plan["description"].splitlines())]
-        lines += ["  code:", *(f"    {line}" for line in printable(plan["code"]).splitlines())]
-        lines += [f"  note: {printable(note)}" for note in plan["notes"]]
+        lines.append(
+            f"  {'new task' if plan['new_task'] else 'edits the running spec'} "
+            f"(planned in {plan['plan_ms'] / 1000:.1f} s)"
+        )
+        lines += ["  description:", *_indented(plan["description"], "    ")]
+        lines += ["  code:", *_indented(plan["code"], "    ")]
+        lines += [f"  note: {one_line(str(note))}" for note in plan["notes"]]
         goals = {c["term"] for c in plan["spec"].get("success", {}).get("all", [])}
-        final = ", ".join(f"{k} {v:g}" for k, v in outcome["final"].items() if k in goals)
-        lines.append(f"  outcome: {outcome['status']} after {outcome['sim_seconds']:.1f} s "
-                     f"simulated ({outcome['iterations']} MPC iterations, "
-                     f"{outcome['mpc_plan_ms']:.0f} ms each)" + (f"; {final}" if final else ""))
+        final = ", ".join(
+            f"{one_line(str(k))} {v:g}" for k, v in outcome["final"].items() if k in goals
+        )
+        lines.append(
+            f"  outcome: {one_line(str(outcome['status']))} after "
+            f"{outcome['sim_seconds']:.1f} s simulated ({outcome['iterations']} MPC "
+            f"iterations, {outcome['mpc_plan_ms']:.0f} ms each)" + (f"; {final}" if final else "")
+        )
     return lines
 
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lang2policy import cli_types
 from lang2policy.bench.parity_analysis import (
     DEFAULT_ARM_BOUND,
     DEFAULT_GRIPPER_BOUND,
@@ -459,7 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="scale the scenario's phases (rest 1 s, move 4 s, hold 1.5 s, after 1 s); "
         ">= 0.5 keeps the joints under the 1.5 rad/s speed limit",
     )
-    parser.add_argument("--seed", type=int, default=0, help="scene seed of both back-ends")
+    parser.add_argument(
+        "--seed",
+        type=cli_types.seed,
+        default=0,
+        help=f"scene seed of both back-ends (0 to {cli_types.MAX_SEED})",
+    )
     parser.add_argument(
         "--domain",
         type=int,

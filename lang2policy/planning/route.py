@@ -12,7 +12,8 @@
    ("a bit more", "less");
 4. anything else (a single pick and place, "put the red block in the blue bowl") -> code.
 
-``check_instruction`` is the shared check of an incoming instruction (both planners use it).
+``check_instruction`` is the shared check of an incoming instruction (both planners use it);
+``text_problem`` its text part, which the terminal applies to every typed line too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ from __future__ import annotations
 import re
 
 from lang2policy.errors import ConfigError, Lang2PolicyError
+from lang2policy.instruction_text import text_problem, utf8_problem
+
+__all__ = [
+    "MAX_INSTRUCTION",
+    "SETTINGS",
+    "check_instruction",
+    "choose_planner",
+    "text_problem",
+    "utf8_problem",
+]
 
 SETTINGS = ("code", "reward", "auto")
 MAX_INSTRUCTION = 500
@@ -42,7 +53,8 @@ _CONTINUOUS = re.compile(
 
 
 def choose_planner(instruction: str, setting: str = "auto") -> str:
-    """"code" or "reward" for ``instruction`` under ``setting`` ("code", "reward" or "auto")."""
+    """The planner ("code" or "reward") for ``instruction`` under ``setting`` ("code",
+    "reward" or "auto")."""
     if setting not in SETTINGS:
         raise ConfigError(f"planner setting {setting!r} is not one of {list(SETTINGS)}")
     if setting != "auto":
@@ -54,7 +66,8 @@ def choose_planner(instruction: str, setting: str = "auto") -> str:
 
 
 def check_instruction(text: str) -> str:
-    """The instruction, stripped; a clear error when it is empty, too long or not text."""
+    """The instruction, stripped; a clear error when it is empty, too long or not one line of
+    printable UTF-8 text (``text_problem``)."""
     if text is not None and not isinstance(text, str):
         raise Lang2PolicyError(f"the instruction must be text, got {type(text).__name__}")
     text = (text or "").strip()
@@ -64,6 +77,7 @@ def check_instruction(text: str) -> str:
         raise Lang2PolicyError(
             f"the instruction has {len(text)} characters; at most {MAX_INSTRUCTION} are allowed"
         )
-    if any(ord(c) < 32 and c not in "\t" for c in text):
-        raise Lang2PolicyError("the instruction contains control characters; use plain text")
+    problem = text_problem(text)
+    if problem is not None:
+        raise Lang2PolicyError(problem)
     return text

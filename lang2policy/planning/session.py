@@ -24,6 +24,7 @@ from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SkillBackend
+from lang2policy.text_quote import one_line
 
 Status = Callable[[str], None]
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
@@ -72,7 +73,7 @@ class PlanningSession:
         objects = self.backend.object_names()
         before = self._positions(objects)
         history = list(self.history)
-        status(f"planning: {instruction}")
+        status(f"planning: {one_line(instruction)}")
         try:
             program = self.planner.generate(instruction, objects, history)
         except LLMError as exc:
@@ -124,13 +125,16 @@ class PlanningSession:
         return positions
 
     def _moved_lines(self, before: dict[str, np.ndarray]) -> list[str]:
+        """One history comment per object that moved. Object names come from the scene
+        (perception, the network), so each is quoted with ``one_line``: a line break in a name
+        cannot start an uncommented line of the next prompt's history."""
         after = self._positions(list(before))
         lines = []
         for name, start in before.items():
             end = after.get(name)
             if end is not None and np.linalg.norm(end[:2] - start[:2]) > MOVED_METRES:
                 where = ", ".join(f"{v:.2f}" for v in start)
-                lines.append(f"# (the {name} was at [{where}])")
+                lines.append(f"# (the {one_line(name)} was at [{where}])")
         return lines
 
 

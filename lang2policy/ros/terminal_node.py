@@ -194,6 +194,7 @@ def main(args: list[str] | None = None) -> int:
         spinner = Spinner(node)
         if interactive:
             return run_interactive(node.session, node.refresh_interval)
+        lenient_stdio(sys.stdin, sys.stdout)
         timeout = options.timeout or node.wait_timeout
         if options.wait:  # a script may start with the graph: give the planner time to come up
             node.instruction_discovery_timeout = max(node.discovery_timeout, timeout)
@@ -213,6 +214,18 @@ def main(args: list[str] | None = None) -> int:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def lenient_stdio(stdin, stdout) -> None:
+    """Non-interactive mode: a byte of stdin that is not UTF-8 becomes a lone surrogate
+    (``surrogateescape``) instead of a ``UnicodeDecodeError`` that would end the node, so the
+    session refuses that one line, naming the byte and its offset, and reads on; output
+    escapes what it cannot encode (``backslashreplace``; the echo of such a line) instead of
+    raising. Streams without ``reconfigure`` (replaced by a caller) are left as they are."""
+    for stream, errors in ((stdin, "surrogateescape"), (stdout, "backslashreplace")):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=errors)
 
 
 def _interrupt(_signum, _frame) -> None:

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lang2policy.instruction_text import text_problem, utf8_problem
 from lang2policy.sandbox.outcome import printable
 from lang2policy.terminal.commands import HELP, CommandKind, TerminalInputError, parse_line
 from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
 from lang2policy.terminal.status import StatusEvent, StatusModel, same_text
+from lang2policy.text_quote import one_line
 
 SERVICES = {CommandKind.STOP: "stop", CommandKind.RESUME: "resume", CommandKind.RESET: "reset"}
 
@@ -132,13 +134,25 @@ class TerminalSession:
         return prompt_label(self.task_running())
 
     def handle_line(self, line: str) -> Reply:
-        """Parse ``line`` and carry it out; bad input gives a message, never an exception."""
+        """Parse ``line`` and carry it out; bad input gives a message, never an exception.
+
+        A line read with ``surrogateescape`` holds a lone surrogate for each byte that was not
+        UTF-8: it is refused with that byte's offset before anything else looks at it. The text
+        of an instruction or correction must pass the planner's own check (``text_problem``:
+        no line breaks such as U+2028, no other non-printable characters), and a message that
+        quotes the line is quoted with ``one_line``, so it prints as one line."""
+        problem = utf8_problem(line, "line")
+        if problem is not None:
+            return Reply([f"! {problem}"], ok=False)
         try:
             command = parse_line(line, self.task_running())
         except TerminalInputError as exc:
-            return Reply([f"! {exc}"], ok=False)
+            return Reply([f"! {one_line(str(exc))}"], ok=False)
         if command is None:
             return Reply()
+        problem = text_problem(command.text, command.kind.value) if command.text else None
+        if problem is not None:
+            return Reply([f"! {problem}"], ok=False)
         if command.kind == CommandKind.QUIT:
             return Reply(quit=True)
         if command.kind == CommandKind.HELP:

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Protocol
 
+from lang2policy import cli_types
 from lang2policy.robots.feetech.protocol import (
     BROADCAST_ID,
     CENTER_TICK,
@@ -547,7 +548,9 @@ def _fraction(name: str, value: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", default="1,2,3,4,5,6", help="servo ids, comma separated")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=cli_types.seed, default=0, help=f"fault seed (0 to {cli_types.MAX_SEED})"
+    )
     parser.add_argument("--drop", type=float, default=0.0, help="fraction of replies dropped")
     parser.add_argument("--corrupt", type=float, default=0.0, help="fraction corrupted")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
