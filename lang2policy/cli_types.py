@@ -16,9 +16,8 @@ one-line message, exit code 2), never a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 
-from lang2policy.text_quote import escape_char
+from lang2policy.instruction_text import text_problem
 
 MAX_SEED = 2**32 - 1
 
@@ -40,29 +39,8 @@ def seed(value: str) -> int:
 
 
 def text(value: str) -> str:
-    """Text from the command line: valid UTF-8, printable, one line."""
-    if any("\ud800" <= char <= "\udfff" for char in value):
-        raise argparse.ArgumentTypeError(_not_utf8(value))
-    for index, char in enumerate(value):
-        if not char.isprintable() and char != "\t":
-            raise argparse.ArgumentTypeError(
-                f"the character {escape_char(char)} at offset {index} is a control character "
-                "or line break; give one line of printable text"
-            )
+    """Text from the command line: valid UTF-8, printable, one line (``text_problem``)."""
+    problem = text_problem(value, "text")
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return value
-
-
-def _not_utf8(value: str) -> str:
-    """Where the first byte that is not UTF-8 sits in the argument as given."""
-    try:
-        raw = os.fsencode(value)  # the bytes of argv, as surrogateescape recorded them
-        raw.decode("utf-8")
-    except UnicodeEncodeError:  # a surrogate that no undecodable byte produced
-        pass
-    except UnicodeDecodeError as exc:
-        offset, byte = exc.start, raw[exc.start]
-        return (
-            f"the byte 0x{byte:02x} at offset {offset} is not valid UTF-8; the text must be "
-            "UTF-8 (check the terminal's or file's encoding)"
-        )
-    return "the text has characters that cannot be encoded as UTF-8; the text must be UTF-8"

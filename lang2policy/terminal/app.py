@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 
 from lang2policy.terminal.commands import CommandKind
 from lang2policy.terminal.session import TerminalSession
+from lang2policy.text_quote import one_line
 
 BANNER = "lang2policy terminal: type an instruction; :help for commands, :quit or Ctrl-D to leave."
 TOOLBAR_STYLES = {"": "", "warn": "class:toolbar-warn", "alert": "class:toolbar-alert"}
@@ -27,7 +28,7 @@ def run_non_interactive(
     for line in lines:
         if not line.strip():
             continue
-        out(f"> {line.strip()}")
+        out(f"> {one_line(line.strip())}")  # a piped line is shown, never acted out
         reply = session.handle_line(line)
         for text in reply.lines:
             out(text)
