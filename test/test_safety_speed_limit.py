@@ -2,15 +2,16 @@
 
 Pure (no ROS): the supervisor is fed commands, joint states and watchdog ticks at explicit
 times, and everything it sends is played into ``Robot``, an independent model of how the robot
-follows ``/arm_controller/joint_trajectory`` (as ros2_control's joint_trajectory_controller and
-the sim node do): a trajectory starts when it arrives, at the robot's time (which the robot
-reports as the stamp of its latest joint state: the sim node's clock stands still between two
-of its steps), from the robot's current position target, and runs linearly between its points
-at their times; a hold stops the target at the measured position (before anything was sent it
-holds where it is measured). ``Robot.excess`` is how far any of that moves a joint beyond the
-speed limit, exactly (the target is piecewise linear), ``Robot.peak`` the fastest speed it asks
-for. Commands may come at any time and in any order with the states; the states may say
-anything.
+follows ``/arm_controller/joint_trajectory`` (the sim node's ``TrajectoryFollower`` with its
+queue; joint_trajectory_controller semantics otherwise): a trajectory starts when it arrives, at
+the robot's time (which the robot reports as the stamp of its latest joint state: the sim node's
+clock stands still between two of its steps), from the robot's current position target, and
+runs linearly between its points at their times; one that arrives before the running one has
+reached its first point waits for it and departs from there; a hold stops the target at the
+measured position at once (before anything was sent the robot holds where it is measured).
+``Robot.excess`` is how far any of that moves a joint beyond the speed limit, exactly (the
+target is piecewise linear), ``Robot.peak`` the fastest speed it asks for. Commands may come at
+any time and in any order with the states; the states may say anything.
 
 The finding (issue 13, no. 6): through the graph a pick-and-place peaked at shoulder_pan
 1.63 rad/s above the 1.5 rad/s limit, and 0.45 m/s at the tool. The filter timed each command's
@@ -28,8 +29,6 @@ not from where the robot's target really was, so:
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,44 +42,81 @@ LIMIT = 1.0  # rad/s: planar_filter's max_joint_speed
 ALLOWANCE = 0.06  # rad: the SO-101's lead_allowance in config/safety.yaml
 PERIOD = 0.02  # s between streamed commands (the planner's control rate)
 ARM = 2  # the planar arm's joints a, b (the gripper has no speed limit)
+QUEUE = 10  # trajectories that may wait at the robot (the sim node's queue)
 
 
 class Robot:
     """The position target of a robot following what the supervisor sends (see module doc)."""
 
     def __init__(self, start: np.ndarray) -> None:
-        self.knots: list[tuple[float, np.ndarray]] = [(0.0, np.asarray(start, float)[:ARM])]
+        self.hold_at(0.0, np.asarray(start, float)[:ARM])
         self.peak = 0.0  # rad/s, over segments longer than 1 ms
         self.excess = 0.0  # rad: the most any segment moves beyond LIMIT x its duration
         self.received: list[tuple[float, Trajectory]] = []
 
+    def hold_at(self, now: float, position: np.ndarray) -> None:
+        self.start, self.times, self.rows = now, [0.0], [np.asarray(position, float)]
+        self.waiting: list[list[tuple[float, dict[str, float]]]] = []
+
     def target(self, t: float) -> np.ndarray:
-        times = [k for k, _ in self.knots]
-        rows = np.array([p for _, p in self.knots])
-        return np.array([np.interp(t, times, rows[:, j]) for j in range(ARM)])
+        rows = np.array(self.rows)
+        return np.array([np.interp(t - self.start, self.times, rows[:, j]) for j in range(ARM)])
+
+    def before_first_point(self, now: float) -> bool:
+        return len(self.times) > 1 and now - self.start < self.times[1]
 
     def receive(self, now: float, trajectory: Trajectory, measured: dict[str, float]) -> None:
         self.received.append((now, trajectory))
-        if trajectory.is_hold:  # stop and hold at the measured position
-            self.knots = [(now, np.array([measured[n] for n in NAMES[:ARM]]))]
+        if trajectory.is_hold:  # stop and hold at the measured position, at once
+            self.hold_at(now, np.array([measured[n] for n in NAMES[:ARM]]))
             return
-        row = self.target(now)
-        knots = [(now, row)]
-        for t, values in trajectory.points:
-            row = row.copy()
-            for name, value in zip(trajectory.names, values, strict=True):
-                if name in NAMES[:ARM]:
-                    row[NAMES.index(name)] = value
-            knots.append((now + float(t), row))
-        for (t0, p0), (t1, p1) in itertools.pairwise(knots):
+        points = [
+            (
+                float(t),
+                {n: v for n, v in zip(trajectory.names, values, strict=True) if n != "gripper"},
+            )
+            for t, values in trajectory.points
+        ]
+        self.release(now)
+        if self.waiting or self.before_first_point(now):
+            if len(self.waiting) == QUEUE:  # skip the oldest, its time goes to the next
+                skipped, following = self.waiting.pop(0), self.waiting.pop(0)
+                first = next((t for t, _ in skipped if t > 0), 0.0)
+                values = {k: v for t, n in skipped if t <= first for k, v in n.items()}
+                self.waiting.insert(0, [(t + first, {**values, **n}) for t, n in following])
+            self.waiting.append(points)
+            return
+        self.begin(now, points)
+
+    def release(self, now: float) -> None:
+        """Start what waits, each when the one before reaches its first point."""
+        while self.waiting and not self.before_first_point(now):
+            at = self.start + self.times[1] if len(self.times) > 1 else now
+            self.begin(at, self.waiting.pop(0))
+
+    def begin(self, at: float, points) -> None:
+        times, rows = [0.0], [self.target(at)]
+        for t, named in points:
+            row = rows[-1].copy()
+            for name, value in named.items():
+                row[NAMES.index(name)] = value
+            if t <= times[-1]:  # the same time as the point before: this one wins
+                rows[-1] = row
+            else:
+                times.append(t)
+                rows.append(row)
+        self.excess = max(self.excess, float(np.abs(rows[0] - self.target(at)).max()))  # a jump
+        for t0, p0, t1, p1 in zip(times, rows, times[1:], rows[1:], strict=False):
             step = float(np.abs(p1 - p0).max())
             self.excess = max(self.excess, step - LIMIT * (t1 - t0))
             if t1 - t0 > 1e-3:
                 self.peak = max(self.peak, step / (t1 - t0))
-        self.knots = knots
+        self.start, self.times, self.rows = at, times, rows
 
     def within_limit(self) -> bool:
-        """No segment asks for more than LIMIT (1e-9 rad of rounding allowed, as the filter)."""
+        """Nothing sent (and run, waiting ones included) asks for more than LIMIT (1e-9 rad of
+        rounding allowed, as the filter)."""
+        self.release(self.start + self.times[-1] + 1e3)  # all that waits, run
         return self.excess <= 1e-8
 
 
@@ -106,7 +142,7 @@ class Bench:
         self.measured = dict(positions)
         self.robot_time = now  # stamped with the time it is fed
         if not self.robot.received:  # nothing sent yet: the robot holds where it is
-            self.robot.knots = [(now, np.array([positions[n] for n in NAMES[:ARM]]))]
+            self.robot.hold_at(now, np.array([positions[n] for n in NAMES[:ARM]]))
         self.apply(now, self.supervisor.on_joint_state(now, now, positions))
 
     def command(self, now: float, points) -> Trajectory | None:

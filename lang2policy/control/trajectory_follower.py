@@ -30,6 +30,9 @@ import numpy as np
 from lang2policy.errors import InvalidCommandError
 
 TrajectoryPoints = Sequence[tuple[float, Mapping[str, float]]]
+# Trajectories that may wait (0.2 s of 20 ms steps): the sim node's, and the safety node's model
+# of it (``lang2policy.safety.reference``).
+STREAM_QUEUE = 10
 
 
 class TrajectoryFollower:
@@ -79,15 +82,32 @@ class TrajectoryFollower:
         self._begin(now, points)
 
     def _skip_oldest(self) -> None:
-        """Drop the oldest waiting trajectory, giving its time to the next one: joint by joint
-        the next one's first segment is then no faster than the two were one after the other."""
+        """Drop the oldest waiting trajectory, giving the time to its first point to the next
+        one, which would have started there: joint by joint the next one's first segment is
+        then no faster than the two segments were one after the other."""
         skipped = self._waiting.popleft()
         self.dropped += 1
         if not self._waiting:
             return
-        extra, final = float(skipped[0][0]), dict(skipped[-1][1])
+        extra, first = _first_point(skipped)
         following = self._waiting.popleft()
-        self._waiting.appendleft([(t + extra, {**final, **named}) for t, named in following])
+        self._waiting.appendleft([(t + extra, {**first, **named}) for t, named in following])
+
+    def waits(self, now: float) -> bool:
+        """Whether a trajectory arriving at ``now`` would wait for the running one."""
+        self._release(now)
+        return bool(self.queue) and (bool(self._waiting) or self._before_first_point(now))
+
+    def departure(self, now: float) -> np.ndarray:
+        """Where a trajectory arriving at ``now`` starts from: the current target, or, if it
+        has to wait, the first point of the last one before it."""
+        if not self.waits(now):
+            return self._interpolate(now)
+        row = self._positions[1].copy()
+        for points in self._waiting:
+            for name, value in _first_point(points)[1].items():
+                row[self._index[name]] = value
+        return row
 
     def _check_names(self, points: TrajectoryPoints) -> None:
         for _, named in points:
@@ -147,3 +167,14 @@ class TrajectoryFollower:
         """True while a trajectory is still moving (before its last point's time) or waits."""
         self._release(now)
         return bool(self._waiting) or (len(self._times) > 1 and now - self._start < self._times[-1])
+
+
+def _first_point(points: TrajectoryPoints) -> tuple[float, dict[str, float]]:
+    """Time of the first point after the start and the joint values the follower has there
+    (points at the start, or at the same time, merge into it)."""
+    named: dict[str, float] = {}
+    for t, values in points:
+        named.update(values)
+        if t > 0:
+            return float(t), named
+    return 0.0, named

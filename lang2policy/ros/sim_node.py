@@ -12,11 +12,12 @@ timer advances physics by one control period of sim time per tick (the timer per
 divided by ``real_time_factor``). Sim time on ``/clock`` never jumps back, across resets too.
 
 Trajectories are followed as joint_trajectory_controller does (``TrajectoryFollower``), except
-that one arriving before the running one has reached its first point waits for it (up to
-``PENDING_MAX`` of them; see ``TrajectoryFollower``): sim time stands still between two ticks,
-so the 20 ms steps of a command stream that arrive bunched, as they do on a loaded machine,
-would otherwise all start at the same instant and the last would run two or three steps in the
-time of one, faster than the safety node allowed.
+that one arriving before the running one has reached its first point waits for that point and
+departs from there (``STREAM_QUEUE`` may wait; see ``TrajectoryFollower``): sim time stands still
+between two ticks, so the 20 ms steps of a command stream that arrive bunched, as they do on a
+loaded machine, would otherwise all start at the same instant and the last would run two or
+three steps in the time of one, faster than the safety node allowed. The safety node times
+every command for exactly this (``lang2policy.safety.reference``).
 
 Cameras render in a thread of their own (a GL context belongs to the thread that created it,
 and rendering must not stall the control loop); when rendering falls behind, frames are dropped.
@@ -35,7 +36,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.control.trajectory_follower import TrajectoryFollower
+from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
@@ -47,7 +48,7 @@ from lang2policy.scene.world import World
 
 TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 OBJECTS_TOPIC = "/sim/objects"  # ground truth; perception publishes /lang2policy/objects
-PENDING_MAX = 10  # trajectories that may wait for the running one (0.2 s of 20 ms steps)
+PENDING_MAX = STREAM_QUEUE  # trajectories that may wait for the running one
 
 
 def world_object_poses(world: World) -> list[convert.ObjectPose]:

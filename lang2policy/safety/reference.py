@@ -1,20 +1,22 @@
 """Where the robot's position target is, as the safety node commanded it.
 
-The robot follows what the safety node forwards the way ros2_control's
-joint_trajectory_controller (and the sim node's ``TrajectoryFollower``) does: a trajectory
-starts when it arrives, from the current position target, linearly between its points; joints
-it does not name keep their target; a hold stops the target at the measured position. So the
-speed a forwarded command asks for is its distance from *that target*, not from the measured
+The robot follows what the safety node forwards the way the sim node does (``TrajectoryFollower``
+with a queue, joint_trajectory_controller semantics otherwise): a trajectory starts when it
+arrives, from the current position target, linearly between its points; one that arrives
+before the running one has reached its first point waits for that point and starts from there
+(a burst of streamed commands runs one after the other, never in the time of one); joints it
+does not name keep their target; a hold stops the target at the measured position. So the speed
+a forwarded command asks for is its distance from *where it departs*, not from the measured
 position (a servo lags its target while moving, by an amount the safety node cannot know), and
-the target is known exactly from what was forwarded and when.
+that is known exactly from what was forwarded and when.
 
-``RobotTarget`` replays the forwarded trajectories on the safety node's clock and answers
-``candidates(now)``: positions the target may be at for a command forwarded now, the point of
-departure of its first segment. The new command must be within the limit from each, and so
-(the distance is convex) from anywhere between them:
-  * the target now, as replayed, and the point it is heading for: a robot that got the previous
-    trajectory a little later or earlier than the replay assumes is between the two (the sim node
-    starts trajectories that arrive between two of its ticks at successive ticks);
+``RobotTarget`` replays the forwarded trajectories on robot time and answers ``candidates(now)``:
+positions a command forwarded now may depart from. The new command must be within the limit from
+each, and so (the distance is convex) from anywhere between them:
+  * if it will wait: the first point of the last trajectory before it (streamed one-point
+    commands: the previous command, however late or bunched they are sent or delivered);
+  * else the target now, as replayed, and the point it is heading for: a robot that got the
+    previous trajectory a little later or earlier than the replay assumes is between the two;
   * after a hold (and before anything was forwarded), both the measured position when the hold
     went out and the latest one: the robot holds where it was when the hold *arrived*, somewhere
     between the two while the arm brakes.
@@ -26,12 +28,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lang2policy.control.trajectory_follower import TrajectoryFollower
+from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.safety.trajectory import Trajectory
 
 
 class RobotTarget:
-    """The robot's position target over ``names`` (arm joints + gripper), on one clock."""
+    """The robot's position target over ``names`` (arm joints + gripper), on robot time."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names)
@@ -49,25 +51,29 @@ class RobotTarget:
 
     def forwarded(self, now: float, trajectory: Trajectory, measured: np.ndarray) -> None:
         """``trajectory`` (not a hold) was sent at ``now``: the target follows it from where it
-        is (from the hold point, or ``measured`` if nothing was sent yet)."""
+        departs (from the hold point, or ``measured`` if nothing was sent yet)."""
         if self._follower is None:
             start = self._anchor if self._anchor is not None else measured
-            self._follower = TrajectoryFollower(self.names, start)
+            self._follower = TrajectoryFollower(self.names, start, queue=STREAM_QUEUE)
         points = [
             (float(t), dict(zip(trajectory.names, values, strict=True)))
             for t, values in trajectory.points
         ]
-        self._follower.start(now, points, None)
+        self._follower.start(now, points, measured)
 
     def candidates(self, now: float, measured: np.ndarray) -> np.ndarray:
-        """Rows (one position per joint of ``names``): where the target may be at ``now``."""
-        if self._follower is not None:
-            rows = [self._follower.target(now)]
-            ahead = self._follower.next_point(now)
-            if ahead is not None:
-                rows.append(ahead)
+        """Rows (one position per joint of ``names``): where a command sent at ``now`` may
+        depart from."""
+        follower = self._follower
+        if follower is None:
+            rows = [np.array(measured, float)]
+            if self._anchor is not None:
+                rows.append(self._anchor)
             return np.array(rows)
-        rows = [np.array(measured, float)]
-        if self._anchor is not None:
-            rows.append(self._anchor)
+        if follower.waits(now):
+            return follower.departure(now)[None, :]
+        rows = [follower.target(now)]
+        ahead = follower.next_point(now)
+        if ahead is not None:
+            rows.append(ahead)
         return np.array(rows)

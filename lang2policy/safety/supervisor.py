@@ -17,10 +17,10 @@ hold at each new measured position and let the arm creep.
 Everything sent is replayed into a ``RobotTarget`` on robot time (the latest joint state's
 stamp, the watchdog's clock: the time at which a robot that steps its control loop, like the
 sim node, starts a trajectory that arrives before its next step), so each command's speed is
-judged from where the robot's position target is when it starts (the previous command, wherever
-it got to), not from the measured position: however the commands are timed (late, in bursts,
-faster than the arm follows) and whatever the joint states say, the stream sent never asks a
-joint for more than ``max_joint_speed``.
+judged from where it departs on the robot (the previous command, wherever it got to, or its
+first point if the command has to wait for it), not from the measured position: however the
+commands are timed (late, in bursts, faster than the arm follows) and whatever the joint states
+say, what is sent never asks a joint for more than ``max_joint_speed``.
 """
 
 from __future__ import annotations
