@@ -29,7 +29,7 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.control.trajectory_follower import TrajectoryFollower
+from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.robots.feetech.bus import FeetechBus, FeetechError
 from lang2policy.robots.so101.backend import SO101Robot
@@ -77,7 +77,11 @@ class SO101DriverNode(ReadOnlyParameters):
         self.robot.connect()  # checks every servo answers; goal = present, then torque on
         self.bus_errors = 0
         self.failure: str | None = None  # why the node gave up (torque is off then)
-        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+        # Trajectories that arrive while one runs wait their turn (as on the sim node): late
+        # deliveries never compress into a motion faster than the safety node allowed.
+        self.follower = TrajectoryFollower(
+            self.robot.limits.names, self._position(), queue=STREAM_QUEUE
+        )
         self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
         self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
         self._timer = self.create_timer(
