@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from fuzz_support import EXAMPLES, FUZZ
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lang2policy.errors import RewardSpecError
@@ -30,14 +30,6 @@ from lang2policy.recording.episodes import EpisodeTracker
 from lang2policy.rewards.spec import Validated, validate_spec
 from lang2policy.terminal import StatusModel, render_toolbar, toolbar_segments
 
-# L2P_FUZZ_EXAMPLES=2000 for a longer local run; CI keeps it small (the file runs in seconds).
-EXAMPLES = int(os.environ.get("L2P_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 OBJECTS = ["red block", "blue bowl"]
 VALID_SPEC = {
     "version": 1,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from fuzz_support import EXAMPLES, FUZZ
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
@@ -27,14 +27,6 @@ from lang2policy.sandbox.policy import Box, PolicyRequest, PrivilegePolicy
 
 WS = Box((0.0, -0.3, 0.0), (0.5, 0.3, 0.4))
 DEFAULT = yaml.safe_load((config_dir() / "policies" / "default.yaml").read_text())
-# L2P_FUZZ_EXAMPLES=2000 for a longer local run; CI keeps it small (the file runs in seconds).
-EXAMPLES = int(os.environ.get("L2P_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 REQUESTS = [
     PolicyRequest(
         "move_to", "motion", {"position": [0.2, 0.0, 0.1], "speed": 0.1}, ((0.2, 0, 0.1),)

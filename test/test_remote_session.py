@@ -1,9 +1,9 @@
 """The planner's session on a robot it does not simulate (no ROS): the streamed robot, the
 mirror world, and skills whose motions a correction re-targets mid-way.
 
-A thread plays the robot node: it steps a real simulated ``World`` at the control rate, applies
-the commands the session sends, and feeds back the measured state and the object poses, as
-``/joint_states`` and ``/lang2policy/objects`` would.
+A thread plays the robot node (``lang2policy.bench.live_arm.LiveArm``): it steps a real
+simulated ``World``, applies the commands the session sends, and feeds back the measured state
+and the object poses, as ``/joint_states`` and ``/lang2policy/objects`` would.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import time
 import numpy as np
 import pytest
 
+from lang2policy.bench.live_arm import LiveArm
 from lang2policy.corrections import classify
 from lang2policy.planning.correcting import ArgEdits
-from lang2policy.remote_session import RemoteSession, RemoteSkillBackend
+from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.robots.robot import Observation
-from lang2policy.robots.sim_robot import SimRobot, limits_for
+from lang2policy.robots.sim_robot import limits_for
 from lang2policy.robots.streamed_robot import (
     MotionAborted,
     RobotStateError,
@@ -33,55 +34,9 @@ from lang2policy.skills.catalog import SKILLS
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
 
 
-class FakeRobotNode:
-    """A simulated arm behind a message boundary: commands in, states out, at 50 Hz."""
-
-    def __init__(self, session_for) -> None:
-        self.world = World("so101")
-        self.world.reset(1, OBJECTS)
-        self.robot = SimRobot(self.world)
-        self.robot.connect()
-        self._command = None
-        self._lock = threading.Lock()
-        self.session: RemoteSession = session_for(self.receive)
-        self._stop = threading.Event()
-        self._publish()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def receive(self, action: np.ndarray) -> None:
-        with self._lock:
-            self._command = np.array(action)
-
-    def _publish(self) -> None:
-        obs = self.robot.get_observation()
-        self.session.update_state(obs.names, obs.position, obs.velocity, obs.time)
-        self.session.update_objects(
-            {
-                n: (self.world.object_pose(n).position, self.world.object_pose(n).quat)
-                for n in self.world.object_names()
-            }
-        )
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                command = self._command
-            if command is not None:
-                self.robot.send_action(command)
-            self.world.step_seconds(0.02)
-            self._publish()
-            time.sleep(0.001)  # faster than real time; the session follows the stamps
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 @pytest.fixture()
 def arm():
-    node = FakeRobotNode(lambda send: RemoteSession("so101", send, stale_after=5.0))
-    node.session.robot.connect()
+    node = LiveArm()  # a simulated arm behind the message boundary, stepped in a thread
     yield node
     node.close()
 
