@@ -77,10 +77,11 @@ class Planner:
         """Say ``text`` once a motion has run ``after`` s of sim time (in a thread)."""
 
         def correct():
-            while self.backend.current_call is None:
+            deadline = time.monotonic() + 30  # never outlive the test polling
+            while self.backend.current_call is None and time.monotonic() < deadline:
                 time.sleep(0.002)
             started = self.arm.world.time
-            while self.arm.world.time < started + after:
+            while self.arm.world.time < started + after and time.monotonic() < deadline:
                 time.sleep(0.002)
             call = self.backend.current_call
             assert call is not None, "the motion ended before the correction was said"
@@ -230,7 +231,8 @@ def test_a_stop_interrupts_host_planning(arm):
     reason = "stopped by the person"
 
     def stop_soon():
-        while len(runner_intents) < 2:
+        deadline = time.monotonic() + 30
+        while len(runner_intents) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         stopped["at"] = time.monotonic()
         backend.abort(reason)

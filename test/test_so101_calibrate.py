@@ -29,14 +29,17 @@ SPAN = {
 
 
 def sweep(plant: KinematicPlant, stop: threading.Event) -> None:
-    """Move each joint by hand (torque is off) back and forth over its span."""
+    """Move each joint by hand (torque is off) back and forth over its span, from its low end
+    and resting a moment at each end (as a hand does), so that the recorder's samples see both
+    ends however its sampling and this thread's steps line up on a loaded machine."""
     phase = 0.0
     while not stop.is_set():
-        phase = (phase + 0.05) % 2.0
+        triangle = phase if phase <= 1.0 else 2.0 - phase
+        fraction = min(1.0, max(0.0, 1.4 * triangle - 0.2))  # held at 0 and 1 for a while
         for joint, servo in enumerate(IDS):
             low, high = SPAN[servo]
-            fraction = phase if phase <= 1.0 else 2.0 - phase
             plant._pos[joint] = low + fraction * (high - low)  # the person's hand
+        phase = (phase + 0.05) % 2.0
         time.sleep(0.01)
 
 
