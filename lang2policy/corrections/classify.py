@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lang2policy.errors import Lang2PolicyError, UnknownObjectError
+from lang2policy.instruction_text import text_problem
 from lang2policy.scene.objects import COLORS, KINDS
 
 KINDS_OF_CORRECTION = ("stop", "speed", "offset", "target", "replan")
@@ -316,11 +317,9 @@ def check_text(text: object) -> str:
             f"the correction has {len(text)} characters; at most {MAX_TEXT} "
             "are allowed (give a longer request as a new instruction)"
         )
-    if not all(c.isprintable() or c == "\t" for c in text):  # controls, line breaks, surrogates
-        raise CorrectionError(
-            "the correction contains control characters, line breaks or bytes that are not "
-            "UTF-8 text; use one line of plain text"
-        )
+    problem = text_problem(text, "correction")  # the one check of typed text
+    if problem is not None:
+        raise CorrectionError(problem)
     return text
 
 
