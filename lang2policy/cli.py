@@ -160,7 +160,7 @@ def _add_bench_l2r(bench) -> None:
 
 # Commands with parsers of their own: ``lang2policy <words> ...`` hands the rest to ``main``.
 _DELEGATED = {
-    ("sim",): "lang2policy.launcher",
+    ("sim",): "lang2policy.graph.launcher",
     ("bench", "corrections"): "lang2policy.bench.corrections",
     ("calibrate", "so101"): "lang2policy.robots.so101.guided",
     ("calibrate", "camera"): "lang2policy.perception.calibrate_camera",
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from lang2policy.demo import run_demo, run_language_demo
+        from lang2policy.commands.demo import run_demo, run_language_demo
 
         if args.scripted:
             report = run_demo(args.robot, args.out, args.seed, args.camera)
@@ -290,7 +290,7 @@ def _objects(text: str | None) -> tuple[str, ...] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lang2policy import run_instruction
+    from lang2policy.commands import run as run_instruction
 
     request = run_instruction.RunRequest(
         instruction=args.instructions[0],
@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _exec_policy(args: argparse.Namespace) -> int:
-    from lang2policy.exec_policy import ExecRequest, run_program
+    from lang2policy.commands.exec_policy import ExecRequest, run_program
 
     objects = _objects(args.objects)
     request = ExecRequest(

@@ -8,7 +8,7 @@ arm's differ, and every node is remapped onto them. Start the arm's own bringup 
 manager, camera drivers) first. ``driver:=so101 port:=/dev/ttyACM0`` drives an SO-101 through
 our serial driver instead (see hardware/README.md); ``emulate:=true`` runs it on an emulated
 SO-101 (servo bus on a pty, arm and table in MuJoCo, ground-truth perception). Nodes, params
-files and overrides come from ``lang2policy.graph``.
+files and overrides come from ``lang2policy.graph.nodes``.
 
 Examples: ``ros2 launch lang2policy robot.launch.py robot:=panda
 trajectory_topic:=/joint_trajectory_controller/joint_trajectory llm:=openai``;

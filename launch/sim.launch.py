@@ -4,7 +4,7 @@ Nodes: sim_node, perception_node, safety_node, controller_node, planner_node, an
 ``record:=DIR`` recorder_node, with ``terminal:=true`` terminal_node (in ``terminal_prefix``,
 default ``xterm -e``: it needs a TTY; or run ``ros2 run lang2policy terminal_node`` in a shell of
 its own). Which nodes, their params files (config/nodes/<executable>.yaml) and overrides come
-from ``lang2policy.graph``, the same description ``lang2policy sim`` starts from Python; see
+from ``lang2policy.graph.nodes``, the same description ``lang2policy sim`` starts from Python; see
 ``ros2 launch lang2policy sim.launch.py --show-args`` for the arguments.
 
 Example: ``ros2 launch lang2policy sim.launch.py robot:=panda llm:=openai record:=/tmp/rec``

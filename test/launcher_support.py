@@ -38,7 +38,7 @@ class Run:
         env.update(extra_env or {})
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lang2policy.launcher", *args],
+            [sys.executable, "-m", "lang2policy.graph.launcher", *args],
             cwd=REPO,
             env=env,
             stdin=stdin,

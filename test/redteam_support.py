@@ -371,10 +371,10 @@ def _host_main(payload_path: str, out_path: str) -> None:
     """The sacrificial host: a real session, backend, policy and runner; one plan."""
     from lang2policy.sandbox.policy import default_policy
     from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+    from lang2policy.session.sim import SimSession
     from lang2policy.skills.backend import SimSkillBackend
-    from lang2policy.tasks import Session
 
-    session = Session("so101")
+    session = SimSession("so101")
     session.reset(SEED, OBJECTS)
     runner = SandboxRunner(
         SimSkillBackend(session),

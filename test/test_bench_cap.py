@@ -28,16 +28,16 @@ from lang2policy.errors import ConfigError
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.scene.layout import load_layout
 from lang2policy.scene.objects import COLORS
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.geometry import corner_point
-from lang2policy.tasks import Session
 
 
 @pytest.fixture(scope="module")
 def session():
-    return Session("so101")
+    return SimSession("so101")
 
 
-def put(session: Session, name: str, x: float, y: float, z: float | None = None) -> None:
+def put(session: SimSession, name: str, x: float, y: float, z: float | None = None) -> None:
     """Set an object's pose directly (upright, still); z defaults to resting on the table."""
     world = session.world
     handle = world.handle(name)
@@ -48,7 +48,7 @@ def put(session: Session, name: str, x: float, y: float, z: float | None = None)
     mujoco.mj_forward(world.model, world.data)
 
 
-def arrange(session: Session, objects: list[str], spots: dict[str, tuple]) -> None:
+def arrange(session: SimSession, objects: list[str], spots: dict[str, tuple]) -> None:
     """A scene of ``objects`` with some of them moved to ``spots`` (name -> (x, y[, z]))."""
     session.reset(0, objects)
     parked = iter([(-0.3, 0.3 - 0.1 * i) for i in range(10)])
@@ -59,7 +59,7 @@ def arrange(session: Session, objects: list[str], spots: dict[str, tuple]) -> No
     session.world.step_seconds(0.4)
 
 
-def judge(session: Session, name: str, objects, params=None):
+def judge(session: SimSession, name: str, objects, params=None):
     return family(name).check(session.world, Task(tuple(objects), params or {}))
 
 

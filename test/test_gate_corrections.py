@@ -21,10 +21,10 @@ from lang2policy.corrections import CorrectionMemory, MemoryRecord, classify
 from lang2policy.corrections.classify import CorrectionError
 from lang2policy.paths import config_dir
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
-from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.remote import RemoteSkillBackend
 
 LIMITS = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from lang2policy.bench.live_arm import OBJECTS, LiveArm
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
-from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.remote import RemoteSkillBackend
 
 HOME = (0.16, 0.0, 0.10)  # the SO-101's home tool point: inside every drawn box
 TRACKING = 0.006  # m: the tool may trail its planned path by this much while tracking

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lang2policy import graph
 from lang2policy.errors import ConfigError
+from lang2policy.graph import nodes as graph
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]

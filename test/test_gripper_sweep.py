@@ -20,9 +20,9 @@ from lang2policy.paths import config_dir
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.scene.world import World
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.tasks import Session
 
 OBJECTS = ["red block", "green block", "blue bowl", "green bowl"]
 SEED = 3  # SO-101: green block at (0.25, -0.03), blue bowl at (0.20, -0.10); arm at home
@@ -112,13 +112,13 @@ class GripperProbe:
         del self.world.step
 
 
-_SESSIONS: dict[str, Session] = {}
+_SESSIONS: dict[str, SimSession] = {}
 
 
-def session_for(robot: str) -> Session:
+def session_for(robot: str) -> SimSession:
     """One simulated session per arm for the module, reset to the scene."""
     if robot not in _SESSIONS:
-        _SESSIONS[robot] = Session(robot)
+        _SESSIONS[robot] = SimSession(robot)
     _SESSIONS[robot].reset(SEED, OBJECTS)
     return _SESSIONS[robot]
 
@@ -135,7 +135,7 @@ def probe(session):
     probe.close()
 
 
-def keep_out_policy(session: Session, edge: float = EDGE) -> PrivilegePolicy:
+def keep_out_policy(session: SimSession, edge: float = EDGE) -> PrivilegePolicy:
     """The default policy narrowed by keep_out.yaml (its zone from y = ``edge`` on)."""
     description = session.world.description
     base = default_policy(description, known_skills=SKILLS)
@@ -145,7 +145,7 @@ def keep_out_policy(session: Session, edge: float = EDGE) -> PrivilegePolicy:
     return base.narrowed(PrivilegePolicy.from_dict(plan, workspace, KEEP_OUT.name, SKILLS))
 
 
-def run(session: Session, program: str, policy: PrivilegePolicy | None = None):
+def run(session: SimSession, program: str, policy: PrivilegePolicy | None = None):
     policy = policy or keep_out_policy(session)
     return SandboxRunner(SimSkillBackend(session), policy, limits=LIMITS).run(program)
 

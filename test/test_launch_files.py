@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from test_graph import console_scripts, read_params
 
-from lang2policy import graph
 from lang2policy.errors import ConfigError
+from lang2policy.graph import nodes as graph
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_DIR = REPO / "launch"

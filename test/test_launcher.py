@@ -1,4 +1,4 @@
-"""``lang2policy sim`` (lang2policy.launcher): node commands, and real graphs started and stopped.
+"""``lang2policy sim`` (lang2policy.graph.launcher): node commands; real graphs started, stopped.
 
 The real runs start the launcher as a process (real node processes, real rclpy, Fast DDS on
 loopback in a domain of their own), hear ``/joint_states`` from this test, then stop it with
@@ -17,9 +17,9 @@ import launcher_support
 import pytest
 from waiting import wait_for
 
-from lang2policy import graph
 from lang2policy.errors import ConfigError
-from lang2policy.launcher import check_installed, main, node_command, param_value, select
+from lang2policy.graph import nodes as graph
+from lang2policy.graph.launcher import check_installed, main, node_command, param_value, select
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 91) % 200

@@ -21,10 +21,10 @@ from lang2policy.errors import InvalidIntentError
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.process import ProtocolError
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
-from lang2policy.tasks import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = SandboxLimits(wall_seconds=3, cpu_seconds=3, memory_mb=512)
@@ -33,7 +33,7 @@ LIMIT = 1 << 20
 
 @pytest.fixture(scope="module")
 def session():
-    return Session("so101")
+    return SimSession("so101")
 
 
 @pytest.fixture

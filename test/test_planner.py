@@ -30,8 +30,8 @@ from lang2policy.planning import (
 from lang2policy.planning.codegen import parameter_names, parser_function
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.tasks import Session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llm"
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
@@ -107,11 +107,11 @@ SCENARIOS = {
 
 # ---------------------------------------------------------------- helpers
 @pytest.fixture(scope="module")
-def sim() -> Session:
-    return Session("so101")
+def sim() -> SimSession:
+    return SimSession("so101")
 
 
-def planning_session(sim: Session, scenario: Scenario, llm) -> PlanningSession:
+def planning_session(sim: SimSession, scenario: Scenario, llm) -> PlanningSession:
     sim.reset(SEED, list(scenario.objects))
     backend = SimSkillBackend(sim)
     runner = SandboxRunner(backend, default_policy(sim.world.description), limits=LIMITS)
@@ -128,15 +128,15 @@ def recorded_prompts(name: str) -> list[str]:
     return [json.loads(line)["request"]["prompt"] for line in lines if line.strip()]
 
 
-def joints(sim: Session) -> np.ndarray:
+def joints(sim: SimSession) -> np.ndarray:
     return sim.robot.get_observation().position.copy()
 
 
-def xy(sim: Session, name: str) -> np.ndarray:
+def xy(sim: SimSession, name: str) -> np.ndarray:
     return sim.world.object_pose(name).position[:2].copy()
 
 
-def settle(sim: Session) -> None:
+def settle(sim: SimSession) -> None:
     sim.world.step_seconds(0.5)
 
 
@@ -339,7 +339,7 @@ class _Recorder:
 
 
 def record(names: list[str]) -> None:
-    sim = Session("so101")
+    sim = SimSession("so101")
     for name in names or list(SCENARIOS):
         scenario, path = SCENARIOS[name], FIXTURES / f"{name}.jsonl"
         path.unlink(missing_ok=True)

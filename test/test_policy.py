@@ -697,9 +697,9 @@ def test_a_narrowed_policy_is_not_a_plan():
 
 @pytest.mark.parametrize("robot", ["so101", "panda"])
 def test_workspace_box_holds_the_home_tool_position(robot):
-    from lang2policy.tasks import Session  # MuJoCo: forward kinematics of the home posture
+    from lang2policy.session.sim import SimSession  # MuJoCo: forward kinematics of the home posture
 
-    session = Session(robot)
+    session = SimSession(robot)
     box = workspace_box(session.world.description)
     home = [float(v) for v in session.world.ee_pose().position]
     assert box.contains(home), f"{robot} home {home} is outside {box}"

@@ -3,14 +3,15 @@
 import numpy as np
 import pytest
 
+from lang2policy.bench.pickplace import pick_and_place
 from lang2policy.errors import UnknownObjectError, UnreachableError
 from lang2policy.scene.pose import Pose
-from lang2policy.tasks import Session, pick_and_place
+from lang2policy.session.sim import SimSession
 
 
 @pytest.fixture(scope="module", params=["so101", "panda"])
-def session(request) -> Session:
-    return Session(request.param)
+def session(request) -> SimSession:
+    return SimSession(request.param)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

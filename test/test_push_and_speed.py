@@ -5,17 +5,17 @@ import numpy as np
 import pytest
 
 from lang2policy.errors import InvalidIntentError, MotionTimeExceeded, UnreachableError
-from lang2policy.tasks import Session
+from lang2policy.session.sim import SimSession
 
 SETTLE = 0.25  # seconds primitives hold still after each motion
 
 
 @pytest.fixture(scope="module")
-def so101() -> Session:
-    return Session("so101")
+def so101() -> SimSession:
+    return SimSession("so101")
 
 
-def record_tool(session: Session) -> list[tuple[float, np.ndarray]]:
+def record_tool(session: SimSession) -> list[tuple[float, np.ndarray]]:
     """(sim time, tool centre point) after every control period, until the list is dropped."""
     samples: list[tuple[float, np.ndarray]] = []
     motion = session.primitives
@@ -31,7 +31,7 @@ def peak_speed(samples) -> float:
     return float(np.max(np.linalg.norm(np.diff(points, axis=0), axis=1) / np.diff(times)))
 
 
-def timed_move(session: Session, goal, tcp_speed: float) -> tuple[float, float]:
+def timed_move(session: SimSession, goal, tcp_speed: float) -> tuple[float, float]:
     """Sim seconds the move to ``goal`` took (settling excluded) and the tool's peak speed."""
     session.reset(3, ["red block"])
     session.primitives.tcp_speed = tcp_speed
@@ -82,7 +82,7 @@ def test_a_passed_deadline_raises_before_the_arm_moves(so101):
     assert np.abs(so101.world.arm_qpos() - before).max() < 0.01
 
 
-def push_target(session: Session, name: str, distance: float) -> np.ndarray:
+def push_target(session: SimSession, name: str, distance: float) -> np.ndarray:
     """A point ``distance`` from the object towards the middle of the workspace."""
     center = session.world.object_pose(name).position[:2]
     middle = np.array([np.mean(session.world.description.workspace.x), 0.0])
@@ -92,7 +92,7 @@ def push_target(session: Session, name: str, distance: float) -> np.ndarray:
 
 @pytest.mark.parametrize("robot", ["so101", "panda"])
 def test_push_slides_a_block_to_the_target(robot, so101):
-    session = so101 if robot == "so101" else Session("panda")
+    session = so101 if robot == "so101" else SimSession("panda")
     session.reset(0, ["red block", "blue bowl"])
     target = push_target(session, "red block", 0.06)
     session.primitives.push("red block", target)

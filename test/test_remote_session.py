@@ -17,7 +17,6 @@ import pytest
 from lang2policy.bench.live_arm import LiveArm
 from lang2policy.corrections import classify
 from lang2policy.planning.correcting import ArgEdits
-from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.robots.robot import Observation
 from lang2policy.robots.sim_robot import limits_for
 from lang2policy.robots.streamed_robot import (
@@ -30,6 +29,7 @@ from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.scene.mirror import MirrorWorld
 from lang2policy.scene.world import World
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.remote import RemoteSkillBackend
 
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lang2policy.errors import RewardSpecError
-from lang2policy.mpc.features import Features
+from lang2policy.rewards.features import Features
 from lang2policy.rewards.spec import json_schema, validate_spec
 from lang2policy.rewards.terms import TERMS
 

@@ -43,7 +43,7 @@ from lang2policy.control.trajectory import min_jerk_scale  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.safety import load_safety_config  # noqa: E402
 from lang2policy.scene.world import World  # noqa: E402
-from lang2policy.tasks import Session  # noqa: E402
+from lang2policy.session.sim import SimSession  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -160,7 +160,7 @@ def peaks(stamps: np.ndarray, positions: np.ndarray, velocities: np.ndarray) -> 
 
 def outside_the_graph() -> np.ndarray:
     """Per-joint speed peaks of the same program on ``SimSession`` (no ROS), every 20 ms."""
-    session = Session("so101")
+    session = SimSession("so101")
     session.reset(SEED, OBJECTS.split(","))
     rows = []
 

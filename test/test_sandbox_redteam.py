@@ -66,8 +66,8 @@ if sys.platform != "linux":  # the sandbox's OS layers and these probes are Linu
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.policy_zones import Box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.tasks import Session
 
 LIMITS = SandboxLimits(wall_seconds=3, cpu_seconds=3, memory_mb=512)
 HOST_TIMEOUT = 25.0  # a run that has not returned by then means the host is hung
@@ -151,7 +151,7 @@ def _zone_policy(name: str, zone: Box, source: str) -> dict:
 # ====================================================================== fixtures
 @dataclass
 class Env:
-    session: Session
+    session: SimSession
     runner: SandboxRunner
     ast_runner: SandboxRunner
     recorder: EeRecorder
@@ -200,7 +200,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     secret = "l2p-redteam-" + secrets.token_hex(12)
-    session = Session("so101")
+    session = SimSession("so101")
     session.reset(SEED, list(OBJECTS))
     description = session.world.description
     base = default_policy(description)

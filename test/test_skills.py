@@ -16,10 +16,10 @@ from lang2policy.errors import (
     UnknownObjectError,
     UnreachableError,
 )
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import CORNERS, SKILLS, prompt_api
 from lang2policy.skills.geometry import corner_names
-from lang2policy.tasks import Session
 
 OBJECTS = ["red block", "green block", "blue bowl"]
 
@@ -126,8 +126,8 @@ def test_corner_names_match_the_catalog():
 
 # ---------------------------------------------------------------- the simulated backend
 @pytest.fixture(scope="module")
-def session() -> Session:
-    return Session("so101")
+def session() -> SimSession:
+    return SimSession("so101")
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from lang2policy.planning.cap import GeneratedProgram
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome, printable
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.tasks import Session
 
 # Every line boundary of str.splitlines, and \r\n.
 SEPARATORS = [
@@ -67,10 +67,10 @@ class ScriptedLLM:
 
 @pytest.fixture(scope="module")
 def sim():
-    return Session("so101")
+    return SimSession("so101")
 
 
-def joints(sim: Session) -> np.ndarray:
+def joints(sim: SimSession) -> np.ndarray:
     return sim.robot.get_observation().position.copy()
 
 

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from lang2policy import cli, launcher
+from lang2policy import cli
 from lang2policy.bench import parity
+from lang2policy.commands.exec_policy import ExecRequest, run_program
+from lang2policy.commands.run import format_text as run_format_text
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.exec_policy import ExecRequest, run_program
+from lang2policy.graph import launcher
 from lang2policy.planning.route import check_instruction
-from lang2policy.run_instruction import format_text as run_format_text
 from lang2policy.terminal import TerminalSession, run_non_interactive
 
 REPO = Path(__file__).resolve().parents[1]

@@ -35,9 +35,9 @@ from lang2policy.bench.cap_tasks import (
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy
 from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.tasks import Session
 
 SETTLE_SECONDS = 0.5  # let objects come to rest before judging
 TRACKS = ("oracle", "llm")
@@ -64,7 +64,7 @@ class TimedLLM:
         return getattr(self._llm, name)
 
 
-def _runner(session: Session, policy: PrivilegePolicy) -> tuple[SimSkillBackend, SandboxRunner]:
+def _runner(session: SimSession, policy: PrivilegePolicy) -> tuple[SimSkillBackend, SandboxRunner]:
     backend = SimSkillBackend(session)
     return backend, SandboxRunner(backend, policy)
 
@@ -79,7 +79,7 @@ def _outcome_fields(outcome) -> dict:
     }
 
 
-def judge(session: Session, episode: Episode) -> Check:
+def judge(session: SimSession, episode: Episode) -> Check:
     """Let the objects settle, then check the task on the simulator state. A simulation that
     blew up (MuJoCo gives up on it) is a failed episode, not a failed run."""
     try:
@@ -92,7 +92,7 @@ def judge(session: Session, episode: Episode) -> Check:
         return Check(False, f"the simulation became unstable: {str(exc).splitlines()[0]}")
 
 
-def run_oracle(session: Session, episode: Episode, policy: PrivilegePolicy) -> dict:
+def run_oracle(session: SimSession, episode: Episode, policy: PrivilegePolicy) -> dict:
     """Run the episode's reference program; judge the final state."""
     session.reset(episode.reset_seed, list(episode.objects))
     _, runner = _runner(session, policy)
@@ -118,7 +118,7 @@ class LLMTrack:
         self.llm = TimedLLM(make_client(llm_spec))
         self.planner = CodeAsPoliciesPlanner(self.llm)
 
-    def run(self, session: Session, episode: Episode, policy: PrivilegePolicy) -> dict:
+    def run(self, session: SimSession, episode: Episode, policy: PrivilegePolicy) -> dict:
         from lang2policy.planning import PlanningSession
 
         session.reset(episode.reset_seed, list(episode.objects))
@@ -159,7 +159,7 @@ class LLMTrack:
 
 
 def make_episodes(
-    session: Session, episodes: int, seed: int, families: Sequence[str] | None = None
+    session: SimSession, episodes: int, seed: int, families: Sequence[str] | None = None
 ) -> list[Episode]:
     """``episodes`` episodes of each family (all, or those named), in family order."""
     chosen = FAMILIES if families is None else tuple(family(name) for name in families)
@@ -186,7 +186,7 @@ def run(
     if episodes < 1:
         raise ConfigError(f"episodes must be at least 1, not {episodes}")
     started = time.perf_counter()
-    session = Session(robot)
+    session = SimSession(robot)
     policy = default_policy(session.world.description, known_skills=SKILLS)
     llm = LLMTrack(llm_spec) if llm_spec is not None else None
     plan = make_episodes(session, episodes, seed, families)

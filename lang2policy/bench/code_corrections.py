@@ -22,11 +22,11 @@ import numpy as np
 from lang2policy.bench.live_arm import OBJECTS, LiveArm
 from lang2policy.paths import config_dir
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
-from lang2policy.remote_session import RemoteSkillBackend
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.remote import RemoteSkillBackend
 
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
 WORKSPACE_X = 0.35  # m: the SO-101 workspace box's far edge (config/robots/so101.yaml + margin)

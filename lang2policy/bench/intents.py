@@ -19,15 +19,15 @@ from tqdm import tqdm
 
 from lang2policy.sandbox.policy import PolicyRequest, PrivilegePolicy, workspace_box
 from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.tasks import Session
 
 _SKILL = "get_ee_pos"
 _STARTUPS = 10
 
 
-def _policy(session: Session, calls: int) -> PrivilegePolicy:
+def _policy(session: SimSession, calls: int) -> PrivilegePolicy:
     rules = {
         "version": 1,
         "budgets": {"max_skill_calls": calls + 10, "max_motion_seconds": 1},
@@ -86,7 +86,7 @@ def _sandboxed(backend: SimSkillBackend, policy: PrivilegePolicy, calls: int) ->
 
 
 def run(robot: str, calls: int, progress: bool = True) -> dict:
-    session = Session(robot)
+    session = SimSession(robot)
     session.reset(0)
     backend = SimSkillBackend(session)
     policy = _policy(session, calls)

@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from lang2policy.remote_session import RemoteSession
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.scene.world import World
+from lang2policy.session.remote import RemoteSession
 
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
 TICK = 0.02  # s of sim time per control tick, as the sim node's 50 Hz

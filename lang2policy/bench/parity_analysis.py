@@ -13,10 +13,12 @@ instead of being aligned away; the motion onset of each side is reported separat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from lang2policy.graph.snapshot import GraphSnapshot, TopicInfo
 
 GRIPPER = "gripper"
 DEFAULT_ARM_BOUND = 0.05  # rad: max |sim - hw| on an arm joint (see parity.py's docstring)
@@ -38,25 +40,6 @@ SIM_ONLY_BY_DESIGN: dict[str, str] = {
 
 
 # --------------------------------------------------------------------------- graph
-@dataclass(frozen=True)
-class TopicInfo:
-    """One topic as the back-end's own nodes use it (probe endpoints left out)."""
-
-    types: tuple[str, ...]
-    publishers: tuple[str, ...] = ()  # node names
-    subscribers: tuple[str, ...] = ()
-
-    def role(self) -> str:
-        """ "publishes", "subscribes", "both" or "none" (from the back-end's side)."""
-        pub, sub = bool(self.publishers), bool(self.subscribers)
-        return {(True, False): "publishes", (False, True): "subscribes", (True, True): "both"}.get(
-            (pub, sub), "none"
-        )
-
-
-GraphSnapshot = Mapping[str, TopicInfo]
-
-
 @dataclass(frozen=True)
 class TopicRow:
     """One line of the side-by-side topic table."""

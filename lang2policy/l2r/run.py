@@ -22,7 +22,7 @@ from lang2policy.mpc.episode import EpisodeOutcome, LockstepMPC
 from lang2policy.mpc.planner import MPCConfig
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.scene.world import World
-from lang2policy.tasks import Session
+from lang2policy.session.sim import SimSession
 
 Say = Callable[[str], None]
 
@@ -60,7 +60,7 @@ def outcome_dict(outcome: EpisodeOutcome) -> dict[str, Any]:
 class RewardRun:
     """Plans and runs a sequence of instructions on one session with one controller."""
 
-    def __init__(self, session: Session, planner: RewardPlanner, *, seed: int = 0,
+    def __init__(self, session: SimSession, planner: RewardPlanner, *, seed: int = 0,
                  duration: float | None = None, on_step: Callable[[LockstepMPC], None] | None
                  = None) -> None:
         self.session, self.planner = session, planner
@@ -110,7 +110,7 @@ class RewardRun:
             say(f"  note: {note}")
 
 
-def run_instructions(session: Session, planner: RewardPlanner, instructions: Sequence[str], *,
+def run_instructions(session: SimSession, planner: RewardPlanner, instructions: Sequence[str], *,
                      seed: int = 0, duration: float | None = None, say: Say = print,
                      on_step: Callable[[LockstepMPC], None] | None = None) -> list[dict]:
     """Every instruction in turn on one controller; stops after a planning failure."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lang2policy.mpc.features import Features
+from lang2policy.rewards.features import Features
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.rewards.terms import TERMS
 

@@ -16,7 +16,7 @@ import mujoco
 import numpy as np
 
 from lang2policy.errors import ConfigError, UnknownObjectError
-from lang2policy.mpc.features import Features, rotate
+from lang2policy.rewards.features import Features, rotate
 from lang2policy.scene.arm import arm_layout
 from lang2policy.scene.builder import build_scene, compile_scene
 from lang2policy.scene.layout import load_layout

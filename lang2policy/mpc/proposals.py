@@ -18,8 +18,8 @@ import numpy as np
 
 from lang2policy.control.ik import IKOptions
 from lang2policy.control.kinematics import Kinematics
-from lang2policy.mpc.features import Features, quat_to_yaw
 from lang2policy.mpc.model import PlanningModel
+from lang2policy.rewards.features import Features, quat_to_yaw
 from lang2policy.rewards.spec import RewardSpec
 
 # A hint: (tool target point, object to square the jaws to or None), or None for no hint.

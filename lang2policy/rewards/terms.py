@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lang2policy.mpc.features import Features, quat_to_yaw, quat_to_zaxis, rotate
+from lang2policy.rewards.features import Features, quat_to_yaw, quat_to_zaxis, rotate
 from lang2policy.rewards.params import (
     POINT_HIGH,
     POINT_LOW,

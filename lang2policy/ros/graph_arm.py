@@ -14,8 +14,8 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.remote_session import RemoteSession
 from lang2policy.ros import convert
+from lang2policy.session.remote import RemoteSession
 
 COMMAND_TOPIC = "/lang2policy/joint_command"
 JOINT_STATES_TOPIC = "/joint_states"

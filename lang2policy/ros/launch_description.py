@@ -1,5 +1,5 @@
 """What ``launch/sim.launch.py`` and ``launch/robot.launch.py`` return: the graph of
-``lang2policy.graph`` as launch_ros ``Node`` actions, with one launch argument per option.
+``lang2policy.graph.nodes`` as launch_ros ``Node`` actions, with one launch argument per option.
 
 Imported only by the launch files (``launch``/``launch_ros`` come with a ROS 2 install, not
 from PyPI); the nodes are built when the launch arguments are known (``OpaqueFunction``).
@@ -12,7 +12,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lang2policy.graph import LAUNCH_ARGUMENTS, build, options_from_strings
+from lang2policy.graph.nodes import LAUNCH_ARGUMENTS, build, options_from_strings
 
 
 def _node(spec, terminal_prefix):

@@ -23,7 +23,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.bench.parity_analysis import TopicInfo
+from lang2policy.graph.snapshot import TopicInfo
 from lang2policy.ros import convert
 
 PROBE = "parity_probe"

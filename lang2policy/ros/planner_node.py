@@ -43,21 +43,21 @@ import time
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.errors import ConfigError, Lang2PolicyError
-from lang2policy.exec_policy import scene_readout
-from lang2policy.planning.route import SETTINGS, choose_planner
-from lang2policy.remote_session import RemoteSkillBackend
-from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
-from lang2policy.ros.graph_arm import GraphArm
-from lang2policy.ros.params import ReadOnlyParameters
-from lang2policy.ros.planner_corrections import PlannerCorrections
-from lang2policy.run_instruction import (
+from lang2policy.commands.run import (
     RunRequest,
     build_planning,
     build_session,
     check_instruction,
 )
+from lang2policy.errors import ConfigError, Lang2PolicyError
+from lang2policy.planning.route import SETTINGS, choose_planner
+from lang2policy.ros import convert
+from lang2policy.ros.entry import spin_node
+from lang2policy.ros.graph_arm import GraphArm
+from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.planner_corrections import PlannerCorrections
+from lang2policy.session.readout import scene_readout
+from lang2policy.skills.remote import RemoteSkillBackend
 from lang2policy.wire_json import MessageError, decode_status
 
 INSTRUCTION_TOPIC = "/lang2policy/instruction"

@@ -28,11 +28,11 @@ from lang2policy.errors import (
 )
 from lang2policy.scene.robot_description import RobotDescription
 from lang2policy.scene.world import World
+from lang2policy.session.protocol import Session
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.geometry import corner_point, object_bbox, table_bounds
 from lang2policy.skills.gripper_hull import GripperHull, box_corners
 from lang2policy.skills.spec import Skill
-from lang2policy.tasks import Session
 
 Point = tuple[float, float, float]
 _DECIMALS = 4  # query results are rounded to 0.1 mm

@@ -21,9 +21,10 @@ from lang2policy.sandbox.policy import (
     workspace_box,
 )
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.readout import scene_readout
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.tasks import Session
 from lang2policy.text_quote import one_line
 
 
@@ -39,7 +40,7 @@ class ExecRequest:
     ask: bool = False  # ask on the terminal for rules whose fallback is "ask"
 
 
-def load_policy(path: Path | None, session: Session) -> PrivilegePolicy:
+def load_policy(path: Path | None, session: SimSession) -> PrivilegePolicy:
     description = session.world.description
     if path is None:
         return default_policy(description)
@@ -102,7 +103,7 @@ def run_program(request: ExecRequest) -> ExecResult:
         source = request.program.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise Lang2PolicyError(f"cannot read policy file {request.program}: {exc}") from exc
-    session = Session(request.robot)
+    session = SimSession(request.robot)
     objects = session.reset(request.seed, list(request.objects) if request.objects else None)
     policy = load_policy(request.policy, session)
     plan_policy = None
@@ -121,14 +122,3 @@ def run_program(request: ExecRequest) -> ExecResult:
     outcome = runner.run(source, plan_policy)
     session.world.step_seconds(0.5)  # let objects settle before reading the scene
     return ExecResult(request, objects, outcome, scene_readout(session))
-
-
-def scene_readout(session: Session) -> dict:
-    """Object positions and the in/on relations that hold, from simulator state."""
-    world = session.world
-    positions = {
-        name: [round(float(v), 4) for v in world.object_pose(name).position]
-        for name in world.object_names()
-    }
-    relations = [f"{a} {rel} {b}" for a, rel, b in world.relations()]
-    return {"positions": positions, "relations": relations}

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.tasks import Session
+from lang2policy.session.sim import SimSession
 
 # Two blocks with matching bowls, and a distractor block that must stay where it is.
 DEMO_OBJECTS = ["red block", "green block", "yellow block", "red bowl", "green bowl"]
@@ -26,7 +26,7 @@ def run_demo(
     size: tuple[int, int] = (480, 360),
     say=print,
 ) -> dict:
-    session = Session(robot)
+    session = SimSession(robot)
     names = session.reset(seed, DEMO_OBJECTS)
     tasks = [
         (n, n.replace("block", "bowl"))
@@ -71,9 +71,9 @@ def run_language_demo(
     robot: str, out: Path, seed: int, llm: str = "local", camera: str = "front", say=print
 ) -> dict:
     """Plan and run each demo instruction in one session; returns outcomes and the video."""
-    from lang2policy.exec_policy import scene_readout
-    from lang2policy.run_instruction import RunRequest, build_session
+    from lang2policy.commands.run import RunRequest, build_session
     from lang2policy.sandbox.outcome import printable
+    from lang2policy.session.readout import scene_readout
     from lang2policy.text_quote import one_line
 
     request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed)

@@ -1,6 +1,6 @@
 """Skills on an arm in the ROS graph: the planner's session when the robot is another node.
 
-``RemoteSession`` has the shape of ``lang2policy.tasks.Session`` (``world``, ``robot``,
+``RemoteSession`` has the shape of ``lang2policy.session.sim.SimSession`` (``world``, ``robot``,
 ``kinematics``, ``primitives``), so the skill backend, the sandbox and the Code-as-Policies
 planner run on it unchanged. Its robot is a ``StreamedRobot`` (commands go out through a
 ``send`` function, states come in through ``update_state``) and its world a ``MirrorWorld``
@@ -24,10 +24,8 @@ from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.robots.robot import Observation
 from lang2policy.robots.sim_robot import limits_for
-from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted, StreamedRobot
+from lang2policy.robots.streamed_robot import StreamedRobot
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.skills.catalog import SKILLS
 
 log = logging.getLogger(__name__)
 
@@ -97,53 +95,3 @@ class RemoteSession:
             self.robot, self.kinematics, self.world, self.control_period
         )
         return self.world.object_names()
-
-
-class RemoteSkillBackend(SimSkillBackend):
-    """``SimSkillBackend`` on a ``RemoteSession``: synced mirror, interruptible motions.
-
-    It executes exactly the arguments it is given: a person's edits are applied, and every
-    restart after one is decided, by the sandbox runner's privilege gate
-    (``SandboxRunner.edits``), never here.
-    """
-
-    def __init__(self, session: RemoteSession) -> None:
-        super().__init__(session)
-        self.current_call: tuple[str, dict] | None = None  # the motion running now
-
-    def interrupt_for_edit(self) -> None:
-        """Stop the running motion where it is so that the runner re-decides and restarts the
-        call with the edited arguments (it raises ``CorrectionInterrupt`` in ``execute``)."""
-        self.session.robot.interrupt(CorrectionInterrupt("arguments corrected"))
-
-    def abort(self, reason: str) -> None:
-        """Stop the running motion, or the planning of the next one (IK); the plan ends with
-        ``reason``."""
-        self.session.robot.interrupt(MotionAborted(reason))
-
-    def hold(self) -> None:
-        """Hold even when an interrupt is pending (it is consumed: the plan is over)."""
-        for _ in range(2):
-            try:
-                super().hold()
-                return
-            except (CorrectionInterrupt, MotionAborted) as exc:
-                log.info("hold after %s", exc)
-
-    def object_names(self) -> list[str]:
-        self.session.sync()
-        return super().object_names()
-
-    def path(self, skill: str, bound: dict):
-        self.session.sync()
-        return super().path(skill, bound)
-
-    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
-        self.session.sync()
-        if SKILLS.get(skill) is None or SKILLS[skill].category != "motion":
-            return super().execute(skill, bound, time_limit)
-        self.current_call = (skill, dict(bound))
-        try:
-            return super().execute(skill, bound, time_limit)
-        finally:
-            self.current_call = None

@@ -1,4 +1,4 @@
-"""``lang2policy sim``: the node graph of ``lang2policy.graph`` started from Python.
+"""``lang2policy sim``: the node graph of ``lang2policy.graph.nodes`` started from Python.
 
 For pip installs, where ``ros2 launch`` does not exist. Each node runs as a process of its own
 (``python -c "from lang2policy.ros.<node> import main; ..." --ros-args --params-file ...
@@ -34,8 +34,9 @@ from pathlib import Path
 
 import yaml
 
-from lang2policy import cli_types, graph
+from lang2policy import cli_types
 from lang2policy.errors import ConfigError, Lang2PolicyError
+from lang2policy.graph import nodes as graph
 
 PREFIX = "[lang2policy]"
 HARDWARE_SO101 = "so101-hw"  # --robot value: the SO-101 serial driver instead of the sim node

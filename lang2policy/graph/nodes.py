@@ -1,7 +1,7 @@
 """The ROS 2 node graph as data: which nodes run, with which parameters and remaps.
 
 One description shared by ``launch/sim.launch.py``, ``launch/robot.launch.py`` (ROS 2 installs)
-and ``lang2policy sim`` (``lang2policy.launcher``, pip installs), so the three cannot drift.
+and ``lang2policy sim`` (``lang2policy.graph.launcher``, pip installs), so the three cannot drift.
 Pure: no ROS import. Each node's parameters come from its params file
 (``config/nodes/<executable>.yaml``, ROS 2 params-file format, found through
 ``lang2policy.paths``) plus the overrides the chosen options imply.

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.exec_policy import scene_readout
 from lang2policy.planning.route import MAX_INSTRUCTION, check_instruction, choose_planner
 from lang2policy.sandbox.outcome import printable
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.session.readout import scene_readout
+from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.tasks import Session
 from lang2policy.text_quote import one_line
 
 __all__ = [
@@ -60,7 +60,7 @@ class RunRequest:
 
 def build_session(request: RunRequest):
     """(sim session, objects on the table, planning session) for one run."""
-    session = Session(request.robot)
+    session = SimSession(request.robot)
     objects = session.reset(request.seed, list(request.objects) if request.objects else None)
     return session, objects, build_planning(SimSkillBackend(session), request.llm)
 
@@ -123,7 +123,7 @@ def _run_reward(request: RunRequest, instructions: list[str], say: Callable[[str
     from lang2policy.l2r.run import run_instructions, scene_state
     from lang2policy.llm import make_client
 
-    session = Session(request.robot)
+    session = SimSession(request.robot)
     objects = session.reset(request.seed, list(request.objects) if request.objects else None)
     if not request.objects:
         objects = _with_named_objects(session, request.seed, objects, instructions)
@@ -163,7 +163,7 @@ def _run_reward(request: RunRequest, instructions: list[str], say: Callable[[str
 
 
 def _with_named_objects(
-    session: Session, seed: int, objects: list[str], instructions: list[str]
+    session: SimSession, seed: int, objects: list[str], instructions: list[str]
 ) -> list[str]:
     """The seeded layout, with the pool objects the instructions name put on the table in
     place of others ("lift the red block" always finds one); unchanged when all are there."""
@@ -175,7 +175,7 @@ def _with_named_objects(
     return session.reset(seed, [*named, *others][: max(len(objects), len(named))])
 
 
-def _recorder(session: Session, camera: str):
+def _recorder(session: SimSession, camera: str):
     from lang2policy.scene.render import CameraRenderer, VideoRecorder
 
     recorder = VideoRecorder(CameraRenderer(session.world.model, 480, 360), camera, VIDEO_FPS)

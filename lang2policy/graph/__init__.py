@@ -1,0 +1,2 @@
+"""The node graph: its topic contract (``topics``), its description (``nodes``), the launcher
+that starts it from Python (``launcher``) and its outside view (``snapshot``). Pure: no ROS."""
