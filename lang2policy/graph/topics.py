@@ -1,0 +1,117 @@
+"""The graph's topic contract: every topic and service name, its message type, and the status
+event schema. The one home of these names: nodes, the launch description, the recorder,
+benchmarks and tests import them from here (a pure module: no ROS, no other lang2policy
+import), so a topic cannot be renamed in one place and missed in another.
+
+Status lines (``/lang2policy/status`` and ``/lang2policy/safety``) are one JSON object each,
+``StatusEvent.to_dict()``: ``{"node": <who says it>, "state": ..., "instruction": ...,
+"detail": ...}`` plus node-specific fields (the controller's ``task`` and ``stats``). Every line
+names its ``node``, so a listener never has to guess who spoke from the keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class Endpoint(NamedTuple):
+    """A topic or service: its name and its ROS interface type (``pkg/msg/Type``)."""
+
+    name: str
+    type: str
+
+
+# ------------------------------------------------------------------ the robot's side
+JOINT_STATES = Endpoint("/joint_states", "sensor_msgs/msg/JointState")
+TRAJECTORY = Endpoint("/arm_controller/joint_trajectory", "trajectory_msgs/msg/JointTrajectory")
+SIM_OBJECTS = Endpoint("/sim/objects", "visualization_msgs/msg/MarkerArray")  # ground truth
+CLOCK = Endpoint("/clock", "rosgraph_msgs/msg/Clock")
+# The joint-map bridge's side when a ros2_control arm's names differ from the model's.
+BRIDGED_JOINT_STATES = Endpoint("/lang2policy/joint_states", "sensor_msgs/msg/JointState")
+BRIDGED_TRAJECTORY = Endpoint("/lang2policy/arm_trajectory", "trajectory_msgs/msg/JointTrajectory")
+
+# ------------------------------------------------------------------ lang2policy's own
+JOINT_COMMAND = Endpoint("/lang2policy/joint_command", "trajectory_msgs/msg/JointTrajectory")
+OBJECTS = Endpoint("/lang2policy/objects", "visualization_msgs/msg/MarkerArray")  # perceived
+INSTRUCTION = Endpoint("/lang2policy/instruction", "std_msgs/msg/String")
+CORRECTION = Endpoint("/lang2policy/correction", "std_msgs/msg/String")
+STATUS = Endpoint("/lang2policy/status", "std_msgs/msg/String")  # planner + controller lines
+SAFETY = Endpoint("/lang2policy/safety", "std_msgs/msg/String")  # the safety node's lines
+REWARD_SPEC = Endpoint("/lang2policy/reward_spec", "std_msgs/msg/String")  # JSON or "null"
+
+# ------------------------------------------------------------------ services
+STOP = Endpoint("/lang2policy/stop", "std_srvs/srv/Trigger")
+RESUME = Endpoint("/lang2policy/resume", "std_srvs/srv/Trigger")
+RESET = Endpoint("/lang2policy_sim/reset", "std_srvs/srv/Trigger")  # the sim node's ~/reset
+
+TOPICS: tuple[Endpoint, ...] = (
+    JOINT_STATES,
+    TRAJECTORY,
+    SIM_OBJECTS,
+    CLOCK,
+    BRIDGED_JOINT_STATES,
+    BRIDGED_TRAJECTORY,
+    JOINT_COMMAND,
+    OBJECTS,
+    INSTRUCTION,
+    CORRECTION,
+    STATUS,
+    SAFETY,
+    REWARD_SPEC,
+)
+SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET)
+TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
+
+# ------------------------------------------------------------------ status events
+PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
+STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE)
+PLANNER_STATES = (
+    "received",  # detail: {"route": ...}
+    "running",  # detail: a progress line
+    "remembered",  # detail: the remembered corrections applied
+    "correction",  # detail: {"text", "kind", "edit", "action", "notes"[, "error"]}
+    "done",
+    "failed",
+    "rejected",  # the instruction itself was bad; nothing ran
+    "busy",  # another instruction runs
+    "stopped",  # detail: the reason
+)
+FINAL_PLANNER_STATES = ("done", "failed", "rejected", "busy")
+
+
+@dataclass(frozen=True)
+class StatusEvent:
+    """One status line: who says it (``node``), what happened (``state``), for which
+    instruction, and a detail (text or a JSON-able dict). ``extra`` holds node-specific
+    top-level fields (the controller's ``task``, ``stats``)."""
+
+    node: str
+    state: str
+    instruction: str = ""
+    detail: Any = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.node not in STATUS_NODES:
+            raise ValueError(f"status node {self.node!r} is not one of {list(STATUS_NODES)}")
+        if not isinstance(self.state, str) or not self.state:
+            raise ValueError(f"a status state must be non-empty text, got {self.state!r}")
+
+    @property
+    def final(self) -> bool:
+        """True for the planner's last line about an instruction."""
+        return self.node == PLANNER_NODE and self.state in FINAL_PLANNER_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object published on the status topic."""
+        line = {"node": self.node, "state": self.state, "instruction": self.instruction}
+        line["detail"] = self.detail
+        return {**line, **self.extra}
+
+
+def status_node(line: dict[str, Any]) -> str:
+    """Who said a decoded status line; lines from before every line named its node (recorded
+    bags) are the planner's."""
+    node = line.get("node", PLANNER_NODE)
+    return node if isinstance(node, str) else PLANNER_NODE
