@@ -22,7 +22,7 @@ import pytest
 from lang2policy.llm import LLMReply, build_request, make_client
 from lang2policy.planning import (
     CodeAsPoliciesPlanner,
-    PlanningSession,
+    PlanLoop,
     PromptSet,
     clean_code,
     undefined_calls,
@@ -111,12 +111,12 @@ def sim() -> SimSession:
     return SimSession("so101")
 
 
-def planning_session(sim: SimSession, scenario: Scenario, llm) -> PlanningSession:
+def planning_session(sim: SimSession, scenario: Scenario, llm) -> PlanLoop:
     sim.reset(SEED, list(scenario.objects))
     backend = SimSkillBackend(sim)
     runner = SandboxRunner(backend, default_policy(sim.world.description), limits=LIMITS)
     planner = CodeAsPoliciesPlanner(llm, max_depth=scenario.max_depth)
-    return PlanningSession(planner, runner, backend)
+    return PlanLoop(planner, runner, backend)
 
 
 def replay(name: str):

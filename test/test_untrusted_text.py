@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from lang2policy.cli import main
 from lang2policy.llm import LLMReply
-from lang2policy.planning import CodeAsPoliciesPlanner, PlanningSession
+from lang2policy.planning import CodeAsPoliciesPlanner, PlanLoop
 from lang2policy.planning.cap import GeneratedProgram
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome, printable
 from lang2policy.sandbox.policy import default_policy
@@ -109,7 +109,7 @@ def test_exception_text_stays_in_the_comment_of_the_repair_prompt(sim):
     backend = SimSkillBackend(sim)
     runner = SandboxRunner(backend, default_policy(sim.world.description), limits=LIMITS)
     llm = ScriptedLLM([PAYLOAD_PROGRAM, "say('fixed')"])
-    session = PlanningSession(CodeAsPoliciesPlanner(llm, max_depth=0), runner, backend)
+    session = PlanLoop(CodeAsPoliciesPlanner(llm, max_depth=0), runner, backend)
     before = joints(sim)
 
     result = session.handle("put the red block in the blue bowl")

@@ -2,7 +2,7 @@
 
 Every episode (see ``cap_tasks``) is a seeded scene plus an instruction. The ORACLE track runs
 the episode's reference program through the sandbox (default privilege policy), the LLM track
-gives the instruction to a fresh ``PlanningSession`` (plan, run through the same sandbox,
+gives the instruction to a fresh ``PlanLoop`` (plan, run through the same sandbox,
 repair once); both are judged on the simulator state afterwards. Running both on the same
 episodes separates planner failures (LLM fails, oracle succeeds) from execution failures (both
 fail). Results are counted per family and split (seen/unseen attributes x seen/unseen
@@ -119,11 +119,11 @@ class LLMTrack:
         self.planner = CodeAsPoliciesPlanner(self.llm)
 
     def run(self, session: SimSession, episode: Episode, policy: PrivilegePolicy) -> dict:
-        from lang2policy.planning import PlanningSession
+        from lang2policy.planning import PlanLoop
 
         session.reset(episode.reset_seed, list(episode.objects))
         backend, runner = _runner(session, policy)
-        planning = PlanningSession(self.planner, runner, backend)
+        planning = PlanLoop(self.planner, runner, backend)
         calls, seconds = self.llm.calls, self.llm.seconds
         started = time.perf_counter()
         try:

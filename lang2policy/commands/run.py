@@ -69,11 +69,11 @@ def build_planning(backend: SimSkillBackend, llm: str):
     """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
     policy of the backend's robot, the sandbox runner."""
     from lang2policy.llm import make_client
-    from lang2policy.planning import CodeAsPoliciesPlanner, PlanningSession
+    from lang2policy.planning import CodeAsPoliciesPlanner, PlanLoop
 
     policy = default_policy(backend.description, known_skills=SKILLS)
     planner = CodeAsPoliciesPlanner(make_client(llm))
-    return PlanningSession(planner, SandboxRunner(backend, policy), backend)
+    return PlanLoop(planner, SandboxRunner(backend, policy), backend)
 
 
 def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:

@@ -1,7 +1,7 @@
 """The Code-as-Policies planner: instructions to policy programs that run in the sandbox.
 
     planner = CodeAsPoliciesPlanner(make_client("local"))
-    session = PlanningSession(planner, SandboxRunner(backend, policy), backend)
+    session = PlanLoop(planner, SandboxRunner(backend, policy), backend)
     result = session.handle("put the red block in the blue bowl")
     result.outcome.ok, result.program.code
 
@@ -16,7 +16,7 @@ from lang2policy.planning.codegen import (
     undefined_calls,
 )
 from lang2policy.planning.prompts import PromptSet, default_prompt_dir
-from lang2policy.planning.session import InstructionResult, PlanningSession
+from lang2policy.planning.loop import InstructionResult, PlanLoop
 
 __all__ = [
     "SANDBOX_NAMES",
@@ -24,7 +24,7 @@ __all__ = [
     "FunctionGenerator",
     "GeneratedProgram",
     "InstructionResult",
-    "PlanningSession",
+    "PlanLoop",
     "PromptSet",
     "clean_code",
     "default_prompt_dir",

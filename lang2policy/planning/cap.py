@@ -11,7 +11,7 @@ call, so a llama.cpp server keeps it processed), then the variable tail::
     # now put it back.                           <- the new instruction; the model writes code
 
 The answer ends at the next comment (stop ``\\n#``) or context line. The planner only writes
-code; ``PlanningSession`` runs it through the sandbox.
+code; ``PlanLoop`` runs it through the sandbox.
 """
 
 from __future__ import annotations

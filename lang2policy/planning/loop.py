@@ -1,6 +1,6 @@
-"""A planning session: plan an instruction, run the program through the sandbox, repair once.
+"""The plan loop of a code plan: plan an instruction, run the program through the sandbox, repair once.
 
-``PlanningSession.handle(instruction)`` asks the planner for a program, runs it with the
+``PlanLoop.handle(instruction)`` asks the planner for a program, runs it with the
 ``SandboxRunner`` (the only way a program runs), and, when the outcome is not ok, gives the LLM
 the failed program and the sandbox's structured feedback for one corrected program, which runs
 too. An LLM failure (unreachable server, timeout, replay miss, cut-off answer) becomes an
@@ -53,7 +53,7 @@ class InstructionResult:
         }
 
 
-class PlanningSession:
+class PlanLoop:
     """Keeps history; plans, runs through the sandbox, repairs once."""
 
     def __init__(
