@@ -15,8 +15,8 @@ from lang2policy.planning.codegen import (
     clean_code,
     undefined_calls,
 )
-from lang2policy.planning.prompts import PromptSet, default_prompt_dir
 from lang2policy.planning.loop import InstructionResult, PlanLoop
+from lang2policy.planning.prompts import PromptSet, default_prompt_dir
 
 __all__ = [
     "SANDBOX_NAMES",

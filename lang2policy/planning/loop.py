@@ -1,4 +1,4 @@
-"""The plan loop of a code plan: plan an instruction, run the program through the sandbox, repair once.
+"""A code plan's loop: plan an instruction, run the program in the sandbox, repair once.
 
 ``PlanLoop.handle(instruction)`` asks the planner for a program, runs it with the
 ``SandboxRunner`` (the only way a program runs), and, when the outcome is not ok, gives the LLM
