@@ -1,4 +1,4 @@
-"""The sampling MPC on mujoco.rollout: splines, planning model, planners, lockstep episodes."""
+"""The sampling MPC on mujoco.rollout: splines, planning model, samplers, lockstep episodes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from lang2policy.mpc import spline
 from lang2policy.mpc.cost import SuccessTracker
 from lang2policy.mpc.episode import LockstepMPC
 from lang2policy.mpc.model import ObjectState, PlanningModel
-from lang2policy.mpc.planner import MPCConfig, SamplingPlanner
+from lang2policy.mpc.sampler import MPCConfig, Sampler
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.scene.world import World
 
@@ -42,8 +42,8 @@ def test_linear_spline_passes_through_knots_and_shifts():
 
 
 def test_config_rejects_bad_values():
-    with pytest.raises(ConfigError, match="planner must be one of"):
-        MPCConfig(planner="magic")
+    with pytest.raises(ConfigError, match="sampler must be one of"):
+        MPCConfig(sampler="magic")
     with pytest.raises(ConfigError, match="samples"):
         MPCConfig(samples=1)
     with pytest.raises(ConfigError, match="horizon"):
@@ -81,13 +81,13 @@ def test_measured_state_is_checked(world):
         PlanningModel(world.description, ["golden block"])
 
 
-# ------------------------------------------------------------------ planners
+# ------------------------------------------------------------------ samplers
 def test_rollout_backend_matches_the_python_loop(world):
     names = world.reset(1)
     pm = PlanningModel(world.description, names)
     pm.load_world(world)
-    fast = SamplingPlanner(pm, MPCConfig(samples=4, threads=2))
-    slow = SamplingPlanner(pm, MPCConfig(samples=4, threads=1, backend="python"))
+    fast = Sampler(pm, MPCConfig(samples=4, threads=2))
+    slow = Sampler(pm, MPCConfig(samples=4, threads=1, backend="python"))
     knots = fast._sample(np.tile(pm.data.ctrl, (4, 1)))
     _, a = fast.rollout(knots)
     a = a.copy()
@@ -97,26 +97,26 @@ def test_rollout_backend_matches_the_python_loop(world):
     slow.close()
 
 
-@pytest.mark.parametrize("planner", ["sampling", "cem"])
-def test_planning_is_deterministic_under_a_seed(world, planner):
+@pytest.mark.parametrize("sampler", ["sampling", "cem"])
+def test_planning_is_deterministic_under_a_seed(world, sampler):
     plans = []
     for _ in range(2):
         names = world.reset(2)
         spec = hover_spec(names, [0.22, 0.05, 0.0])
-        mpc = LockstepMPC(world, spec, MPCConfig(planner=planner, seed=7))
+        mpc = LockstepMPC(world, spec, MPCConfig(sampler=sampler, seed=7))
         for _ in range(3):
             mpc.step()
-        plans.append((mpc.planner.nominal.knots.copy(), world.arm_qpos()))
+        plans.append((mpc.sampler.nominal.knots.copy(), world.arm_qpos()))
         mpc.close()
     assert np.array_equal(plans[0][0], plans[1][0])
     assert np.array_equal(plans[0][1], plans[1][1])
 
 
-@pytest.mark.parametrize("planner", ["sampling", "cem"])
-def test_mpc_reaches_a_hover_point(world, planner):
+@pytest.mark.parametrize("sampler", ["sampling", "cem"])
+def test_mpc_reaches_a_hover_point(world, sampler):
     names = world.reset(0)
     outcome = LockstepMPC(world, hover_spec(names, [0.2, -0.08, 0.0]),
-                          MPCConfig(planner=planner)).run()
+                          MPCConfig(sampler=sampler)).run()
     assert outcome.success, outcome
     assert outcome.final["above"] < 0.015
     assert outcome.iterations >= 5 and outcome.plan_ms > 0
@@ -130,11 +130,11 @@ def test_spec_swap_mid_run_keeps_planning_and_changes_the_goal(world):
     for _ in range(15):
         mpc.step()
     tool_y_before = float(mpc.measure_now().tool[0, 0, 1])
-    knots_before = mpc.planner.nominal.knots.copy()
+    knots_before = mpc.sampler.nominal.knots.copy()
     mpc.set_spec(second)
     mpc.step()
     # The warm start carried over: the first plan after the swap starts where the last ended.
-    assert np.abs(mpc.planner.nominal.knots[0] - knots_before[0]).max() < 0.5
+    assert np.abs(mpc.sampler.nominal.knots[0] - knots_before[0]).max() < 0.5
     status = "running"
     for _ in range(40):
         status = mpc.step()

@@ -14,8 +14,8 @@ from waiting import wait_for
 
 from lang2policy.errors import RewardSpecError
 from lang2policy.mpc.model import ObjectState
-from lang2policy.mpc.planner import MPCConfig, Plan
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
+from lang2policy.mpc.sampler import ControlPlan, MPCConfig
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.scene.world import World
 
@@ -128,7 +128,7 @@ def test_success_ends_the_task_and_the_arm_holds(mpc):
         held = mpc.action()
         time.sleep(0.3)
         assert mpc.action() == held and mpc.stats().iterations == iterations
-        assert mpc.stats().rate_hz == 0.0  # the planner stopped
+        assert mpc.stats().rate_hz == 0.0  # the sampler stopped
         assert np.linalg.norm(plant.tool() - POINT_A) < 0.03
 
 
@@ -193,15 +193,15 @@ def test_planning_errors_and_non_finite_plans_fail_the_task_and_hold(mpc, monkey
     def broken(spec):
         raise RuntimeError("rollout exploded")
 
-    monkeypatch.setattr(mpc.planner, "improve", broken)
+    monkeypatch.setattr(mpc.sampler, "improve", broken)
     mpc.set_spec(tool_spec(POINT_A, plant.objects))
     mpc.update_state(now + 0.02, joints, objects)
     wait_for(lambda: mpc.status == "failed", 10, "the failure")
     assert "planning error: RuntimeError: rollout exploded" in mpc.stats().reason
     assert mpc.action() == pytest.approx(joints, abs=1e-9) and mpc.alive
 
-    nan_plan = Plan(now, np.full((CONFIG.knots, 6), np.nan), 0.0)
-    monkeypatch.setattr(mpc.planner, "improve", lambda spec: nan_plan)
+    nan_plan = ControlPlan(now, np.full((CONFIG.knots, 6), np.nan), 0.0)
+    monkeypatch.setattr(mpc.sampler, "improve", lambda spec: nan_plan)
     mpc.set_spec(tool_spec(POINT_A, plant.objects))
     mpc.update_state(now + 0.04, joints, objects)
     wait_for(lambda: mpc.status == "failed", 10, "the second failure")

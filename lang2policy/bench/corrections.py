@@ -49,7 +49,7 @@ from lang2policy.corrections.memory import (
 )
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import LockstepMPC
-from lang2policy.mpc.planner import MPCConfig
+from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.scene.world import World
 

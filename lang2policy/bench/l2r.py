@@ -17,7 +17,7 @@ from tqdm import tqdm
 from lang2policy.bench.l2r_tasks import TASKS, TaskInstance
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import LockstepMPC
-from lang2policy.mpc.planner import MPCConfig
+from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.scene.world import World
 
@@ -71,7 +71,7 @@ def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
     bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
     for name, seed, track in bar:
         rows.append(_episode(world, name, seed, track, reward_planner,
-                             MPCConfig(planner=planner, samples=samples, seed=seed)))
+                             MPCConfig(sampler=planner, samples=samples, seed=seed)))
         bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
     report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
                      time.perf_counter() - began)

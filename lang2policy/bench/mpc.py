@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from lang2policy.bench.l2r_tasks import lift
 from lang2policy.mpc.model import PlanningModel
-from lang2policy.mpc.planner import MPCConfig, SamplingPlanner
+from lang2policy.mpc.sampler import MPCConfig, Sampler
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.scene.world import World
 
@@ -34,7 +34,7 @@ def _lift_spec(world: World):
 
 
 def _throughput(pm: PlanningModel, config: MPCConfig, seconds: float) -> dict:
-    planner = SamplingPlanner(pm, config)
+    planner = Sampler(pm, config)
     knots = np.tile(pm.data.ctrl, (config.samples, config.knots, 1))
     planner.rollout(knots)  # warm up (thread pool, caches)
     count, began = 0, time.perf_counter()
@@ -50,7 +50,7 @@ def _throughput(pm: PlanningModel, config: MPCConfig, seconds: float) -> dict:
 
 def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float) -> dict:
     spec = _lift_spec(world)
-    planner = SamplingPlanner(pm, config)
+    planner = Sampler(pm, config)
     latencies, plan_times = [], []
     began = time.perf_counter()
     while time.perf_counter() - began < seconds or len(latencies) < 3:
@@ -61,7 +61,7 @@ def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float
         latencies.append(time.perf_counter() - start)
         plan_times.append(plan.seconds)
     planner.close()
-    return {"planner": config.planner, "backend": config.backend, "samples": config.samples,
+    return {"planner": config.sampler, "backend": config.backend, "samples": config.samples,
             "horizon_s": config.horizon, "steps": config.steps, "threads": config.threads,
             "iterations_per_s": round(len(plan_times) / sum(plan_times), 1),
             "latency_ms_p50": round(1000 * _percentile(latencies, 50), 1),
@@ -78,7 +78,7 @@ def run(robot: str = "so101", samples: int = 32, horizon: float = 0.5, seconds: 
     jobs = [("throughput", replace(base, backend="python", threads=1)),
             ("throughput", replace(base, threads=1)),
             ("throughput", base)]
-    jobs += [("planning", replace(base, planner=planner, backend=backend))
+    jobs += [("planning", replace(base, sampler=planner, backend=backend))
              for planner in ("sampling", "cem") for backend in ("python", "rollout")]
     throughput, planning = [], []
     for kind, config in tqdm(jobs, desc="bench mpc", unit="case", disable=not progress):

@@ -19,7 +19,7 @@ import numpy as np
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.l2r.planner import RewardPlan, RewardPlanner
 from lang2policy.mpc.episode import EpisodeOutcome, LockstepMPC
-from lang2policy.mpc.planner import MPCConfig
+from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.scene.world import World
 from lang2policy.session.sim import SimSession

@@ -14,7 +14,7 @@ import numpy as np
 
 from lang2policy.mpc.cost import SuccessTracker, measures
 from lang2policy.mpc.model import PlanningModel
-from lang2policy.mpc.planner import MPCConfig, SamplingPlanner
+from lang2policy.mpc.sampler import MPCConfig, Sampler
 from lang2policy.rewards.spec import RewardSpec
 
 
@@ -43,7 +43,7 @@ class LockstepMPC:
         self.world = world
         self.config = config or MPCConfig()
         self.pm = PlanningModel(world.description, world.present, self.config.timestep)
-        self.planner = SamplingPlanner(self.pm, self.config)
+        self.sampler = Sampler(self.pm, self.config)
         self.replan_period = replan_period
         self.control_period = control_period
         self.iterations = 0
@@ -51,7 +51,7 @@ class LockstepMPC:
         self.judge = judge
         self.set_spec(spec)
         self.pm.load_world(world)
-        self.planner.reset(start=world.time)
+        self.sampler.reset(start=world.time)
 
     def set_spec(self, spec: RewardSpec) -> None:
         """Swap the objective; the warm-started plan carries over (no stall, no reset)."""
@@ -59,12 +59,12 @@ class LockstepMPC:
         self.tracker = SuccessTracker(self.judge or spec)
 
     def close(self) -> None:
-        self.planner.close()
+        self.sampler.close()
 
     def step(self) -> str:
         """Plan once, then simulate one re-planning period; returns the tracker's status."""
         self.pm.load_world(self.world)
-        plan = self.planner.improve(self.spec)
+        plan = self.sampler.improve(self.spec)
         self.iterations += 1
         self._plan_seconds += plan.seconds
         status = "running"

@@ -1,4 +1,4 @@
-"""Guided candidates for the sampling planner: reach toward the tool targets a spec implies.
+"""Guided candidates for the sampler: reach toward the tool targets a spec implies.
 
 Pure random search struggles with the last centimetres of a grasp on a 5-DoF arm (the jaws must
 come down on the object, square to its faces). Terms with a spatial goal for the tool hint where

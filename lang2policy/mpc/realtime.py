@@ -1,7 +1,7 @@
 """The MPC as a real-time loop: measured states in, smooth joint targets out at the control rate.
 
 A planning thread repeatedly takes the latest measured state from a slot (filled by
-``update_state``), loads it into the planning model, runs one ``SamplingPlanner.improve`` and
+``update_state``), loads it into the planning model, runs one ``Sampler.improve`` and
 publishes the plan atomically. ``action(t)`` evaluates the latest plan's spline at any time, as
 often as the caller likes (50 Hz or more); it never waits on planning. ``set_spec`` swaps the
 objective between two iterations: the warm-started plan carries over, so there is no stall.
@@ -25,7 +25,7 @@ and actuators happens here.
 ``success`` (the spec's success conditions held), ``failed`` (an ``always_below`` condition
 broke, planning raised, a plan was not finite, the spec's objects disappeared or the state clock
 jumped back) or ``timeout`` (``spec.duration`` of measured time passed). When a task ends the
-planner stops and ``action`` holds: the last commanded targets after success, failure of a
+sampler stops and ``action`` holds: the last commanded targets after success, failure of a
 condition or timeout (a position-controlled arm keeps what it reached, a grasp keeps squeezing);
 the measured position after errors. With no task, ``action`` holds the first measured position.
 ``set_spec(None)`` cancels the task and holds where the arm is.
@@ -46,7 +46,7 @@ import numpy as np
 from lang2policy.errors import Lang2PolicyError, RewardSpecError
 from lang2policy.mpc.cost import SuccessTracker, measures
 from lang2policy.mpc.model import ObjectState, PlanningModel
-from lang2policy.mpc.planner import MPCConfig, Plan, SamplingPlanner
+from lang2policy.mpc.sampler import ControlPlan, MPCConfig, Sampler
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.scene.arm import GRIPPER
 from lang2policy.scene.layout import load_layout
@@ -188,15 +188,15 @@ class RealtimeMPC:
         self._info = info or _LOG.info  # lifecycle: rebuilds, task ends
         self._pool = {o.name for o in load_layout(layout).pool()}
         self.pm = PlanningModel(robot, list(objects), self.config.timestep, layout)
-        self.planner = SamplingPlanner(self.pm, self.config)
+        self.sampler = Sampler(self.pm, self.config)
         self.arm = _ArmMap(self.pm)
         self.names = self.arm.names
         self._lock = threading.Condition()
         self._state: MeasuredState | None = None
         self._state_seq = 0
-        self._pending: object = _NO_CHANGE  # (spec, fresh?, start time) for the planner
+        self._pending: object = _NO_CHANGE  # (spec, fresh?, start time) for the sampler
         self._generation = 0  # bumped by every start, swap and end of a task
-        self._plan: Plan | None = None  # what action() evaluates while a task runs
+        self._plan: ControlPlan | None = None  # what action() evaluates while a task runs
         self._hold: np.ndarray | None = None  # ctrl held while no task runs
         self._status, self._reason, self._task_name = "idle", "", ""
         self._running = False
@@ -221,7 +221,7 @@ class RealtimeMPC:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop and join the planning thread, then free the planner (idempotent)."""
+        """Stop and join the planning thread, then free the sampler (idempotent)."""
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
@@ -233,7 +233,7 @@ class RealtimeMPC:
             self._thread = None
         if not self._closed:
             self._closed = True
-            self.planner.close()
+            self.sampler.close()
 
     @property
     def alive(self) -> bool:
@@ -458,9 +458,9 @@ class RealtimeMPC:
             task.start = state.time
         if self._track(task, turn):
             return
-        plan = self.planner.improve(task.spec)
+        plan = self.sampler.improve(task.spec)
         if not np.all(np.isfinite(plan.knots)):
-            raise FloatingPointError("the planner returned non-finite controls")
+            raise FloatingPointError("the sampler returned non-finite controls")
         done = _time.monotonic()
         with self._lock:
             if self._generation == turn.generation:  # nothing ended or swapped meanwhile
@@ -476,7 +476,7 @@ class RealtimeMPC:
         if fresh:  # from a hold: the old warm start is meaningless, start from the hold
             with self._lock:
                 hold = self._hold if self._hold is not None else self.arm.ctrl(turn.state.joints)
-            self.planner.reset(ctrl=hold, start=turn.state.time)
+            self.sampler.reset(ctrl=hold, start=turn.state.time)
 
     def _track(self, task: _Task, turn: _Turn) -> bool:
         """Update success/failure/timeout on the measured state; True if the task ended."""
@@ -499,14 +499,14 @@ class RealtimeMPC:
         return True
 
     def _rebuild(self, names: list[str], turn: _Turn) -> None:
-        """A new planning model and planner for a new set of objects (planning thread)."""
+        """A new planning model and sampler for a new set of objects (planning thread)."""
         self._info(f"objects changed {list(self.pm.object_names)} -> {names}: rebuilding the "
                   "planning model")
         pm = PlanningModel(self.robot, names, self.config.timestep, self.layout)
-        planner = SamplingPlanner(pm, self.config)
-        old = self.planner
+        sampler = Sampler(pm, self.config)
+        old = self.sampler
         with self._lock:
-            self.pm, self.planner = pm, planner
+            self.pm, self.sampler = pm, sampler
             self._rebuilds += 1
         old.close()
         task = self._task
@@ -516,7 +516,7 @@ class RealtimeMPC:
             except RewardSpecError as exc:
                 self._end_if_current(turn, "failed", f"objects changed: {exc}", None)
                 return
-            self.planner.reset(ctrl=self._command_at(turn.state), start=turn.state.time)
+            self.sampler.reset(ctrl=self._command_at(turn.state), start=turn.state.time)
 
     # ----------------------------------------------------------------- helpers
     def _command_at(self, state: MeasuredState) -> np.ndarray:

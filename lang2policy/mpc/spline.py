@@ -1,6 +1,6 @@
 """Spline-parameterised control sequences: a few knots per actuator span the horizon.
 
-Sampling planners perturb ``P`` knots instead of ``T`` per-step controls (MJPC's
+Samplers perturb ``P`` knots instead of ``T`` per-step controls (MJPC's
 ``sampling_spline_points``), which keeps candidates smooth and the search small. A basis matrix
 ``[T, P]`` turns knots ``[K, P, nu]`` into controls ``[K, T, nu]`` with one matmul.
 """

@@ -43,8 +43,8 @@ from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import Lang2PolicyError, RewardSpecError
 from lang2policy.mpc.model import ObjectState
-from lang2policy.mpc.planner import MPCConfig
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
+from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import decode_spec_text, validate_spec
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
@@ -65,7 +65,7 @@ class ControllerNode(ReadOnlyParameters):
         robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
         layout = self._param("layout", "cap_tabletop", "object pool the planning model knows")
         config = MPCConfig(
-            planner=self._param("planner", "sampling", "sampling | cem"),
+            sampler=self._param("planner", "sampling", "sampling | cem"),
             samples=int(self._number("samples", 64, "rollouts per planning iteration")),
             horizon=self._number("horizon", 0.5, "planning horizon (s)"),
             threads=int(self._number("threads", 2, "rollout threads")),
@@ -103,7 +103,7 @@ class ControllerNode(ReadOnlyParameters):
             self.create_timer(1.0 / status_rate, self.publish_status, clock=steady),
         ]
         self.get_logger().info(
-            f"{robot}: {config.planner} MPC, {config.samples} samples, {config.horizon:g} s "
+            f"{robot}: {config.sampler} MPC, {config.samples} samples, {config.horizon:g} s "
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
             f"{COMMAND_TOPIC}"
         )

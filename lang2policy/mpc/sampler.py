@@ -1,4 +1,4 @@
-"""Sampling planners on ``mujoco.rollout``: predictive sampling and the cross-entropy method.
+"""Samplers on ``mujoco.rollout``: predictive sampling and the cross-entropy method.
 
 Both search over spline knots of all actuator controls (joint position targets and the
 gripper). Each iteration starts from the previous plan shifted to the current time (warm
@@ -23,7 +23,7 @@ from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.proposals import Proposals
 from lang2policy.rewards.spec import RewardSpec
 
-PLANNERS = ("sampling", "cem")
+SAMPLERS = ("sampling", "cem")
 EXPLORATIONS = ("tool", "joint")
 BACKENDS = ("rollout", "python")
 _NOISE_SCALES = (1.0, 1.0 / 3.0, 0.1)
@@ -31,9 +31,9 @@ _NOISE_SCALES = (1.0, 1.0 / 3.0, 0.1)
 
 @dataclass(frozen=True)
 class MPCConfig:
-    """Planner settings; the defaults re-plan well above 10 Hz on 2 cores."""
+    """Sampler settings; the defaults re-plan well above 10 Hz on 2 cores."""
 
-    planner: str = "sampling"
+    sampler: str = "sampling"
     samples: int = 64
     knots: int = 4
     horizon: float = 0.5
@@ -53,7 +53,7 @@ class MPCConfig:
 
     def __post_init__(self) -> None:
         checks = [
-            (self.planner in PLANNERS, f"planner must be one of {list(PLANNERS)}"),
+            (self.sampler in SAMPLERS, f"sampler must be one of {list(SAMPLERS)}"),
             (2 <= self.samples <= 1024, "samples must be in [2, 1024]"),
             (1 <= self.knots <= 16, "knots must be in [1, 16]"),
             (0.05 <= self.horizon <= 5.0, "horizon must be in [0.05, 5] s"),
@@ -78,7 +78,7 @@ class MPCConfig:
 
 
 @dataclass
-class Plan:
+class ControlPlan:
     """The nominal control spline from ``start`` (sim seconds) and what it was judged on."""
 
     start: float
@@ -91,8 +91,8 @@ class Plan:
         return spline.evaluate(self.knots, config.horizon, t - self.start, config.interpolation)
 
 
-class SamplingPlanner:
-    """One planner over one planning model; ``improve(spec, start_time)`` runs an iteration
+class Sampler:
+    """One sampler over one planning model; ``improve(spec, start_time)`` runs an iteration
     from the state currently in ``model.data``."""
 
     def __init__(self, model: PlanningModel, config: MPCConfig | None = None) -> None:
@@ -110,7 +110,7 @@ class SamplingPlanner:
         self._states = np.empty((c.samples, c.steps, nstate))
         self._sensors = np.empty((c.samples, c.steps, model.nsensordata))
         self._qpos_index = 1 + model.arm_qpos_adr  # FULLPHYSICS = [time, qpos, qvel, ...]
-        self.nominal: Plan | None = None
+        self.nominal: ControlPlan | None = None
         self.proposals = Proposals(model) if c.proposals else None
         # Samples cycle through noise scales (1, 1/3, 1/10): coarse ones find the way, fine
         # ones converge on it, so the arm neither stalls far off nor jitters near the goal.
@@ -126,10 +126,10 @@ class SamplingPlanner:
     def reset(self, ctrl: np.ndarray | None = None, start: float = 0.0) -> None:
         """Forget the plan; the next one starts from holding ``ctrl`` (default: current)."""
         hold = self.pm.data.ctrl.copy() if ctrl is None else np.asarray(ctrl, float)
-        self.nominal = Plan(start, np.tile(hold, (self.config.knots, 1)), float("inf"))
+        self.nominal = ControlPlan(start, np.tile(hold, (self.config.knots, 1)), float("inf"))
         self.std = np.tile(self.base_std, (self.config.knots, 1))
 
-    def improve(self, spec: RewardSpec) -> Plan:
+    def improve(self, spec: RewardSpec) -> ControlPlan:
         """One planning iteration from the state in ``self.pm.data``; returns the new plan."""
         began = _time.perf_counter()
         # Loading a state sets qpos only: derive positions and frames once, here, so the
@@ -147,7 +147,7 @@ class SamplingPlanner:
             if guided:
                 candidates[-len(guided):] = guided
         costs, per_term = self._evaluate(candidates, spec)
-        if c.planner == "cem":
+        if c.sampler == "cem":
             order = np.argsort(costs)[: min(c.elites, c.samples - 1)]
             elite = candidates[order]
             knots = elite.mean(axis=0)
@@ -156,7 +156,7 @@ class SamplingPlanner:
             order = np.argsort(costs)[:1]
             knots = candidates[order[0]]
         best = int(order[0])
-        self.nominal = Plan(
+        self.nominal = ControlPlan(
             start=now, knots=knots, cost=float(costs[best]),
             term_costs={k: float(v[best]) for k, v in per_term.items()},
             seconds=_time.perf_counter() - began,
@@ -165,7 +165,7 @@ class SamplingPlanner:
 
     def _sample(self, mean: np.ndarray) -> np.ndarray:
         c = self.config
-        std = self.std if c.planner == "cem" else self.base_std
+        std = self.std if c.sampler == "cem" else self.base_std
         noise = self.rng.standard_normal((c.samples, c.knots, mean.shape[-1])) * std
         if c.exploration == "tool":
             noise[..., self.pm.arm.actuator_ids] += self._tool_noise()
