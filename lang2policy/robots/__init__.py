@@ -1,6 +1,6 @@
-"""Robots behind one interface: the MuJoCo simulation, a mock, and (later) hardware drivers."""
+"""Robots behind one interface: the MuJoCo simulation, a mock, the SO-101 driver and a streamed
+arm; each is built directly by the code that runs it (``SimRobot(world)``, ``SO101Robot(...)``)."""
 
-from lang2policy.robots.registry import available_backends, make_robot
 from lang2policy.robots.robot import Observation, Robot
 from lang2policy.robots.safety import JointLimits, clamp_action
 
@@ -8,7 +8,5 @@ __all__ = [
     "JointLimits",
     "Observation",
     "Robot",
-    "available_backends",
     "clamp_action",
-    "make_robot",
 ]

@@ -88,10 +88,6 @@ class StreamedRobot(Robot):
             if isinstance(self._pending, MotionAborted):
                 self._raise_pending_locked()
 
-    @property
-    def has_state(self) -> bool:
-        return self._latest is not None
-
     def wait_for_state(self, timeout: float) -> Observation:
         """The latest state, waiting up to ``timeout`` wall seconds for the first one."""
         deadline = time.monotonic() + timeout

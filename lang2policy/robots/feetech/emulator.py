@@ -154,7 +154,6 @@ class EmulatedServo:
         self.table = bytearray(TABLE_SIZE)
         self.temperature = 30
         self.voltage = voltage
-        self.extra_errors = 0
         self.silent = False
         self._factory_defaults(servo_id)
         self.flash = bytes(self.table[:EEPROM_END])
@@ -169,7 +168,7 @@ class EmulatedServo:
         return self.table[Address.TORQUE_ENABLE] == 1
 
     def error_bits(self) -> int:
-        bits = self.extra_errors
+        bits = 0
         if self.temperature > self.table[Address.MAX_TEMPERATURE]:
             bits |= ErrorBit.OVERHEAT
         volts = round(self.voltage * 10)
@@ -471,11 +470,6 @@ class ServoBusEmulator:
     def set_voltage(self, servo_id: int, volts: float) -> None:
         with self._lock:
             self.chain.servo(servo_id).voltage = volts
-
-    def set_error_bits(self, servo_id: int, bits: int) -> None:
-        """Extra error bits to report (e.g. ``ErrorBit.OVERLOAD``)."""
-        with self._lock:
-            self.chain.servo(servo_id).extra_errors = bits
 
     def power_cycle(self, servo_id: int) -> None:
         with self._lock:

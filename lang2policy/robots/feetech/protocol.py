@@ -325,12 +325,6 @@ def encode_u16(value: int) -> bytes:
     return value.to_bytes(2, "little")
 
 
-def decode_u16(data: bytes) -> int:
-    if len(data) != 2:
-        raise ProtocolError(f"a 16-bit register needs 2 bytes, got {len(data)}")
-    return int.from_bytes(data, "little")
-
-
 def encode_signed(value: int, sign_bit: int, size: int = 2) -> bytes:
     """Sign-magnitude encoding used by the STS speed, load and (multi-turn) position."""
     magnitude = abs(value)

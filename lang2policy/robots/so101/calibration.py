@@ -24,7 +24,7 @@ import yaml
 from lang2policy.config import read_yaml
 from lang2policy.errors import ConfigError
 from lang2policy.paths import share_dir
-from lang2policy.robots.feetech.protocol import CENTER_TICK, MAX_TICK, TICKS_PER_TURN
+from lang2policy.robots.feetech.protocol import MAX_TICK, TICKS_PER_TURN
 
 ARM_JOINTS: tuple[str, ...] = (
     "shoulder_pan",
@@ -283,41 +283,6 @@ def _joint_from_dict(name: str, entry: object, source: str) -> JointCalibration:
         closed=values.get("closed"),
         open=values.get("open"),
     )
-
-
-def calibration_from_ranges(
-    lower: Sequence[float],
-    upper: Sequence[float],
-    gripper_range: tuple[float, float],
-    gripper_closed: float,
-    gripper_open: float,
-) -> Calibration:
-    """A calibration with zero 2048, sign +1 and the given joint ranges (rad, rounded inwards).
-
-    ``lower``/``upper`` are the five arm joints' ranges; the gripper range and its closed/open
-    angles are in the model's gripper-joint radians (``World('so101').arm`` has them all).
-    """
-    joints = []
-    ranges = [*zip(lower, upper, strict=True), gripper_range]
-    for name, (lo, hi) in zip(JOINTS, ranges, strict=True):
-        extra = {}
-        if name == GRIPPER:
-            extra = {
-                "closed": round(CENTER_TICK + gripper_closed / RAD_PER_TICK),
-                "open": round(CENTER_TICK + gripper_open / RAD_PER_TICK),
-            }
-        joints.append(
-            JointCalibration(
-                name=name,
-                servo_id=DEFAULT_SERVO_IDS[name],
-                sign=1,
-                zero=CENTER_TICK,
-                range_min=max(0, math.ceil(CENTER_TICK + lo / RAD_PER_TICK - 1e-9)),
-                range_max=min(MAX_TICK, math.floor(CENTER_TICK + hi / RAD_PER_TICK + 1e-9)),
-                **extra,
-            )
-        )
-    return Calibration(tuple(joints))
 
 
 def guided_calibration(
