@@ -13,23 +13,18 @@ the arm where it is with ``MotionTimeExceeded`` once it passes.
 from __future__ import annotations
 
 import math
-from typing import Protocol
 
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.pusher import PUSH_SPEED, PushPlan, plan_push
+from lang2policy.control.scene_query import SceneQuery, require_object
+from lang2policy.control.tool_paths import ToolPaths, above
 from lang2policy.control.trajectory import duration_for, min_jerk_scale, path_length, sample_path
-from lang2policy.errors import (
-    InvalidIntentError,
-    MotionTimeExceeded,
-    UnknownObjectError,
-    UnreachableError,
-)
+from lang2policy.errors import InvalidIntentError, MotionTimeExceeded, UnreachableError
 from lang2policy.robots.robot import Robot
 from lang2policy.scene.pose import Pose
 
-_LINE_STEP = 0.01  # metres between Cartesian waypoints on straight-line moves
 _GRIPPER_TIME = 0.5  # seconds to open or close the gripper
 _SETTLE_TIME = 0.25  # seconds to hold still after a motion
 _GRIPPER_SETTLE_MAX = 1.5  # longest wait (seconds) for the fingers to stop
@@ -37,28 +32,17 @@ _DROP_CLEARANCE = 0.01  # a placed object is let go this far above where it come
 _TCP_SAMPLE_STEP = 0.005  # joint-path length (rad) between samples when timing tool speed
 _STOP_TIME_MAX = 0.3  # longest braking (seconds) after a deadline stop
 _STOP_SPEED = 0.02  # joint speed (rad/s) below which a stopped arm counts as still
-_LEAN_TILTS = np.round(np.arange(-0.6, 1.21, 0.15), 2)  # tilts move_to tries as a fallback
-_TOOL_IK_ROUNDS = 4  # position-only IK rounds for the tool centre point (site offset varies)
-
-
-def _above(point: np.ndarray, height: float) -> np.ndarray:
-    return np.asarray(point, float) + np.array([0.0, 0.0, height])
-
-
-class SceneQuery(Protocol):
-    """What primitives need to know about objects (the sim world, or perception on hardware)."""
-
-    def object_names(self) -> list[str]: ...
-    def object_pose(self, name: str) -> Pose: ...
-    def object_kind(self, name: str) -> str: ...
-    def object_size(self, name: str) -> float: ...
 
 
 class MotionPrimitives:
+    """The arm's motions on a robot: each plans its joint paths (``ToolPaths``) before the arm
+    moves, then follows them one control period at a time."""
+
     def __init__(
         self, robot: Robot, kinematics: Kinematics, scene: SceneQuery, control_period: float = 0.02
     ) -> None:
         self.robot, self.kin, self.scene = robot, kinematics, scene
+        self.paths = ToolPaths(kinematics, self.joints)
         self.dt = control_period
         self.max_speed = kinematics.description.max_joint_speed * 0.8
         self.gripper = 1.0
@@ -99,8 +83,7 @@ class MotionPrimitives:
     def tool_point(self, q: np.ndarray | None = None) -> np.ndarray:
         """Tool centre point (world frame) at joints ``q`` (default: now): the point between the
         jaws where a grasped object's centre sits, the point ``move_to_position`` places."""
-        pose = self.kin.forward(self.joints() if q is None else np.asarray(q, float))
-        return pose.position + pose.rotation() @ self.kin.center_offset
+        return self.paths.tool_point(self.joints() if q is None else q)
 
     # ---------------------------------------------------------------- basic motions
     def move_to(self, pose: Pose) -> None:
@@ -119,25 +102,9 @@ class MotionPrimitives:
         self.kin.check_reach(position, "move_to")
         yaw = self.kin.natural_yaw(position) if yaw is None else yaw
         try:
-            return self._reach(position, yaw, "move_to")[1]
+            return self.paths.reach(position, yaw, "move_to")[1]
         except UnreachableError as exc:
-            return self._reach_leaning(position, yaw, exc)
-
-    def _reach_leaning(self, position, yaw, error: UnreachableError) -> np.ndarray:
-        """Joints for ``position`` when none of the configured tilts reaches it: the smallest
-        tilt of a finer sweep, else any orientation. Raises ``error`` if nothing reaches."""
-        q = self.joints()
-        for _ in range(_TOOL_IK_ROUNDS):  # position-only IK of the tool centre point
-            offset = self.kin.forward(q).rotation() @ self.kin.center_offset
-            q = self.kin.solve(position - offset, None, q).q
-        if np.linalg.norm(self.tool_point(q) - position) > self.kin.options.position_tol:
-            raise error
-        for tilt in sorted(_LEAN_TILTS, key=abs):
-            rotation = self.kin.tool_rotation(position, yaw, tilt)
-            result = self.kin.solve(self.kin.site_target(position, rotation), rotation, q)
-            if result.ok(self.kin.options.position_tol, self.kin.options.rotation_tol):
-                return result.q
-        return q
+            return self.paths.lean(position, yaw, exc)
 
     def go_home(self) -> None:
         self._follow(np.vstack([self.joints(), self.kin.arm.home]))
@@ -152,15 +119,15 @@ class MotionPrimitives:
     # ---------------------------------------------------------------- pick and place
     def pick(self, obj: str) -> None:
         """Grasp ``obj`` from above and lift it. Raises if it is out of reach."""
-        self._require(obj)
+        require_object(self.scene, obj)
         grasp = self.kin.description.grasp
         center = self.scene.object_pose(obj).position
         yaw = self.kin.grasp_yaw(center, self.scene.object_pose(obj).yaw(), math.pi / 2)
-        yaw, line_down = self._plan_vertical(
-            _above(center, grasp.grasp_offset), yaw, grasp.approach_height, f"pick('{obj}')"
+        yaw, line_down = self.paths.vertical(
+            above(center, grasp.grasp_offset), yaw, grasp.approach_height, f"pick('{obj}')"
         )
         self.open_gripper(grasp.pre_grasp_opening)
-        self._follow(self._transit(_above(center, grasp.approach_height), yaw, line_down[0]))
+        self._follow(self.paths.transit(above(center, grasp.approach_height), yaw, line_down[0]))
         self._follow(line_down)
         self.close_gripper()
         self._follow(line_down[::-1])
@@ -168,8 +135,8 @@ class MotionPrimitives:
 
     def place(self, obj: str, target: str) -> None:
         """Put the held ``obj`` on or in ``target`` (a bowl or a block) and let go."""
-        self._require(obj)
-        self._require(target)
+        require_object(self.scene, obj)
+        require_object(self.scene, target)
         if self.holding != obj:
             self.pick(obj)
         drop = self.drop_point(obj, target)
@@ -179,8 +146,8 @@ class MotionPrimitives:
         """Lower the held object so its centre reaches ``drop``, release, and back off."""
         grasp = self.kin.description.grasp
         yaw = self.kin.grasp_yaw(drop, self.kin.natural_yaw(drop), math.pi / 2)
-        yaw, line_down = self._plan_vertical(drop, yaw, grasp.approach_height, "place")
-        self._follow(self._transit(_above(drop, grasp.approach_height), yaw, line_down[0]))
+        yaw, line_down = self.paths.vertical(drop, yaw, grasp.approach_height, "place")
+        self._follow(self.paths.transit(above(drop, grasp.approach_height), yaw, line_down[0]))
         self._follow(line_down)
         self.open_gripper(grasp.pre_grasp_opening)
         self._follow(line_down[::-1])
@@ -226,7 +193,7 @@ class MotionPrimitives:
     def execute_push(self, plan: PushPlan) -> None:
         """Carry out a push planned by ``plan_push`` from the state it was planned in."""
         self.close_gripper()
-        self._follow(self._transit(_above(plan.start, plan.lift), plan.yaw, plan.down[0]))
+        self._follow(self.paths.transit(above(plan.start, plan.lift), plan.yaw, plan.down[0]))
         self._follow(plan.down)
         cap = self.tcp_speed
         self.tcp_speed = self.push_speed if cap is None else min(cap, self.push_speed)
@@ -243,84 +210,8 @@ class MotionPrimitives:
         base = self.scene.object_pose(target).position
         half = self.scene.object_size(obj)
         if self.scene.object_kind(target) == "bowl":
-            return _above(base, 0.008 + half + _DROP_CLEARANCE)
-        return _above(base, self.scene.object_size(target) + half + _DROP_CLEARANCE)
-
-    def _transit(self, goal: np.ndarray, goal_yaw: float, q_goal: np.ndarray) -> np.ndarray:
-        """Joint path to ``q_goal`` that keeps the tool clear of the table: up to the goal's
-        height (if below it), across at that height, then into the goal configuration."""
-        q_now = self.joints()
-        pose = self.kin.forward(q_now)
-        start = pose.position
-        height = max(goal[2], start[2])
-        corners = [np.array([start[0], start[1], height]), np.array([goal[0], goal[1], height])]
-        path, q = [q_now], q_now
-        for a, b in zip([start, corners[0]], corners, strict=True):
-            count = max(2, int(np.ceil(np.linalg.norm(b - a) / (2 * _LINE_STEP))) + 1)
-            for point in np.linspace(a, b, count)[1:]:
-                q = self._reach_near(point, goal_yaw, q)
-                path.append(q)
-        path.append(q_goal)
-        return np.array(path)
-
-    def _reach_near(self, point: np.ndarray, yaw: float, q_seed: np.ndarray) -> np.ndarray:
-        """Best-effort IK for a transit waypoint (any tilt; position matters, not orientation)."""
-        best = None
-        for tilt in self.kin.description.grasp.tilts:
-            rotation = self.kin.tool_rotation(point, yaw, tilt)
-            result = self.kin.solve(point, rotation, q_seed)
-            if result.ok(self.kin.options.position_tol, self.kin.options.rotation_tol):
-                return result.q
-            if best is None or result.position_error < best.position_error:
-                best = result
-        position_only = self.kin.solve(point, None, q_seed)
-        return position_only.q if position_only.position_error < best.position_error else best.q
-
-    def _plan_vertical(self, point, yaw, height, what) -> tuple[float, np.ndarray]:
-        """Find a yaw (``yaw`` first, then the square's other face pairs) and a tilt at which
-        the vertical segment from ``height`` above ``point`` down to it is reachable.
-
-        Returns (yaw, joint path from the top down to ``point``)."""
-        error = None
-        for turn in (0.0, math.pi / 2, -math.pi / 2):
-            for tilt in self.kin.description.grasp.tilts:
-                try:
-                    top = _above(point, height)
-                    q_above = self._solve(top, yaw + turn, tilt, self.joints(), what)
-                    return yaw + turn, self._line(top, point, yaw + turn, tilt, q_above)
-                except UnreachableError as exc:
-                    error = exc
-        raise UnreachableError(str(error))
-
-    def _reach(self, position, yaw, what) -> tuple[float, np.ndarray]:
-        error = None
-        for tilt in self.kin.description.grasp.tilts:
-            try:
-                return tilt, self._solve(position, yaw, tilt, self.joints(), what)
-            except UnreachableError as exc:
-                error = exc
-        raise error  # type: ignore[misc]
-
-    def _solve(self, center, yaw, tilt, q_start, what) -> np.ndarray:
-        rotation = self.kin.tool_rotation(center, yaw, tilt)
-        target = self.kin.site_target(np.asarray(center, float), rotation)
-        return self.kin.solve_or_raise(target, rotation, q_start, what)
-
-    def _line(self, start, end, yaw, tilt, q_start) -> np.ndarray:
-        """Joint waypoints for a straight line of the object centre from ``start`` to ``end``."""
-        start, end = np.asarray(start, float), np.asarray(end, float)
-        count = max(2, int(np.ceil(np.linalg.norm(end - start) / _LINE_STEP)) + 1)
-        path, q = [], q_start
-        for point in np.linspace(start, end, count):
-            q = self._solve(point, yaw, tilt, q, "straight-line move")
-            path.append(q)
-        return np.array(path)
-
-    def _require(self, name: str) -> None:
-        if name not in self.scene.object_names():
-            raise UnknownObjectError(
-                f"no object named '{name}'; objects present: {self.scene.object_names()}"
-            )
+            return above(base, 0.008 + half + _DROP_CLEARANCE)
+        return above(base, self.scene.object_size(target) + half + _DROP_CLEARANCE)
 
     # ---------------------------------------------------------------- execution
     def _follow(self, path: np.ndarray) -> None:

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import mujoco
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
+from lang2policy.control.scene_query import SceneQuery, require_object
+from lang2policy.control.tool_paths import ToolPaths, above
 from lang2policy.errors import UnreachableError
-
-if TYPE_CHECKING:
-    from lang2policy.control.primitives import MotionPrimitives
 
 _PUSH_CLEARANCE = 0.025  # gap between the tool and the object before a push starts
 _PUSH_BACK_OFF = 0.01  # after a push the tool backs off this far before it lifts
@@ -73,16 +72,23 @@ class PushPlan:
     def points(self) -> list[np.ndarray]:
         """Every point the tool centre point is moved to, in order (after the transit)."""
         return [
-            _above(self.start, self.lift),
+            above(self.start, self.lift),
             self.start,
             self.end,
             self.back_off,
-            _above(self.back_off, self.lift),
+            above(self.back_off, self.lift),
         ]
 
 
-def _above(point: np.ndarray, height: float) -> np.ndarray:
-    return np.asarray(point, float) + np.array([0.0, 0.0, height])
+class PushContext(Protocol):
+    """What planning a push needs (the motion primitives provide it): the arm's kinematics, the
+    objects, the tool path planner and the joints now."""
+
+    kin: Kinematics
+    scene: SceneQuery
+    paths: ToolPaths
+
+    def joints(self) -> np.ndarray: ...
 
 
 def gripper_geoms(kin: Kinematics) -> list[int]:
@@ -146,23 +152,23 @@ def pusher_face(
     return PusherFace(front, lateral, width, depth)
 
 
-def push_height(motion: MotionPrimitives, obj: str) -> float:
+def push_height(motion: PushContext, obj: str) -> float:
     """Tool centre point height for pushing ``obj``: its mid-height (``plan_push`` raises it
     where the closed gripper would otherwise touch the table)."""
     return object_top(motion, obj) / 2
 
 
-def object_top(motion: MotionPrimitives, obj: str) -> float:
+def object_top(motion: PushContext, obj: str) -> float:
     """Height of the top of ``obj`` resting on the table."""
     sizes = motion.kin.description.objects
     return 2 * sizes.block_half if motion.scene.object_kind(obj) == "block" else sizes.bowl_height
 
 
-def nominal_push_points(motion: MotionPrimitives, obj: str, target_xy) -> list[np.ndarray]:
+def nominal_push_points(motion: PushContext, obj: str, target_xy) -> list[np.ndarray]:
     """Where a push of ``obj`` to ``target_xy`` would move the tool, from geometry alone (no
     IK, so also for pushes out of reach): the points of ``PushPlan.points`` for a pusher face
     centred on the tool centre point. A real plan's points lie within a few cm of these."""
-    motion._require(obj)
+    require_object(motion.scene, obj)
     center = motion.scene.object_pose(obj).position
     goal = np.asarray(target_xy, float)[:2]
     direction = _unit(goal - center[:2], fallback=center[:2])
@@ -171,7 +177,7 @@ def nominal_push_points(motion: MotionPrimitives, obj: str, target_xy) -> list[n
     end = np.array([*(goal - direction * half), height])
     back_off = end - np.append(direction * _PUSH_BACK_OFF, 0.0)
     lift = motion.kin.description.grasp.approach_height
-    return [_above(start, lift), start, end, back_off, _above(back_off, lift)]
+    return [above(start, lift), start, end, back_off, above(back_off, lift)]
 
 
 def _unit(vector: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -181,7 +187,7 @@ def _unit(vector: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return vector / max(float(np.linalg.norm(vector)), 1e-9)
 
 
-def plan_push(motion: MotionPrimitives, obj: str, target_xy) -> PushPlan:
+def plan_push(motion: PushContext, obj: str, target_xy) -> PushPlan:
     """Plan (IK only, the arm does not move) a straight push of ``obj`` along the table
     so that its centre ends at ``target_xy`` (world x, y).
 
@@ -190,7 +196,7 @@ def plan_push(motion: MotionPrimitives, obj: str, target_xy) -> PushPlan:
     of turning. The tool goes down behind the object, pushes in a straight line, backs off and
     lifts. Tries the upright gripper turned four ways, taking the first whose face is at least
     half as wide as the object (else the widest). Raises ``UnreachableError`` if none works."""
-    motion._require(obj)
+    require_object(motion.scene, obj)
     pose = motion.scene.object_pose(obj)
     goal = np.asarray(target_xy, float)[:2]
     # nothing to push (goal = centre): approach from the base side
@@ -226,11 +232,11 @@ def _plan_one(motion, obj, goal, direction, heading, yaw) -> PushPlan | None:
     geoms = gripper_geoms(motion.kin)
     probe = np.array([*(center[:2] - direction * (half + 0.03)), push_height(motion, obj)])
     face = pusher_face(
-        motion.kin, geoms, motion._solve(probe, yaw, 0.0, motion.joints(), what), normal, top
+        motion.kin, geoms, motion.paths.solve(probe, yaw, 0.0, motion.joints(), what), normal, top
     )
     if face is not None and face.depth + _PUSH_TABLE_GAP > probe[2]:
         probe[2] = face.depth + _PUSH_TABLE_GAP  # the fingertips would scrape the table
-        q_probe = motion._solve(probe, yaw, 0.0, motion.joints(), what)
+        q_probe = motion.paths.solve(probe, yaw, 0.0, motion.joints(), what)
         face = pusher_face(motion.kin, geoms, q_probe, normal, top)
     if face is None:
         return None
@@ -241,9 +247,9 @@ def _plan_one(motion, obj, goal, direction, heading, yaw) -> PushPlan | None:
     rise = min(_PUSH_RISE * float(np.linalg.norm(goal - center[:2])), top / 4)
     end = np.array([*(goal + touch + direction * _PUSH_FOLLOW_THROUGH), height + rise])
     back_off = end - np.append(direction * _PUSH_BACK_OFF, 0.0)
-    q_above = motion._solve(_above(start, lift), yaw, 0.0, motion.joints(), what)
-    down = motion._line(_above(start, lift), start, yaw, 0.0, q_above)
-    along = motion._line(start, end, yaw, 0.0, down[-1])
-    back = motion._line(end, back_off, yaw, 0.0, along[-1])
-    up = motion._line(back_off, _above(back_off, lift), yaw, 0.0, back[-1])
+    q_above = motion.paths.solve(above(start, lift), yaw, 0.0, motion.joints(), what)
+    down = motion.paths.line(above(start, lift), start, yaw, 0.0, q_above)
+    along = motion.paths.line(start, end, yaw, 0.0, down[-1])
+    back = motion.paths.line(end, back_off, yaw, 0.0, along[-1])
+    up = motion.paths.line(back_off, above(back_off, lift), yaw, 0.0, back[-1])
     return PushPlan(obj, start, end, back_off, lift, yaw, down, along, back, up, face)
