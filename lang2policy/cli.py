@@ -1,42 +1,52 @@
-"""The ``lang2policy`` command: demo, running policy code in the sandbox, benchmarks."""
+"""The ``lang2policy`` command: demo, running policy code in the sandbox, benchmarks.
+
+``lang2policy bench <name>`` is built from the benchmark table (``lang2policy.bench.registry``).
+``lang2policy sim`` and ``lang2policy calibrate ...`` hand the rest of the command line to the
+owning module's own parser (``graph.launcher``, ``robots.so101.guided``,
+``perception.calibrate_camera``, ``perception.board_images``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from lang2policy import cli_types
+from lang2policy.bench.registry import BENCHES
 from lang2policy.errors import Lang2PolicyError
 
-_SEED_RANGE = f" (0 to {cli_types.MAX_SEED})"
-_LLM_HELP = (
-    "local (Gemma 3 270M on a local llama.cpp server, the default), openai (OPENAI_API_KEY, "
-    "OPENAI_BASE_URL, OPENAI_MODEL), replay:FILE, record:FILE or cache:FILE"
-)
-
-
-def _add_robot(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", default="so101", help="robot description (so101, panda)")
+_OBJECTS_HELP = 'comma-separated objects, e.g. "red block,blue bowl"'
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lang2policy", description=__doc__)
+    parser = argparse.ArgumentParser(prog="lang2policy", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_demo(commands)
+    _add_run(commands)
+    _add_exec_policy(commands)
+    _add_bench(commands)
+    _add_forwarded(commands)
+    return parser
 
+
+def _add_demo(commands) -> None:
     demo = commands.add_parser(
         "demo", help="language-driven demo in simulation (local LLM), recorded to an MP4"
     )
-    _add_robot(demo)
-    demo.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
+    cli_types.add_robot(demo)
+    cli_types.add_seed(demo)
     demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
     demo.add_argument("--camera", default="front", help="front, top or wrist")
-    demo.add_argument("--llm", default="local", help=_LLM_HELP)
+    demo.add_argument("--llm", default="local", help=cli_types.LLM_HELP)
     demo.add_argument(
         "--scripted", action="store_true", help="no LLM: call the motion primitives directly"
     )
 
+
+def _add_run(commands) -> None:
     runp = commands.add_parser(
         "run", help="plan an instruction (and follow-ups) with an LLM and run it in sim"
     )
@@ -46,13 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="INSTRUCTION",
         type=cli_types.text,
         help='e.g. "put the red block in the blue bowl"; more instructions are follow-ups '
-        "handled in turn in the same session: with --planner reward each is planned with the "
+        "handled in turn in the same session: with --route reward each is planned with the "
         'running spec as context and swapped into the running MPC ("lift the red block 10 cm" '
         '"higher")',
     )
-    _add_robot(runp)
+    cli_types.add_robot(runp)
     runp.add_argument(
-        "--planner",
+        "--route",
         default="code",
         choices=["code", "reward", "auto"],
         help="code: Code as Policies (default); reward: Language to Rewards with the MPC; "
@@ -61,130 +71,106 @@ def build_parser() -> argparse.ArgumentParser:
     runp.add_argument(
         "--duration",
         type=float,
-        help="reward planner: at most this many simulated seconds per instruction",
+        help="reward route: at most this many simulated seconds per instruction",
     )
-    runp.add_argument(
-        "--objects", type=cli_types.text, help='comma-separated objects, e.g. "red block,blue bowl"'
-    )
-    runp.add_argument("--llm", default="local", help=_LLM_HELP)
-    runp.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
+    runp.add_argument("--objects", type=cli_types.text, help=_OBJECTS_HELP)
+    runp.add_argument("--llm", default="local", help=cli_types.LLM_HELP)
+    cli_types.add_seed(runp)
     runp.add_argument("--video", type=Path, help="record the run to this MP4")
     runp.add_argument("--json", action="store_true", help="print JSON only")
 
+
+def _add_exec_policy(commands) -> None:
     execp = commands.add_parser(
         "exec-policy", help="run a policy program in the sandbox against the simulation"
     )
     execp.add_argument("file", type=Path, help="Python policy program (Code-as-Policies style)")
-    _add_robot(execp)
+    cli_types.add_robot(execp)
     execp.add_argument("--policy", type=Path, help="privilege policy YAML (default: built-in)")
     execp.add_argument("--narrow", type=Path, help="plan policy YAML that narrows --policy")
-    execp.add_argument("--seed", type=cli_types.seed, default=0, help="scene seed" + _SEED_RANGE)
-    execp.add_argument(
-        "--objects", type=cli_types.text, help='comma-separated objects, e.g. "red block,blue bowl"'
-    )
+    cli_types.add_seed(execp)
+    execp.add_argument("--objects", type=cli_types.text, help=_OBJECTS_HELP)
     execp.add_argument("--json", action="store_true", help="print JSON only")
     execp.add_argument("--no-ast-check", action="store_true", help="skip the static pre-check")
     execp.add_argument("--ask", action="store_true", help="ask on the terminal for 'ask' rules")
 
-    bench = commands.add_parser("bench", help="benchmarks").add_subparsers(
+
+def _add_bench(commands) -> None:
+    """``lang2policy bench <name>``, one per entry of ``BENCHES``, each with ``--json``."""
+    benches = commands.add_parser("bench", help="benchmarks").add_subparsers(
         dest="bench", required=True
     )
-    pickplace = bench.add_parser("pickplace", help="pick-and-place success rate")
-    _add_robot(pickplace)
-    pickplace.add_argument("--episodes", type=int, default=50)
-    pickplace.add_argument(
-        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
-    )
-    pickplace.add_argument("--json", action="store_true", help="print JSON only")
-    sim = bench.add_parser("sim", help="physics steps/s, real-time factor, render fps")
-    _add_robot(sim)
-    sim.add_argument("--seconds", type=float, default=10.0, help="simulated seconds to time")
-    sim.add_argument("--json", action="store_true", help="print JSON only")
-    cap = bench.add_parser("cap", help="Code-as-Policies tabletop tasks: oracle and LLM tracks")
-    _add_robot(cap)
-    cap.add_argument("--llm", help=_LLM_HELP + "; omit for the oracle track only")
-    cap.add_argument("--episodes", type=int, default=10, help="episodes per task family")
-    cap.add_argument(
-        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
-    )
-    cap.add_argument("--families", help="comma-separated task families (default: all)")
-    cap.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
-    cap.add_argument("--json", action="store_true", help="print JSON only")
-    intents = bench.add_parser("intents", help="sandbox intent round trip vs in-process calls")
-    _add_robot(intents)
-    intents.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
-    intents.add_argument("--json", action="store_true", help="print JSON only")
-    _add_bench_l2r(bench)
-    bench.add_parser(
-        "corrections",
-        help="scripted corrections (offset, target swap, speed): success with and without, "
-        "latency, memory (see `lang2policy bench corrections --help`)",
-    )
-    bench.add_parser(
-        "parity",
-        help="the same scenario on the sim node and on the SO-101 driver + emulated arm: "
-        "topics, types, rates, joint names, tracking difference [--json]",
-    )
-    commands.add_parser(
-        "calibrate",
-        help="calibration: `calibrate so101 --port PORT` (the arm's servos), `calibrate camera "
-        "--device D` (camera pose from ArUco markers), `calibrate board-images --out DIR`",
-    )
-    commands.add_parser(
+    for bench in BENCHES.values():
+        parser = benches.add_parser(bench.name, help=bench.help)
+        bench.add_arguments(parser)
+        parser.add_argument("--json", action="store_true", help="print JSON only")
+        # bench/ imports no ROS: the parity bench's probe node is handed in from here
+        if bench.name == "parity":
+            parser.set_defaults(open_probe=_open_parity_probe)
+
+
+def _open_parity_probe(domain_id: int):
+    from lang2policy.ros.parity_probe import ParityProbe
+
+    return ParityProbe(domain_id)
+
+
+def _add_forwarded(commands) -> None:
+    """Commands whose own parser reads the rest of the command line."""
+    sim = commands.add_parser(
         "sim",
+        add_help=False,
         help="start the whole ROS graph in simulation with a terminal (see `lang2policy sim "
         "--help`)",
     )
-    return parser
+    sim.set_defaults(forward=_sim, words=1)
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="calibration: `calibrate so101 --port PORT` (the arm's servos), `calibrate camera "
+        "--device D` (camera pose from ArUco markers), `calibrate board-images --out DIR`",
+    ).add_subparsers(dest="what", required=True)
+    for name, forward, help_text in (
+        ("so101", _calibrate_so101, "guided calibration of a physical SO-101's servos"),
+        ("camera", _calibrate_camera, "a real camera's pose from ArUco markers on the table"),
+        ("board-images", _board_images, "printable marker images for the camera calibration"),
+    ):
+        parser = calibrate.add_parser(name, add_help=False, help=help_text)
+        parser.set_defaults(forward=forward, words=2)
 
 
-def _add_bench_l2r(bench) -> None:
-    """``bench l2r`` (task success for reference and LLM reward specs) and ``bench mpc``."""
-    l2r = bench.add_parser("l2r", help="Language-to-Rewards tasks: reference and LLM specs")
-    l2r.add_argument("--llm", help=_LLM_HELP + "; omit for the reference track only")
-    l2r.add_argument("--episodes", type=int, default=5, help="seeded episodes per task")
-    l2r.add_argument(
-        "--seed", type=cli_types.seed, default=0, help="first episode seed" + _SEED_RANGE
-    )
-    l2r.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
-    l2r.add_argument("--planner", default="sampling", choices=["sampling", "cem"])
-    l2r.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")
-    l2r.add_argument("--json", action="store_true", help="print JSON only")
-    mpc = bench.add_parser("mpc", help="MPC rollout/planning speed vs a Python mj_step loop")
-    mpc.add_argument("--samples", type=int, default=32, help="rollouts per iteration")
-    mpc.add_argument("--horizon", type=float, default=0.5, help="planning horizon (s)")
-    mpc.add_argument("--threads", type=int, default=2, help="rollout threads")
-    mpc.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
-    mpc.add_argument("--json", action="store_true", help="print JSON only")
+def _sim(argv: list[str]) -> int:
+    from lang2policy.graph import launcher
+
+    return launcher.main(argv)
 
 
-# Commands with parsers of their own: ``lang2policy <words> ...`` hands the rest to ``main``.
-_DELEGATED = {
-    ("sim",): "lang2policy.graph.launcher",
-    ("bench", "corrections"): "lang2policy.bench.corrections",
-    ("calibrate", "so101"): "lang2policy.robots.so101.guided",
-    ("calibrate", "camera"): "lang2policy.perception.calibrate_camera",
-    ("calibrate", "board-images"): "lang2policy.perception.board_images",
-    ("bench", "parity"): "lang2policy.bench.parity",
-}
+def _calibrate_so101(argv: list[str]) -> int:
+    from lang2policy.robots.so101 import guided
+
+    return guided.main(argv)
 
 
-def _delegated(argv: list[str]) -> int | None:
-    """Run a delegated command's own ``main(rest)``; None if ``argv`` names none."""
-    import importlib
+def _calibrate_camera(argv: list[str]) -> int:
+    from lang2policy.perception import calibrate_camera
 
-    for words, module in _DELEGATED.items():
-        if tuple(argv[: len(words)]) == words:
-            return importlib.import_module(module).main(argv[len(words) :])
-    return None
+    return calibrate_camera.main(argv)
+
+
+def _board_images(argv: list[str]) -> int:
+    from lang2policy.perception import board_images
+
+    return board_images.main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    delegated = _delegated(argv)
-    if delegated is not None:
-        return delegated
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    forward = getattr(args, "forward", None)
+    if forward is not None:  # its own parser reads everything after the command's words
+        return forward(argv[args.words :])
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return _dispatch(args)
     except Lang2PolicyError as exc:
@@ -194,98 +180,42 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from lang2policy.commands.demo import run_demo, run_language_demo
-
-        if args.scripted:
-            report = run_demo(args.robot, args.out, args.seed, args.camera)
-            return 0 if all(o["success"] for o in report["outcomes"]) else 1
-        report = run_language_demo(args.robot, args.out, args.seed, args.llm, args.camera)
-        return 0 if all(o["outcome"] == "ok" for o in report["outcomes"]) else 1
+        return _demo(args)
     if args.command == "exec-policy":
         return _exec_policy(args)
     if args.command == "run":
         return _run(args)
-    if args.bench in ("l2r", "mpc"):
-        return _bench_l2r(args)
-    if args.bench == "cap":
-        from lang2policy.bench import cap
-
-        families = None
-        if args.families:
-            families = [f.strip() for f in args.families.split(",") if f.strip()]
-        report = cap.run(
-            args.robot,
-            args.llm,
-            args.episodes,
-            args.seed,
-            oracle=not args.no_oracle,
-            progress=not args.json,
-            families=families,
-        )
-        _print(report, args.json, cap.format_text)
-        return 0
-    if args.bench == "intents":
-        from lang2policy.bench import intents
-
-        if args.calls < 10:
-            raise _usage("--calls must be at least 10")
-        _print(intents.run(args.robot, args.calls), args.json, intents.format_text)
-        return 0
-    if args.bench == "pickplace":
-        from lang2policy.bench import pickplace
-
-        if args.episodes < 1:
-            raise _usage("--episodes must be at least 1")
-        report = pickplace.run(args.robot, args.episodes, args.seed, progress=not args.json)
-        _print(report, args.json, pickplace.format_text)
-        return 0
-    from lang2policy.bench import sim_speed
-
-    if args.seconds <= 0:
-        raise _usage("--seconds must be positive")
-    _print(sim_speed.run(args.robot, args.seconds), args.json, sim_speed.format_text)
-    return 0
+    return _bench(args)
 
 
-def _bench_l2r(args: argparse.Namespace) -> int:
-    if args.bench == "mpc":
-        from lang2policy.bench import mpc
+def _bench(args: argparse.Namespace) -> int:
+    bench = BENCHES[args.bench]
+    try:
+        report = bench.run(args)
+    except KeyboardInterrupt:
+        print(f"lang2policy bench {bench.name}: interrupted", file=sys.stderr)
+        return 130
+    _print(report, args.json, bench.format_text)
+    return bench.exit_code(report)
 
-        if args.seconds <= 0 or not 2 <= args.samples <= 1024:
-            raise _usage("--seconds must be positive and --samples in [2, 1024]")
-        report = mpc.run(
-            samples=args.samples,
-            horizon=args.horizon,
-            seconds=args.seconds,
-            threads=args.threads,
-            progress=not args.json,
-        )
-        _print(report, args.json, mpc.format_text)
-        return 0
-    from lang2policy.bench import l2r
 
-    if args.episodes < 1:
-        raise _usage("--episodes must be at least 1")
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    report = l2r.run(
-        episodes=args.episodes,
-        first_seed=args.seed,
-        tasks=tasks,
-        llm=args.llm,
-        planner=args.planner,
-        samples=args.samples,
-        progress=not args.json,
-    )
-    _print(report, args.json, l2r.format_text)
-    return 0
+def _demo(args: argparse.Namespace) -> int:
+    from lang2policy.commands.demo import run_demo, run_language_demo
+
+    if args.scripted:
+        report = run_demo(args.robot, args.out, args.seed, args.camera)
+        return 0 if all(o["success"] for o in report["outcomes"]) else 1
+    report = run_language_demo(args.robot, args.out, args.seed, args.llm, args.camera)
+    return 0 if all(o["outcome"] == "ok" for o in report["outcomes"]) else 1
 
 
 def _objects(text: str | None) -> tuple[str, ...] | None:
+    """``--objects`` as a tuple of names (None: the command's default scene)."""
     if text is None:
         return None
-    objects = tuple(o.strip() for o in text.split(",") if o.strip())
+    objects = tuple(cli_types.names(text) or ())
     if not objects:
-        raise _usage("--objects needs at least one object name")
+        raise Lang2PolicyError("--objects needs at least one object name")
     return objects
 
 
@@ -300,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         video=args.video,
         follow_ups=tuple(args.instructions[1:]),
-        planner=args.planner,
+        route=args.route,
         duration=args.duration,
     )
     say = (lambda line: None) if args.json else print
@@ -312,27 +242,22 @@ def _run(args: argparse.Namespace) -> int:
 def _exec_policy(args: argparse.Namespace) -> int:
     from lang2policy.commands.exec_policy import ExecRequest, run_program
 
-    objects = _objects(args.objects)
     request = ExecRequest(
         program=args.file,
         robot=args.robot,
         policy=args.policy,
         plan_policy=args.narrow,
         seed=args.seed,
-        objects=objects,
+        objects=_objects(args.objects),
         ast_check=not args.no_ast_check,
         ask=args.ask,
     )
     result = run_program(request)
-    print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
+    _print(result.as_dict(), args.json, lambda report: result.format_text())
     return 0 if result.outcome.ok else 1
 
 
-def _usage(message: str) -> Lang2PolicyError:
-    return Lang2PolicyError(message)
-
-
-def _print(report: dict, as_json: bool, formatter) -> None:
+def _print(report: dict, as_json: bool, formatter: Callable[[dict], str]) -> None:
     print(json.dumps(report, indent=2) if as_json else formatter(report))
 
 

@@ -126,7 +126,7 @@ def test_bench_cap_oracle_track_json(capsys):
 
 
 # Recorded from the local Gemma model with grammar-constrained decoding:
-#   lang2policy run "lift the red block 10 cm" "higher" --planner reward --seed 1 --duration 1 \
+#   lang2policy run "lift the red block 10 cm" "higher" --route reward --seed 1 --duration 1 \
 #     --objects "red block,blue bowl,green block" --llm record:test/fixtures/llm/l2r_cli.jsonl
 # (the follow-up's prompt holds the object positions after the first step: record it again if
 # the MPC starts moving the blocks in that second)
@@ -136,11 +136,11 @@ L2R_ARGS = ["--objects", "red block,blue bowl,green block", "--seed", "1", "--du
 
 def test_run_reward_plans_a_spec_runs_the_mpc_and_a_follow_up_edits_it(capsys, tmp_path):
     video = tmp_path / "l2r.mp4"
-    args = ["run", "lift the red block 10 cm", "higher", "--planner", "reward", *L2R_ARGS]
+    args = ["run", "lift the red block 10 cm", "higher", "--route", "reward", *L2R_ARGS]
     code = main([*args, "--llm", L2R_REPLAY, "--video", str(video), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == (0 if report["ok"] else 1)
-    assert report["planner"] == "reward" and report["instructions"] == ["lift the red block 10 cm",
+    assert report["route"] == "reward" and report["instructions"] == ["lift the red block 10 cm",
                                                                          "higher"]
     first, second = report["steps"]
     lift = {t["id"]: t for t in first["plan"]["spec"]["terms"]}["lift"]
@@ -160,22 +160,22 @@ def test_run_reward_plans_a_spec_runs_the_mpc_and_a_follow_up_edits_it(capsys, t
 
 
 def test_run_auto_routes_to_rewards_and_reports_planning_failures(capsys):
-    args = ["run", "lift the red block 10 cm", "spin around", "--planner", "auto", *L2R_ARGS]
+    args = ["run", "lift the red block 10 cm", "spin around", "--route", "auto", *L2R_ARGS]
     assert main([*args, "--llm", L2R_REPLAY]) == 1
     out = capsys.readouterr().out
     assert "instruction: lift the red block 10 cm" in out and "set_lift" in out
     assert "instruction: spin around" in out and "not planned: ReplayMissError" in out
-    assert main(["run", "lift it", "--planner", "reward", "--duration", "0"]) == 2
+    assert main(["run", "lift it", "--route", "reward", "--duration", "0"]) == 2
     assert "duration must be a positive number" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["run", "lift it", "--planner", "rewards"])
+        main(["run", "lift it", "--route", "rewards"])
     assert "invalid choice" in capsys.readouterr().err
 
 
 def test_run_reward_puts_the_objects_an_instruction_names_on_the_table(capsys, tmp_path):
     empty = tmp_path / "empty.jsonl"  # no answers: planning fails, the scene is still built
     empty.write_text("")
-    args = ["run", "lift the red block 10 cm", "--planner", "reward", "--seed", "0"]
+    args = ["run", "lift the red block 10 cm", "--route", "reward", "--seed", "0"]
     assert main([*args, "--llm", f"replay:{empty}", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert "red block" in report["objects"] and len(report["objects"]) == 5

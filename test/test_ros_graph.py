@@ -156,7 +156,7 @@ class Probe:
             with self.lock:
                 expected = {n: tuple(o.position) for n, o in self.objects.items()}
             wait_for(
-                lambda: same_positions(planner._live_objects, expected),
+                lambda: same_positions(planner.conductor.positions, expected),
                 10,
                 "the planner's objects after the reset",
             )
@@ -198,7 +198,7 @@ def graph(tmp_path_factory):
         rclpy.init(context=context)
         overrides = [
             Parameter("llm", value=f"replay:{FIXTURE}"),
-            Parameter("planner", value="code"),
+            Parameter("route", value="code"),
             Parameter("execute", value="graph"),
             Parameter("memory", value=str(memory_path)),
         ]
@@ -243,7 +243,7 @@ def xy_distance(a, b) -> float:
 def test_a_target_correction_during_motion_changes_it_and_is_remembered(graph):
     planner, probe = graph
     probe.reset_scene(planner)
-    planner.planning.reset()  # a new scene: the replayed prompt has no history
+    planner.conductor.planning.reset()  # a new scene: the replayed prompt has no history
     instruction = "put the red block in the blue bowl"
     since = len(probe.statuses)
     probe.send(instruction)
@@ -267,7 +267,7 @@ def test_a_target_correction_during_motion_changes_it_and_is_remembered(graph):
 
     # The same instruction again: memory applies the correction; none needed this time.
     probe.reset_scene(planner)
-    planner.planning.reset()
+    planner.conductor.planning.reset()
     since = len(probe.statuses)
     probe.send(instruction)
     remembered = probe.first(lambda s: s.get("state") == "remembered", 60, "the recall", since)
@@ -303,7 +303,7 @@ def safety_status(probe: Probe, state: str, since: int, timeout: float = 5.0) ->
 def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(graph):
     planner, probe = graph
     probe.reset_scene(planner)
-    planner.planning.reset()
+    planner.conductor.planning.reset()
     instruction = "put the red block in the blue bowl"
     since = len(probe.statuses)
     probe.send(instruction)

@@ -190,7 +190,7 @@ def graph():
         "planner_node",
         "use_sim_time:=true",
         f"llm:=replay:{FIXTURE}",
-        "planner:=code",
+        "route:=code",
         "execute:=graph",
         "memory:=''",
     )

@@ -30,12 +30,10 @@ DOMAIN_ID = 1 + (os.getpid() + 103) % 200
 
 @pytest.fixture(scope="module")
 def graph():
-    from lang2policy.ros.planner_node import (
-        INSTRUCTION_TOPIC,
-        SPEC_TOPIC,
-        STATUS_TOPIC,
-        PlannerNode,
-    )
+    from lang2policy.graph.topics import INSTRUCTION, REWARD_SPEC, STATUS
+    from lang2policy.ros.planner_node import PlannerNode
+
+    INSTRUCTION_TOPIC, SPEC_TOPIC, STATUS_TOPIC = INSTRUCTION.name, REWARD_SPEC.name, STATUS.name
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
@@ -87,7 +85,6 @@ def graph():
             rclpy.shutdown(context=context)
 
 
-
 def final_status(statuses: list[dict], instruction: str, timeout: float = 120) -> dict:
     return wait_for(
         lambda: next(
@@ -113,7 +110,8 @@ def test_instruction_is_planned_run_and_reported(graph):
     assert "put_first_on_second" in done["detail"]["code"]
     states = [s["state"] for s in statuses if s["instruction"] == instruction]
     assert states[0] == "received" and "running" in states
-    assert planner.session.world.is_in("red block", "blue bowl")
+    assert planner.conductor.code.session.world.is_in("red block", "blue bowl")
+    assert all(s["node"] == "planner" for s in statuses)  # every line names its node
 
 
 def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
@@ -154,8 +152,8 @@ class FakeRewardPlanner:
 
 def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(graph):
     planner, send, statuses = graph
-    fake = FakeRewardPlanner(planner.objects)
-    planner._reward_planner_for = lambda objects: fake  # no LLM: the routing and topics
+    fake = FakeRewardPlanner(planner.conductor.code.object_names())
+    planner.conductor.reward.planner_for = lambda objects: fake  # no LLM: routing and topics
     RECEIVED_SPECS.clear()
     send("lift the red block 10 cm")
     done = final_status(statuses, "lift the red block 10 cm", timeout=20)
@@ -169,7 +167,7 @@ def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(graph)
     second = wait_for(lambda: RECEIVED_SPECS[1:2], 10, "the edited spec")[0]
     assert second["terms"][0]["params"]["height"] == pytest.approx(0.15)
     assert fake.calls[0][1] is None and fake.calls[1][1].task == "lift the red block 10 cm"
-    assert planner.current_spec.task == "higher"
+    assert planner.conductor.reward.running.task == "higher"
 
 
 def test_object_headings_for_the_reward_planner_come_from_marker_quaternions():

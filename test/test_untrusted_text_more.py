@@ -86,7 +86,7 @@ def test_exec_policy_report_keeps_said_text_errors_and_names_in_their_fields(exe
 def code_report(result) -> dict:
     outcome = result.outcome.as_dict()
     return {
-        "planner": "code",
+        "route": "code",
         "result": {
             "instruction": "put the red block in the bowl",
             "program": {"code": f"say('x')\n# a comment\u2028{FORGED}\nraise RuntimeError('x')"},
@@ -129,7 +129,7 @@ def test_run_report_reward_path_keeps_errors_and_notes_on_their_line():
         "final": {"height": 0.1},
     }
     report = {
-        "planner": "reward",
+        "route": "reward",
         "steps": [
             {"instruction": "lift it", "plan": None, "outcome": None, "error": f"no{FORGED}"},
             {"instruction": "lift it", "plan": None, "outcome": None, "error": "a\nb\u2028c"},

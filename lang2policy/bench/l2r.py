@@ -7,6 +7,7 @@ Both tracks run on the same seeded scenes and are judged by each task's own cond
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy import cli_types
 from lang2policy.bench.l2r_tasks import TASKS, TaskInstance
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import LockstepMPC
@@ -47,7 +49,7 @@ def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConf
 
 def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
     """A fresh plan for the task's instruction, the planner told this episode's scene."""
-    from lang2policy.l2r.run import scene_state
+    from lang2policy.session.readout import scene_state
 
     planner.reset()
     planner.set_scene(*scene_state(world))
@@ -56,7 +58,7 @@ def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
 
 def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
         tasks: Sequence[str] | None = None, llm: str | None = None,
-        planner: str = "sampling", samples: int = 128, progress: bool = True) -> dict:
+        sampler: str = "sampling", samples: int = 128, progress: bool = True) -> dict:
     names = list(tasks or TASKS)
     unknown = [n for n in names if n not in TASKS]
     if unknown:
@@ -71,11 +73,11 @@ def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
     bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
     for name, seed, track in bar:
         rows.append(_episode(world, name, seed, track, reward_planner,
-                             MPCConfig(sampler=planner, samples=samples, seed=seed)))
+                             MPCConfig(sampler=sampler, samples=samples, seed=seed)))
         bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
     report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
                      time.perf_counter() - began)
-    report |= {"planner": planner, "samples": samples}
+    report |= {"sampler": sampler, "samples": samples}
     return report
 
 
@@ -121,8 +123,8 @@ def format_text(report: dict) -> str:
     tracks = list(report["tasks_at_80_percent"])
     header = f"  {'task':<15}" + "".join(f"{t:>14}" for t in tracks)
     lines = [f"Language to Rewards tasks on {report['robot']}, "
-             f"{report['episodes_per_task']} seeded episodes each, {report['planner']} "
-             f"planner with {report['samples']} samples "
+             f"{report['episodes_per_task']} seeded episodes each, {report['sampler']} "
+             f"sampler with {report['samples']} samples "
              f"(llm: {report['llm'] or 'not run'})", header]
     for name, row in report["tasks"].items():
         cells = "".join(f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} "
@@ -135,3 +137,22 @@ def format_text(report: dict) -> str:
               for e in errors[:10]]
     lines.append(f"  wall {report['wall_seconds']:.0f} s")
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--llm", help=cli_types.LLM_HELP + "; omit for the reference track only")
+    parser.add_argument("--episodes", type=int, default=5, help="seeded episodes per task")
+    cli_types.add_seed(parser, "first episode seed")
+    parser.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
+    parser.add_argument("--sampler", default="sampling", choices=["sampling", "cem"],
+                        help="the MPC's sampling optimiser (predictive sampling or CEM)")
+    parser.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench l2r``."""
+    if args.episodes < 1:
+        raise Lang2PolicyError("--episodes must be at least 1")
+    return run(episodes=args.episodes, first_seed=args.seed, tasks=cli_types.names(args.tasks),
+               llm=args.llm, sampler=args.sampler, samples=args.samples,
+               progress=not args.json)

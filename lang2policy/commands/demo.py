@@ -71,19 +71,23 @@ def run_language_demo(
     robot: str, out: Path, seed: int, llm: str = "local", camera: str = "front", say=print
 ) -> dict:
     """Plan and run each demo instruction in one session; returns outcomes and the video."""
-    from lang2policy.commands.run import RunRequest, build_session
+    from lang2policy.commands.run import RunRequest, sim_conductor
     from lang2policy.sandbox.outcome import printable
     from lang2policy.session.readout import scene_readout
     from lang2policy.text_quote import one_line
 
-    request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed)
-    session, names, planning = build_session(request)
-    say(f"[demo] {robot}, seed {seed}, llm {llm}: {one_line(', '.join(names))}")
+    request = RunRequest("", robot, tuple(LANGUAGE_DEMO_OBJECTS), llm, seed, camera=camera)
+    sim = sim_conductor(request, "code", say, prefix="[demo]   ")
+    session = sim.session
+    say(f"[demo] {robot}, seed {seed}, llm {llm}: {one_line(', '.join(sim.objects))}")
     recorder = session.record(camera)
     outcomes = []
     for instruction in LANGUAGE_DEMO_INSTRUCTIONS:
         say(f'[demo] > "{instruction}"')
-        result = planning.handle(instruction, on_status=lambda line: say(f"[demo]   {line}"))
+        planned = sim.conductor.handle(instruction)
+        if planned.code is None:  # the conductor caught an error outside the plan loop
+            raise Lang2PolicyError(f"{instruction!r} failed: {planned.detail}")
+        result = planned.code
         if result.program is not None:
             for line in printable(result.program.code).splitlines():
                 say(f"[demo]   | {line}")

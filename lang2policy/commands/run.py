@@ -1,14 +1,15 @@
 """``lang2policy run "INSTRUCTION" [FOLLOW-UP ...]``: plan instructions with an LLM and execute
-them in simulation.
+them in simulation, through the same conductor as the planner node.
 
 Builds a seeded tabletop scene (or the objects given) and the LLM client (local Gemma by
-default, any OpenAI-compatible endpoint, or a replay file). ``planner`` picks the planner:
-"code" (Code as Policies: plans, runs in the sandbox with one repair attempt, reports the
-program and outcome), "reward" (Language to Rewards: plans a reward spec that the MPC
-optimises on the world; follow-ups edit the running spec, ``lang2policy.l2r.run``) or "auto"
-(``choose_planner`` on the first instruction; the follow-ups go to the same planner). On the
-reward path without given objects, objects the instructions name join the seeded layout. The
-report ends with the final scene read from the simulator. ``--video`` records the run.
+default, any OpenAI-compatible endpoint, or a replay file), and hands the instructions to a
+``Conductor`` (``lang2policy.conductor``) over the simulated arm: "code" (Code as Policies:
+plans, runs in the sandbox with one repair attempt, reports the program and outcome) or
+"reward" (Language to Rewards: plans a reward spec that an in-process MPC optimises on the
+world; follow-ups edit the running spec). ``route`` "auto" chooses from the first instruction
+(``choose_planner``) for the whole run. On the reward route without given objects, objects the
+instructions name join the seeded layout. The report ends with the final scene read from the
+simulator. ``--video`` records the run.
 """
 
 from __future__ import annotations
@@ -18,26 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lang2policy.conductor import (
+    ConductorSettings,
+    InProcessMPC,
+    PlanResult,
+    SimCodeExecutor,
+    build_conductor,
+)
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.planning.route import MAX_INSTRUCTION, check_instruction, choose_planner
+from lang2policy.graph.topics import StatusEvent
+from lang2policy.planning.route import check_instruction, choose_planner
 from lang2policy.sandbox.outcome import printable
-from lang2policy.sandbox.policy import default_policy
-from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.session.readout import scene_readout
 from lang2policy.session.sim import SimSession
-from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.skills.catalog import SKILLS
 from lang2policy.text_quote import one_line
 
-__all__ = [
-    "MAX_INSTRUCTION",
-    "RunRequest",
-    "build_planning",
-    "build_session",
-    "check_instruction",
-    "run",
-]
-VIDEO_FPS = 10  # the reward path captures one frame per MPC step (0.1 s simulated)
+VIDEO_FPS = 10  # the reward route captures one frame per MPC step (0.1 s simulated)
+SHOWN_STATES = ("running", "remembered", "correction", "stopped")  # progress lines for a person
 
 
 @dataclass(frozen=True)
@@ -50,30 +48,63 @@ class RunRequest:
     video: Path | None = None
     camera: str = "front"
     follow_ups: tuple[str, ...] = ()  # later instructions, planned with what runs as context
-    planner: str = "code"  # "code", "reward" or "auto"
-    duration: float | None = None  # reward path: cap of each step, simulated seconds
+    route: str = "code"  # "code", "reward" or "auto"
+    duration: float | None = None  # reward route: cap of each step, simulated seconds
 
     @property
     def instructions(self) -> list[str]:
         return [self.instruction, *self.follow_ups]
 
 
-def build_session(request: RunRequest):
-    """(sim session, objects on the table, planning session) for one run."""
+class PrintedOutlet:
+    """The conductor's outlet on a terminal: progress lines through ``say``; the reward spec
+    is run in-process, so there is nothing to send and no safety node to call."""
+
+    def __init__(self, say: Callable[[str], None], prefix: str = "[run] ") -> None:
+        self.say, self.prefix = say, prefix
+
+    def status(self, event: StatusEvent) -> None:
+        if event.state in SHOWN_STATES and event.detail:
+            detail = event.detail if isinstance(event.detail, str) else str(event.detail)
+            self.say(self.prefix + one_line(detail))
+
+    def send_spec(self, spec) -> None:
+        """Specs run in-process (``InProcessMPC``)."""
+
+    def request_stop(self) -> bool:
+        return False
+
+
+@dataclass
+class SimRun:
+    """A conductor over a simulated arm, with what a report needs."""
+
+    session: SimSession
+    objects: list[str]
+    conductor: object
+    recorder: object = None
+
+
+def sim_conductor(request: RunRequest, route: str, say: Callable[[str], None],
+                  prefix: str = "[run] ") -> SimRun:
+    """A seeded scene, its code and reward executors and a conductor on ``route``; with
+    ``request.video`` a recorder (20 fps on the code route, one frame per MPC step on the
+    reward route)."""
     session = SimSession(request.robot)
-    objects = session.reset(request.seed, list(request.objects) if request.objects else None)
-    return session, objects, build_planning(SimSkillBackend(session), request.llm)
-
-
-def build_planning(backend: SimSkillBackend, llm: str):
-    """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
-    policy of the backend's robot, the sandbox runner."""
-    from lang2policy.llm import make_client
-    from lang2policy.planning import CodeAsPoliciesPlanner, PlanLoop
-
-    policy = default_policy(backend.description, known_skills=SKILLS)
-    planner = CodeAsPoliciesPlanner(make_client(llm))
-    return PlanLoop(planner, SandboxRunner(backend, policy), backend)
+    code = SimCodeExecutor(session)
+    objects = code.reset(request.seed, list(request.objects) if request.objects else None)
+    if route == "reward" and not request.objects:
+        objects = code.reset(request.seed, _named_objects(session, objects, request))
+    recorder, capture = None, None
+    if request.video is not None and route == "reward":
+        recorder = _recorder(session, request.camera)
+        capture = lambda mpc: recorder.maybe_capture(mpc.world.data)  # noqa: E731
+    elif request.video is not None:
+        recorder = session.record(request.camera)
+    reward = InProcessMPC(session, seed=request.seed, duration=request.duration, on_step=capture)
+    settings = ConductorSettings(llm=request.llm, route=route)
+    conductor = build_conductor(settings, PrintedOutlet(say, prefix), code, reward)
+    return SimRun(session, objects, conductor, recorder)
 
 
 def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
@@ -83,96 +114,80 @@ def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
         raise Lang2PolicyError(
             f"the duration must be a positive number of seconds, got {request.duration}"
         )
-    planner = choose_planner(instructions[0], request.planner)
-    if planner == "reward":
-        return _run_reward(request, instructions, say)
-    return _run_code(request, instructions, say)
-
-
-def _run_code(request: RunRequest, instructions: list[str], say: Callable[[str], None]) -> dict:
-    session, objects, planning = build_session(request)
+    route = choose_planner(instructions[0], request.route)
+    sim = sim_conductor(request, route, say)
+    what = ", reward route" if route == "reward" else ""
     say(
-        f"[run] {request.robot}, seed {request.seed}, llm {request.llm}: "
-        f"{one_line(', '.join(objects))}"
+        f"[run] {request.robot}, seed {request.seed}, llm {request.llm}{what}: "
+        f"{one_line(', '.join(sim.objects))}"
     )
-    recorder = session.record(request.camera) if request.video else None
+    try:
+        results = _handle_all(sim, instructions, route)
+    finally:
+        sim.conductor.close()
+    report = {
+        "instruction": instructions[0],
+        "route": route,
+        "robot": request.robot,
+        "seed": request.seed,
+        "llm": request.llm,
+        "objects": sim.objects,
+        **(_reward_report(results, instructions) if route == "reward" else _code_report(results)),
+        "scene": scene_readout(sim.session),
+    }
+    if sim.recorder is not None:
+        report["video"] = str(sim.recorder.save(request.video))
+        sim.recorder.renderer.close()
+    return report
+
+
+def _handle_all(sim: SimRun, instructions: list[str], route: str) -> list[PlanResult]:
+    """Each instruction in turn; on the reward route a planning failure ends the run."""
+    from lang2policy.session.readout import scene_state
+
     results = []
     for instruction in instructions:
-        results.append(planning.handle(instruction, on_status=lambda line: say(f"[run] {line}")))
-    session.world.step_seconds(0.5)  # let objects settle before reading the scene
-    report = {
-        "instruction": instructions[0],
-        "planner": "code",
-        "robot": request.robot,
-        "seed": request.seed,
-        "llm": request.llm,
-        "objects": objects,
-        "result": results[0].as_dict(),
-        "scene": scene_readout(session),
-    }
-    if len(results) > 1:
-        report["steps"] = [r.as_dict() for r in results]
-    if recorder is not None:
-        report["video"] = str(recorder.save(request.video))
-        recorder.renderer.close()
-    return report
+        if route == "reward":
+            sim.conductor.update_objects(*scene_state(sim.session.world))
+        results.append(sim.conductor.handle(instruction))
+        if route == "reward" and results[-1].reward_plan is None:
+            break
+    if route == "code":
+        sim.session.world.step_seconds(0.5)  # let objects settle before reading the scene
+    return results
 
 
-def _run_reward(request: RunRequest, instructions: list[str], say: Callable[[str], None]) -> dict:
-    from lang2policy.l2r.planner import RewardPlanner
-    from lang2policy.l2r.run import run_instructions, scene_state
-    from lang2policy.llm import make_client
-
-    session = SimSession(request.robot)
-    objects = session.reset(request.seed, list(request.objects) if request.objects else None)
-    if not request.objects:
-        objects = _with_named_objects(session, request.seed, objects, instructions)
-    positions, _ = scene_state(session.world)
-    planner = RewardPlanner(make_client(request.llm), positions)
-    say(
-        f"[run] {request.robot}, seed {request.seed}, llm {request.llm}, reward planner: "
-        f"{one_line(', '.join(objects))}"
-    )
-    recorder = _recorder(session, request.camera) if request.video else None
-    capture = None if recorder is None else (lambda mpc: recorder.maybe_capture(mpc.world.data))
-    steps = run_instructions(
-        session,
-        planner,
-        instructions,
-        seed=request.seed,
-        duration=request.duration,
-        say=lambda line: say(f"[run] {line}"),
-        on_step=capture,
-    )
-    report = {
-        "instruction": instructions[0],
-        "instructions": instructions,
-        "planner": "reward",
-        "robot": request.robot,
-        "seed": request.seed,
-        "llm": request.llm,
-        "objects": objects,
-        "ok": len(steps) == len(instructions) and all(step["ok"] for step in steps),
-        "steps": steps,
-        "scene": scene_readout(session),
-    }
-    if recorder is not None:
-        report["video"] = str(recorder.save(request.video))
-        recorder.renderer.close()
-    return report
+def _code_report(results: list[PlanResult]) -> dict:
+    steps = [r.code.as_dict() for r in results]
+    return {"result": steps[0], **({"steps": steps} if len(steps) > 1 else {})}
 
 
-def _with_named_objects(
-    session: SimSession, seed: int, objects: list[str], instructions: list[str]
-) -> list[str]:
+def _reward_report(results: list[PlanResult], instructions: list[str]) -> dict:
+    steps = [_reward_step(r) for r in results]
+    ok = len(steps) == len(instructions) and all(step["ok"] for step in steps)
+    return {"instructions": instructions, "ok": ok, "steps": steps}
+
+
+def _reward_step(result: PlanResult) -> dict:
+    if result.reward_plan is None:
+        return {"instruction": result.instruction, "ok": False, "plan": None, "outcome": None,
+                "error": str(result.detail)}
+    plan = result.reward_plan.as_dict()
+    plan["notes"] = list(result.detail["notes"])  # with the remembered corrections' notes
+    plan["spec"] = result.detail["spec"]  # as run: remembered edits applied
+    return {"instruction": result.instruction, "ok": result.ok, "plan": plan,
+            "outcome": result.reward_run.detail["outcome"], "error": ""}
+
+
+def _named_objects(session: SimSession, objects: list[str], request: RunRequest) -> list[str]:
     """The seeded layout, with the pool objects the instructions name put on the table in
     place of others ("lift the red block" always finds one); unchanged when all are there."""
-    text = " ".join(instructions).lower()
+    text = " ".join(request.instructions).lower()
     named = [n for n in session.world.objects if re.search(rf"\b{re.escape(n)}\b", text)]
     if all(n in objects for n in named):
         return objects
     others = [o for o in objects if o not in named]
-    return session.reset(seed, [*named, *others][: max(len(objects), len(named))])
+    return [*named, *others][: max(len(objects), len(named))]
 
 
 def _recorder(session: SimSession, camera: str):
@@ -188,7 +203,7 @@ def format_text(report: dict) -> str:
     the LLM, its program or the scene: each single field goes through ``one_line`` and each
     line of multi-line code or description is printed behind an indent, so nothing they hold
     can start a line that reads like the host's own (a forged ``outcome: ok``)."""
-    if report.get("planner") == "reward":
+    if report.get("route") == "reward":
         lines = _reward_lines(report)
     else:
         lines = _code_lines(report)
@@ -255,7 +270,7 @@ def _reward_lines(report: dict) -> list[str]:
 
 def main_exit_code(report: dict) -> int:
     """0 when everything succeeded, 1 when a plan or its execution did not."""
-    if report.get("planner") == "reward":
+    if report.get("route") == "reward":
         return 0 if report["ok"] else 1
     results = report.get("steps") or [report["result"]]
     return 0 if all(r["outcome"]["ok"] for r in results) else 1

@@ -14,11 +14,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
+from lang2policy.graph import topics
 from lang2policy.ros import convert
 from lang2policy.session.remote import RemoteSession
-
-COMMAND_TOPIC = "/lang2policy/joint_command"
-JOINT_STATES_TOPIC = "/joint_states"
 
 
 class GraphArm:
@@ -30,7 +28,7 @@ class GraphArm:
         robot: str,
         control_period: float,
         stale_after: float,
-        command_topic: str = COMMAND_TOPIC,
+        command_topic: str = topics.JOINT_COMMAND.name,
     ) -> None:
         self._node = node
         self._publisher = node.create_publisher(JointTrajectory, command_topic, 10)
@@ -38,7 +36,7 @@ class GraphArm:
         self._names = self.session.robot.limits.names
         self._period = control_period
         self.bad_states = 0
-        node.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_state, 10)
+        node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joint_state, 10)
 
     def _send(self, action: np.ndarray) -> None:
         self._publisher.publish(convert.trajectory(self._names, [(self._period, action)]))
@@ -50,7 +48,7 @@ class GraphArm:
         except (ValueError, TypeError) as exc:
             self.bad_states += 1
             self._node.get_logger().warning(
-                f"ignored {JOINT_STATES_TOPIC}: {exc}", throttle_duration_sec=5.0
+                f"ignored {topics.JOINT_STATES.name}: {exc}", throttle_duration_sec=5.0
             )
 
     def update_objects(self, objects: dict) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from lang2policy.session.protocol import Session
 
 
@@ -14,3 +16,13 @@ def scene_readout(session: Session) -> dict:
     }
     relations = [f"{a} {rel} {b}" for a, rel, b in world.relations()]
     return {"positions": positions, "relations": relations}
+
+
+def scene_state(world) -> tuple[dict[str, tuple[float, ...]], dict[str, float]]:
+    """(positions [x, y, z], headings in degrees) of the objects on a world's table: what the
+    reward planner takes (``RewardPlanner.plan``)."""
+    positions = {
+        n: tuple(round(float(v), 4) for v in world.object_pose(n).position) for n in world.present
+    }
+    headings = {n: round(float(np.rad2deg(world.object_yaw(n))), 2) for n in world.present}
+    return positions, headings

@@ -1,0 +1,80 @@
+"""Putting a conductor together: the LLM clients, the sandbox gate, the executors, memory.
+
+``build_conductor`` is shared by the planner node and ``lang2policy run``: they differ only in
+the outlet (topics or a terminal), the code executor (the arm in the graph or the simulated
+one here) and the reward executor (the controller node or an in-process MPC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lang2policy.conductor.conductor import Conductor
+from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor
+from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.planning.correcting import CorrectionRouter
+from lang2policy.planning.loop import PlanLoop
+from lang2policy.sandbox.policy import default_policy
+from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.skills.backend import SimSkillBackend
+from lang2policy.skills.catalog import SKILLS
+
+
+@dataclass(frozen=True)
+class ConductorSettings:
+    """What a person chooses: the LLMs, the route, the corrections memory."""
+
+    llm: str = "local"  # local | openai | replay:FILE | record:FILE
+    reward_llm: str = ""  # the reward planner's LLM; "" = ``llm``
+    route: str = "auto"  # code | reward | auto
+    memory: Path | None = None  # corrections memory (JSONL); None = off
+    memory_threshold: float = 0.8  # cosine similarity to recall
+
+
+def build_plan_loop(backend: SimSkillBackend, llm: str) -> PlanLoop:
+    """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
+    policy of the backend's robot, the sandbox runner."""
+    from lang2policy.llm import make_client
+    from lang2policy.planning import CodeAsPoliciesPlanner
+
+    policy = default_policy(backend.description, known_skills=SKILLS)
+    planner = CodeAsPoliciesPlanner(make_client(llm))
+    return PlanLoop(planner, SandboxRunner(backend, policy), backend)
+
+
+def build_conductor(
+    settings: ConductorSettings,
+    outlet: Outlet,
+    code: CodeExecutor,
+    reward: RewardExecutor,
+) -> Conductor:
+    """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``."""
+    planning = build_plan_loop(code.backend, settings.llm)
+
+    def reward_planner(objects):
+        from lang2policy.l2r.planner import RewardPlanner
+        from lang2policy.llm import make_client
+
+        setting = settings.reward_llm or settings.llm
+        llm = planning.planner.llm if setting == settings.llm else make_client(setting)
+        return RewardPlanner(llm, objects)
+
+    return Conductor(
+        outlet,
+        code,
+        planning,
+        RewardRoute(reward, reward_planner),
+        correction_router(settings),
+        settings.route,
+    )
+
+
+def correction_router(settings: ConductorSettings) -> CorrectionRouter:
+    """The router, with the memory on disk when one is set."""
+    memory = None
+    if settings.memory is not None:
+        from lang2policy.corrections import CorrectionMemory
+
+        memory = CorrectionMemory(settings.memory.expanduser())
+    return CorrectionRouter(memory, settings.memory_threshold)

@@ -1,0 +1,229 @@
+"""The conductor: instructions, corrections and ``stop`` in; plans run; typed status out.
+
+One object owns what happens between a person's words and the arm, with no ROS in it:
+
+* **routing**: each instruction goes to a plan kind (``code``: Code as Policies through the
+  sandbox's privilege gate; ``reward``: Language to Rewards on an MPC; ``skill``: reserved for
+  VLA skill plans) as ``planning.route.choose_planner`` decides under the ``route`` setting;
+* **one plan at a time**: ``instruct`` runs a plan in a worker thread and answers ``busy`` while
+  one runs; ``handle`` runs one in the caller's thread (``lang2policy run``);
+* **stop**: aborts the running motion at its next control step, skips the repair, cancels a
+  running reward task (``stop``; ``safety_state`` turns the safety node's report into one);
+* **corrections** (``correct``): routed, applied or refused by the gate, remembered and
+  recalled (``lang2policy.conductor.corrections``);
+* **status**: every step is a ``StatusEvent`` handed to the host's ``Outlet``.
+
+The planner node is a thin adapter around it, and ``lang2policy run`` drives the same object,
+so the graph and the command line cannot drift.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from lang2policy.conductor.corrections import CorrectionDesk
+from lang2policy.conductor.ports import CodeExecutor, Outlet, Positions, RewardRun
+from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
+from lang2policy.planning.correcting import CorrectionRouter
+from lang2policy.planning.loop import InstructionResult, PlanLoop
+from lang2policy.planning.route import check_instruction, choose_planner
+from lang2policy.session.readout import scene_readout
+
+ROUTES = ("code", "reward", "skill")  # plan kinds; "skill" waits for the VLA policy
+
+
+@dataclass
+class PlanResult:
+    """How one instruction ended: its final status, and what each route produced."""
+
+    instruction: str
+    route: str
+    state: str  # "done" | "failed"
+    detail: Any
+    code: InstructionResult | None = None  # code route
+    reward_plan: Any = None  # reward route: the RewardPlan
+    reward_run: RewardRun | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "done"
+
+
+class Conductor:
+    """Routes instructions, runs one plan at a time, takes corrections and stop."""
+
+    def __init__(
+        self,
+        outlet: Outlet,
+        code: CodeExecutor,
+        planning: PlanLoop,
+        reward: RewardRoute,
+        router: CorrectionRouter,
+        route_setting: str = "auto",
+    ) -> None:
+        choose_planner("", route_setting)  # a clear error for an unknown setting
+        self.outlet, self.code, self.planning, self.reward = outlet, code, planning, reward
+        self.route_setting = route_setting
+        self.instruction, self.route = "", ""  # what runs (or ran last)
+        self.positions: Positions = {}  # live objects: name -> [x, y, z]
+        self.headings: dict[str, float] = {}  # name -> yaw (degrees)
+        self.safety = "unknown"
+        self._busy = threading.Lock()
+        self._stopped = threading.Event()  # set by a stop during the running instruction
+        self._stop_reason = ""
+        self._worker: threading.Thread | None = None
+        self.planning.cancelled = self._stopped.is_set
+        self.planning.runner.cancelled = self.stop_pending
+        self.corrections = CorrectionDesk(self, router)
+
+    # ------------------------------------------------------------------ status
+    def say(self, state: str, instruction: str, detail: Any = "") -> None:
+        self.outlet.status(StatusEvent(PLANNER_NODE, state, instruction, detail))
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.locked()
+
+    def running(self, route: str) -> bool:
+        """True while an instruction of ``route`` runs."""
+        return self.busy and self.route == route
+
+    # ------------------------------------------------------------------ the scene
+    def update_objects(self, positions: Positions, headings: dict[str, float]) -> None:
+        """The objects heard (perception, or the simulator): what reward specs and
+        corrections name."""
+        self.positions, self.headings = dict(positions), dict(headings)
+
+    def scene_names(self) -> list[str]:
+        return list(self.positions) if self.positions else self.code.object_names()
+
+    # ------------------------------------------------------------------ instructions
+    def instruct(self, text: object) -> bool:
+        """Start planning ``text`` in a worker thread; False when it was refused (status
+        ``rejected`` or ``busy`` says why)."""
+        accepted = self._accept(text)
+        if accepted is None:
+            return False
+        self._worker = threading.Thread(target=self._run, args=accepted, daemon=True)
+        self._worker.start()
+        return True
+
+    def handle(self, text: object) -> PlanResult | None:
+        """Plan and run ``text`` in this thread; None when it was refused."""
+        accepted = self._accept(text)
+        return None if accepted is None else self._run(*accepted)
+
+    def _accept(self, text: object) -> tuple[str, str] | None:
+        try:
+            instruction = check_instruction(text)
+            route = choose_planner(instruction, self.route_setting)
+        except Lang2PolicyError as exc:
+            self.say("rejected", str(text)[:200], str(exc))
+            return None
+        if not self._busy.acquire(blocking=False):
+            self.say("busy", instruction, "another instruction is running")
+            return None
+        self.instruction, self.route = instruction, route
+        self.say("received", instruction, {"route": route})
+        return instruction, route
+
+    def _run(self, instruction: str, route: str) -> PlanResult:
+        try:
+            if route == "reward":
+                result = self._run_reward(instruction)
+            else:
+                result = self._run_code(instruction)
+        except Exception as exc:  # the host must survive any planning error
+            result = PlanResult(instruction, route, "failed", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._busy.release()  # before the final status: whoever hears it may send more
+        self.say(result.state, instruction, result.detail)
+        return result
+
+    def _run_code(self, instruction: str) -> PlanResult:
+        self._stopped.clear()
+        self._stop_reason = ""
+        self.code.prepare()
+        self.reward.cancel()  # the arm is the code plan's now
+        self.corrections.start_code_edits(instruction)
+        result = self.planning.handle(
+            instruction, on_status=lambda line: self.say("running", instruction, line)
+        )
+        self.code.finish()
+        outcome = result.outcome
+        detail = {
+            "route": "code",
+            "outcome": outcome.kind,
+            "message": outcome.message,
+            "attempts": result.attempts,
+            "code": result.program.code if result.program else "",
+            "relations": scene_readout(self.code.session)["relations"],
+        }
+        return PlanResult(instruction, "code", "done" if outcome.ok else "failed", detail, result)
+
+    def _run_reward(self, instruction: str) -> PlanResult:
+        self.say("running", instruction, f"planning: {instruction}")
+        plan = self.reward.plan(instruction, self.scene_names(), self.positions, self.headings)
+        self.say("running", instruction, _plan_line(plan))
+        spec, remembered = self.corrections.recall_into_spec(instruction, plan.spec)
+        run = self.reward.run(spec, lambda line: self.say("running", instruction, line))
+        detail = {
+            "route": "reward",
+            "outcome": "reward_spec",
+            "new_task": plan.new_task,
+            "spec": spec.to_dict(),
+            "notes": [*plan.notes, *remembered],
+            "description": plan.description,
+            "code": plan.code,
+            **run.detail,
+        }
+        state = "done" if run.ok else "failed"
+        return PlanResult(instruction, "reward", state, detail, reward_plan=plan, reward_run=run)
+
+    # ------------------------------------------------------------------ stop
+    def stop_pending(self) -> str:
+        """The reason of a stop during the running instruction ("" while none)."""
+        return self._stop_reason if self._stopped.is_set() else ""
+
+    def safety_state(self, state: str) -> None:
+        """The safety node's state; entering ``stopped`` stops what runs here."""
+        if state == "stopped" and self.safety != "stopped":
+            self.stop("stopped by a stop request (/lang2policy/stop)")
+        self.safety = state
+
+    def stop(self, reason: str) -> None:
+        """Abort the running motion (no repair) and cancel a running reward task."""
+        if self._stopped.is_set() and self.reward.running is None:
+            return  # already handled (the stop request, then the safety node's report)
+        self.end_motion(reason)
+        self.reward.cancel()
+        self.say("stopped", "", reason)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the safety layer to stop and hold the arm, and stop what runs here."""
+        self.outlet.request_stop()
+        self.stop(reason)
+
+    def end_motion(self, reason: str) -> None:
+        """Mark the running plan stopped (no repair; its next call ends it) and abort its
+        motion."""
+        self._stop_reason = reason
+        self._stopped.set()
+        if self.busy:
+            self.code.abort(reason)
+
+    def wait_idle(self, timeout: float | None = None) -> None:
+        if self._worker is not None:
+            self._worker.join(timeout)
+
+    def close(self) -> None:
+        self.reward.executor.close()
+
+
+def _plan_line(plan) -> str:
+    what = "new task" if plan.new_task else "edits the running task"
+    return f"{what}, planned in {plan.plan_ms / 1000:.1f} s"
