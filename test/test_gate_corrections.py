@@ -18,7 +18,7 @@ import pytest
 
 from lang2policy.bench.live_arm import OBJECTS, LiveArm
 from lang2policy.corrections import CorrectionMemory, MemoryRecord, classify
-from lang2policy.corrections.classify import CorrectionError
+from lang2policy.corrections.correction import CorrectionError
 from lang2policy.paths import config_dir
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box

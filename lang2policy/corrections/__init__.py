@@ -6,25 +6,14 @@ LLM); ``apply_to_spec`` and ``apply_to_args`` edit the running reward spec or sk
 embeddings), so the same mistake needs no second correction.
 """
 
-from lang2policy.corrections.apply import (
-    Applied,
-    AppliedArgs,
-    apply_to_args,
-    apply_to_spec,
-    objects_in_args,
-    objects_in_spec,
-)
-from lang2policy.corrections.classify import (
-    KINDS_OF_CORRECTION,
-    Correction,
-    CorrectionError,
-    check_text,
-    classify,
-)
+from lang2policy.corrections.apply import Applied, apply_to_spec, objects_in_spec
+from lang2policy.corrections.apply_args import AppliedArgs, apply_to_args, objects_in_args
+from lang2policy.corrections.classify import check_text, classify
+from lang2policy.corrections.correction import KINDS_OF_CORRECTION, Correction, CorrectionError
+from lang2policy.corrections.embedder import Embedder
 from lang2policy.corrections.memory import (
     DEFAULT_THRESHOLD,
     CorrectionMemory,
-    Embedder,
     MemoryRecord,
     Recalled,
     apply_recalled,

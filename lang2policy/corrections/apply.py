@@ -1,4 +1,4 @@
-"""Apply a classified correction to what runs: a reward spec, or the arguments of a skill call.
+"""Apply a classified correction to the running reward spec.
 
 ``apply_to_spec(correction, spec, objects)`` returns a new, validated spec (the controller
 swaps it in with ``LockstepMPC.set_spec`` on its next cycle) and notes on what changed:
@@ -12,10 +12,9 @@ swaps it in with ``LockstepMPC.set_spec`` on its next cycle) and notes on what c
 - target: the replaced object is renamed in every object parameter (and in the task text);
   points that sat on the old object move to the new one when positions are given.
 
-``apply_to_args(correction, skill, args, objects)`` does the same for one skill call of a code
-plan (``obj``/``target``/``position``/``speed``, see ``lang2policy.skills.catalog``). An edit that
-does not fit raises ``CorrectionError`` saying what it would apply to; stop and re-plan
-corrections are routed elsewhere and raise here too.
+An edit that does not fit raises ``CorrectionError`` saying what it would apply to; stop and
+re-plan corrections are routed elsewhere and raise here too. ``apply_args`` does the same for
+one skill call of a code plan.
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lang2policy.corrections.classify import Correction, CorrectionError, describe_offset
-from lang2policy.errors import InvalidIntentError
+from lang2policy.corrections.correction import Correction, CorrectionError, describe_offset
+from lang2policy.corrections.edits import Positions, not_an_edit, replaced_object, rounded
 from lang2policy.rewards.params import ObjectParam
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.rewards.terms import TERMS
-from lang2policy.skills.catalog import SKILLS
 
 POINT_TERMS = ("tool_to_point", "tool_above", "object_to_point", "push")
 HEIGHT_TERMS = ("tool_above", "object_height")
@@ -39,7 +37,6 @@ NOMINAL_SPEED = 0.1  # m/s: what "slower" is relative to when nothing says how f
 SPEED_LIMIT_WEIGHT = 10.0  # as the reward API's set_speed_limit
 MIN_SPEED_WEIGHT = 2.0  # as set_min_speed
 SAME_SPOT = 0.015  # m: a point this close (xy) to the replaced object was "at" that object
-Positions = Mapping[str, Sequence[float]]
 
 
 @dataclass(frozen=True)
@@ -48,15 +45,6 @@ class Applied:
 
     spec: RewardSpec
     changed: tuple[str, ...]
-    notes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AppliedArgs:
-    """Corrected (complete, validated) arguments of one skill call, and notes."""
-
-    skill: str
-    args: dict[str, Any]
     notes: tuple[str, ...]
 
 
@@ -85,23 +73,10 @@ def apply_to_spec(
     elif correction.kind == "target":
         changed = _target_terms(data, correction, positions, notes)
     else:
-        raise _not_an_edit(correction)
+        raise not_an_edit(correction)
     validated = validate_spec(data, objects, add_defaults=False)
     notes += validated.notes
     return Applied(validated.spec, tuple(changed), tuple(notes))
-
-
-def _not_an_edit(correction: Correction) -> CorrectionError:
-    if correction.kind == "stop":
-        return CorrectionError(
-            "'stop' is not an edit: halt the robot (the safety node's "
-            "/lang2policy/stop), then give a new instruction"
-        )
-    return CorrectionError(
-        f"'{correction.text}' is a plan-level correction: re-plan it with "
-        "the running task as context; only offset, speed and target "
-        "corrections are applied as edits"
-    )
 
 
 def _offset_terms(terms: list[dict], offset: Sequence[float], notes: list[str]) -> list[str]:
@@ -112,7 +87,7 @@ def _offset_terms(terms: list[dict], offset: Sequence[float], notes: list[str]) 
         moved = False
         if name in POINT_TERMS and (dx or dy or (dz and _z_counts(term))):
             x, y, z = params["point"]
-            params["point"] = _rounded([x + dx, y + dy, z + (dz if _z_counts(term) else 0.0)])
+            params["point"] = rounded([x + dx, y + dy, z + (dz if _z_counts(term) else 0.0)])
             moved, raised = True, raised or bool(dz and _z_counts(term))
         if dz and name in HEIGHT_TERMS and params.get("mode") != "at_most":
             params["height"] = round(params["height"] + dz, 6)
@@ -127,11 +102,6 @@ def _offset_terms(terms: list[dict], offset: Sequence[float], notes: list[str]) 
         notes.append("the up/down part had no effect: no height or 3-D point in the task")
     notes.append(f"moved {', '.join(changed)} by {describe_offset(offset)}")
     return changed
-
-
-def _rounded(point: Sequence[float]) -> list[float]:
-    """Coordinates to the micrometre: no 0.18000000000000002 in specs people read."""
-    return [round(float(v), 6) for v in point]
 
 
 def _z_counts(term: Mapping[str, Any]) -> bool:
@@ -242,7 +212,7 @@ def _target_terms(
     data: dict, correction: Correction, positions: Positions | None, notes: list[str]
 ) -> list[str]:
     terms: list[dict] = data["terms"]
-    old = _replaced(correction, _acting(terms, positions))
+    old = replaced_object(correction, _acting(terms, positions))
     new = str(correction.target)
     changed = []
     for term in terms:
@@ -262,29 +232,6 @@ def _target_terms(
     return list(dict.fromkeys(changed))
 
 
-def _replaced(correction: Correction, acting: list[str]) -> str:
-    """The object the correction swaps out, checked against what the plan acts on."""
-    new = str(correction.target)
-    if correction.replaces is not None:
-        if correction.replaces not in acting:
-            raise CorrectionError(
-                f"'{correction.text}': the task does not act on the "
-                f"{correction.replaces} (it acts on {acting or 'no object'})"
-            )
-        return correction.replaces
-    kind = new.split()[-1]
-    same_kind = [a for a in acting if a.split()[-1] == kind and a != new]
-    if len(same_kind) == 1:
-        return same_kind[0]
-    if new in acting:
-        raise CorrectionError(f"'{correction.text}': the task already acts on the {new}")
-    raise CorrectionError(
-        f"'{correction.text}': cannot tell which object the {new} replaces; the task acts on "
-        f"{acting or 'no object'} ({'none' if not same_kind else 'several'} of them a {kind}). "
-        "Say it as 'the blue block, not the red block', or give the whole task again"
-    )
-
-
 def _move_points(
     terms: list[dict], old: str, new: str, positions: Positions | None, notes: list[str]
 ) -> list[str]:
@@ -299,116 +246,10 @@ def _move_points(
     for term in points:
         x, y, z = term["params"]["point"]
         if math.hypot(x - ox, y - oy) <= SAME_SPOT:
-            term["params"]["point"] = _rounded([nx + (x - ox), ny + (y - oy), z])
+            term["params"]["point"] = rounded([nx + (x - ox), ny + (y - oy), z])
             moved.append(term["id"])
     if moved:
         notes.append(f"moved {', '.join(moved)} from the {old} to the {new}")
     return moved
 
 
-# --------------------------------------------------------------------------- skill calls
-def apply_to_args(
-    correction: Correction,
-    skill: str,
-    args: Mapping[str, Any],
-    objects: Sequence[str],
-    *,
-    positions: Positions | None = None,
-) -> AppliedArgs:
-    """The arguments of ``skill`` (a catalog skill: pick, place, move_to, push ...) with
-    ``correction`` applied; ``positions`` lets an offset turn an object target into a point."""
-    if skill not in SKILLS:
-        raise CorrectionError(f"unknown skill {skill!r}; skills: {', '.join(SKILLS)}")
-    definition = SKILLS[skill]
-    bound = definition.bind(dict(args))
-    notes: list[str] = []
-    if correction.kind == "offset":
-        _offset_args(skill, bound, correction.offset or (0.0, 0.0, 0.0), positions, notes)
-    elif correction.kind == "speed":
-        _speed_args(skill, bound, correction, notes)
-    elif correction.kind == "target":
-        _target_args(skill, bound, correction, objects, notes)
-    else:
-        raise _not_an_edit(correction)
-    try:
-        checked = definition.bind(bound)
-    except InvalidIntentError as exc:
-        raise CorrectionError(f"the corrected call is not valid: {exc}") from None
-    return AppliedArgs(skill, checked, tuple(notes))
-
-
-def objects_in_args(skill: str, args: Mapping[str, Any]) -> list[str]:
-    """Objects a skill call names (``obj``, and ``target`` when it is a name)."""
-    definition = SKILLS.get(skill)
-    if definition is None:
-        raise CorrectionError(f"unknown skill {skill!r}; skills: {', '.join(SKILLS)}")
-    return [
-        args[k]
-        for k in ("obj", "target")
-        if definition.param(k) is not None and isinstance(args.get(k), str)
-    ]
-
-
-def _offset_args(
-    skill: str, bound: dict, offset: Sequence[float], positions: Positions | None, notes: list[str]
-) -> None:
-    key = "position" if "position" in bound else "target" if "target" in bound else None
-    if key is None:
-        with_points = [
-            s.name for s in SKILLS.values() if {p.name for p in s.params} & {"position", "target"}
-        ]
-        raise CorrectionError(
-            f"{skill}() has no position to shift; offsets apply to "
-            f"{', '.join(with_points)} (their position or target)"
-        )
-    value = bound[key]
-    if isinstance(value, str):
-        if positions is None or value not in positions:
-            raise CorrectionError(
-                f"{skill}(target={value!r}): to shift an object target the "
-                f"position of the {value} is needed"
-            )
-        notes.append(f"{key}: the {value} became a point next to it")
-        value = list(positions[value])
-    bound[key] = _rounded([float(v) + float(d) for v, d in zip(value, offset, strict=True)])
-    if offset[2] and skill in ("place", "put_first_on_second", "push"):
-        notes.append(f"{skill}() ignores the height of its target: the up/down part has no effect")
-    notes.append(f"{key} moved by {describe_offset(offset)}")
-
-
-def _speed_args(skill: str, bound: dict, correction: Correction, notes: list[str]) -> None:
-    param = SKILLS[skill].param("speed")
-    if param is None:
-        with_speed = [s.name for s in SKILLS.values() if s.param("speed") is not None]
-        raise CorrectionError(
-            f"{skill}() takes no speed; skills with a speed: {', '.join(with_speed)}"
-        )
-    before = float(bound["speed"])
-    wanted = (
-        correction.speed if correction.speed is not None else before * (correction.factor or 1.0)
-    )
-    low, high = float(param.minimum or 0.0), float(param.maximum or math.inf)
-    after = round(min(max(wanted, low), high), 6)
-    if after != round(wanted, 6):
-        notes.append(f"speed {wanted:g} m/s is outside [{low:g}, {high:g}], clamped to {after:g}")
-    bound["speed"] = after
-    notes.append(f"speed {before:g} -> {after:g} m/s")
-
-
-def _target_args(
-    skill: str, bound: dict, correction: Correction, objects: Sequence[str], notes: list[str]
-) -> None:
-    if correction.target not in objects:
-        raise CorrectionError(
-            f"the {correction.target} is not on the table; objects: {sorted(objects)}"
-        )
-    old = _replaced(correction, objects_in_args(skill, bound))
-    for key in ("obj", "target"):
-        if bound.get(key) == old:
-            bound[key] = correction.target
-            notes.append(f"{key}: {old} -> {correction.target}")
-    if bound.get("obj") is not None and bound.get("obj") == bound.get("target"):
-        raise CorrectionError(
-            f"{skill}(): obj and target would both be the "
-            f"{correction.target}; say the whole task instead"
-        )

@@ -42,7 +42,7 @@ from lang2policy.corrections import (
     situation_for_call,
     situation_for_spec,
 )
-from lang2policy.corrections.classify import MAX_OFFSET, MAX_TEXT, describe_offset
+from lang2policy.corrections.correction import MAX_OFFSET, MAX_TEXT, describe_offset
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.rewards.spec import RewardSpec
 
