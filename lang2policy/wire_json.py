@@ -24,6 +24,7 @@ import json
 import math
 import re
 from itertools import accumulate
+from typing import TypedDict, Unpack
 
 from lang2policy.errors import Lang2PolicyError
 
@@ -38,6 +39,14 @@ _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class Limits(TypedDict, total=False):
+    """The size limits ``decode_json`` takes (each defaults to the module's constant)."""
+
+    max_bytes: int
+    max_depth: int
+    max_digits: int
 
 
 class MessageError(Lang2PolicyError):
@@ -83,17 +92,11 @@ def decode_json(
 
 
 def decode_json_object(
-    text: str | bytes,
-    *,
-    max_bytes: int = MAX_BYTES,
-    max_depth: int = MAX_DEPTH,
-    max_digits: int = MAX_DIGITS,
-    what: str = "the message",
+    text: str | bytes, *, what: str = "the message", **limits: Unpack[Limits]
 ) -> dict:
-    """Like ``decode_json``, and the value must be a JSON object."""
-    value = decode_json(
-        text, max_bytes=max_bytes, max_depth=max_depth, max_digits=max_digits, what=what
-    )
+    """Like ``decode_json`` (``limits``: its ``max_bytes``, ``max_depth``, ``max_digits``),
+    and the value must be a JSON object."""
+    value = decode_json(text, what=what, **limits)
     if not isinstance(value, dict):
         raise MessageError(f"{what}: expected a JSON object, got {_kind(value)}")
     return value

@@ -16,6 +16,7 @@ import yaml
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph
+from lang2policy.graph import options, rules, topics
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]
@@ -100,11 +101,11 @@ def test_so101_driver_graph_on_a_port_and_on_the_emulator():
     emulated = by_executable(specs)
     assert emulated["so101_emulator_node"].overrides == {
         "use_sim_time": False,
-        "link": graph.DEFAULT_PORT,
+        "link": rules.DEFAULT_PORT,
         "seed": 2,
     }
     driver = emulated["so101_driver_node"].overrides
-    assert driver["port"] == graph.DEFAULT_PORT and driver["port_wait"] > 10
+    assert driver["port"] == rules.DEFAULT_PORT and driver["port_wait"] > 10
     assert driver["bus_timeout"] > 0.02  # an emulated bus on a shared CPU answers slower
     assert emulated["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
     assert all(s.overrides["use_sim_time"] is False for s in specs)
@@ -145,12 +146,12 @@ def test_a_joint_map_puts_a_bridge_between_the_graph_and_the_arms_controller():
     assert bridge.overrides == {
         "use_sim_time": False,
         "joint_map": "panda",
-        "command_topic": graph.BRIDGED_TRAJECTORY_TOPIC,
-        "state_topic": graph.BRIDGED_STATES_TOPIC,
+        "command_topic": topics.BRIDGED_TRAJECTORY.name,
+        "state_topic": topics.BRIDGED_JOINT_STATES.name,
     }
     expected = {
-        (graph.JOINT_STATES_TOPIC, graph.BRIDGED_STATES_TOPIC),
-        (graph.TRAJECTORY_TOPIC, graph.BRIDGED_TRAJECTORY_TOPIC),
+        (topics.JOINT_STATES.name, topics.BRIDGED_JOINT_STATES.name),
+        (topics.TRAJECTORY.name, topics.BRIDGED_TRAJECTORY.name),
     }
     assert all(set(s.remaps) == expected for s in specs.values())
 
@@ -204,7 +205,7 @@ def test_options_reach_the_nodes_parameters():
         "camera_rate": 0.0,
     }
     assert specs["planner_node"].overrides["llm"] == f"replay:{FIXTURE}"
-    assert specs["planner_node"].overrides["planner"] == "auto"
+    assert specs["planner_node"].overrides["route"] == "auto"
     assert specs["perception_node"].overrides[graph.PERCEPTION_MODE_PARAM] == "ground_truth"
     assert specs["recorder_node"].overrides == {
         "use_sim_time": True,
@@ -222,7 +223,7 @@ def test_robot_topics_are_remapped_on_every_node():
         record="/r",
         trajectory_topic="/joint_trajectory_controller/joint_trajectory",
     )
-    expected = ((graph.TRAJECTORY_TOPIC, "/joint_trajectory_controller/joint_trajectory"),)
+    expected = ((topics.TRAJECTORY.name, "/joint_trajectory_controller/joint_trajectory"),)
     assert all(s.remaps == expected for s in specs)
     both = graph.graph("robot", joint_states_topic="/arm/joint_states", trajectory_topic="/a/b")
     assert set(both[0].remaps) == {
@@ -239,7 +240,7 @@ def test_robot_topics_are_remapped_on_every_node():
         ("sim", {"robot": "ur5"}, "robot must be one of ['panda', 'so101'], got 'ur5'"),
         ("sim", {"perception": "lidar"}, "perception must be one of ['ground_truth', 'camera']"),
         ("sim", {"llm": "gpt"}, "unknown llm 'gpt'; valid: local, openai, replay:FILE"),
-        ("sim", {"planner": "vla"}, "planner must be one of ['auto', 'code', 'reward']"),
+        ("sim", {"route": "vla"}, "route must be one of ['auto', 'code', 'reward']"),
         ("sim", {"llm": "replay:/no/such.jsonl"}, "replay file not found: /no/such.jsonl"),
         ("sim", {"llm": "openai:x"}, "unknown llm"),
         ("sim", {"rtf": 0}, "rtf (real-time factor) must be a number > 0"),
@@ -319,18 +320,18 @@ def test_params_file_of_unknown_executable():
 
 
 def test_available_robots():
-    assert graph.available_robots() == ("panda", "so101")
+    assert rules.available_robots() == ("panda", "so101")
 
 
 # --------------------------------------------------------------------- launch arguments
 def test_launch_argument_defaults_give_the_default_graph():
-    for mode in graph.MODES:
-        specs = graph.build(graph.options_from_strings(mode, {}))
+    for mode in rules.MODES:
+        specs = graph.build(options.options_from_strings(mode, {}))
         assert specs == graph.graph(mode, terminal=False), mode
 
 
 def test_launch_argument_strings_are_parsed_and_checked():
-    options = graph.options_from_strings(
+    parsed = options.options_from_strings(
         "sim",
         {
             "rtf": "0.5",
@@ -341,11 +342,11 @@ def test_launch_argument_strings_are_parsed_and_checked():
             "record_cameras": "front, top",
         },
     )
-    assert (options.rtf, options.seed, options.cameras, options.terminal) == (0.5, 4, False, True)
-    assert options.record_cameras == ("front", "top")
+    assert (parsed.rtf, parsed.seed, parsed.cameras, parsed.terminal) == (0.5, 4, False, True)
+    assert parsed.record_cameras == ("front", "top")
     with pytest.raises(ConfigError, match="cameras must be true or false, got 'maybe'"):
-        graph.options_from_strings("sim", {"cameras": "maybe"})
+        options.options_from_strings("sim", {"cameras": "maybe"})
     with pytest.raises(ConfigError, match="rtf must be a number, got 'fast'"):
-        graph.options_from_strings("sim", {"rtf": "fast"})
+        options.options_from_strings("sim", {"rtf": "fast"})
     with pytest.raises(ConfigError, match=r"unknown launch arguments \['driver'\]"):
-        graph.options_from_strings("sim", {"driver": "ros2_control"})
+        options.options_from_strings("sim", {"driver": "ros2_control"})

@@ -24,6 +24,7 @@ from test_graph import console_scripts, read_params
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph
+from lang2policy.graph import options
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_DIR = REPO / "launch"
@@ -225,7 +226,7 @@ def test_sim_launch_default_graph(launch):
 
 def test_sim_launch_arguments_are_declared_with_help(launch):
     launched = launch("sim.launch.py")
-    expected = {name for name, _, _ in graph.LAUNCH_ARGUMENTS["sim"]}
+    expected = {name for name, _, _ in options.LAUNCH_ARGUMENTS["sim"]}
     assert set(launched.arguments) == expected
     assert {"robot", "terminal", "record", "llm", "perception", "rtf"} <= expected
     assert all(a.description for a in launched.arguments.values())
@@ -270,7 +271,7 @@ def test_robot_launch_graph_on_ros2_control(launch):
     perception = launched.nodes["perception_node"].parameters[1]
     assert perception[graph.PERCEPTION_MODE_PARAM] == "camera"
     assert launched.context.launch_configurations["driver"] == "ros2_control"
-    expected = {name for name, _, _ in graph.LAUNCH_ARGUMENTS["robot"]}
+    expected = {name for name, _, _ in options.LAUNCH_ARGUMENTS["robot"]}
     assert set(launched.arguments) == expected
     assert {"driver", "trajectory_topic", "joint_states_topic"} <= expected
 

@@ -19,7 +19,9 @@ from waiting import wait_for
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph
-from lang2policy.graph.launcher import check_installed, main, node_command, param_value, select
+from lang2policy.graph import topics
+from lang2policy.graph.launcher import main
+from lang2policy.graph.node_command import check_installed, node_command, param_value, select
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 91) % 200
@@ -57,7 +59,7 @@ def test_node_command_is_ros_args_with_params_file_overrides_and_remaps():
         name="lang2policy_planner",
         params_file=Path("/cfg/planner_node.yaml"),
         overrides={"use_sim_time": True, "llm": "openai"},
-        remaps=(("/joint_states", "/js"),),
+        remaps=((topics.JOINT_STATES.name, "/js"),),
     )
     assert node_command(spec, python="py") == [
         "py",
@@ -156,7 +158,7 @@ def _listen_to_joint_states(timeout: float) -> int:
     try:
         node = rclpy.create_node("launcher_probe", context=context)
         heard: list = []
-        node.create_subscription(JointState, "/joint_states", heard.append, 10)
+        node.create_subscription(JointState, topics.JOINT_STATES.name, heard.append, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
         executor.add_node(node)
         wait_for(
@@ -214,10 +216,10 @@ def test_headless_graph_runs_records_and_stops_cleanly_on_ctrl_c(tmp_path):
 
     with open(recording, "rb") as stream:
         summary = make_reader(stream).get_summary()
-    topics = {
+    found = {
         c.topic: summary.statistics.channel_message_counts[i] for i, c in summary.channels.items()
     }
-    assert topics["/joint_states"] >= 5
+    assert found[topics.JOINT_STATES.name] >= 5
 
 
 @pytest.mark.ros

@@ -17,6 +17,7 @@ from mcap_ros2._dynamic import serialize_dynamic
 from mcap_ros2.decoder import DecoderFactory
 
 from lang2policy.errors import ConfigError
+from lang2policy.graph import topics
 from lang2policy.recording import (
     DEFAULT_TOPICS,
     EpisodeTracker,
@@ -118,21 +119,21 @@ def test_bag_round_trip_through_standard_readers(tmp_path):
         "velocity": [],
         "effort": [],
     }
-    bag.write("/joint_states", JOINT_STATE, encode(JOINT_STATE, joints), 1_000)
-    bag.write("/lang2policy/status", STRING, status({"state": "done"}), 2_000)
-    bag.write("/joint_states", JOINT_STATE, encode(JOINT_STATE, joints), 3_000)
+    bag.write(topics.JOINT_STATES.name, JOINT_STATE, encode(JOINT_STATE, joints), 1_000)
+    bag.write(topics.STATUS.name, STRING, status({"state": "done"}), 2_000)
+    bag.write(topics.JOINT_STATES.name, JOINT_STATE, encode(JOINT_STATE, joints), 3_000)
     assert bag.close() == tmp_path / "a.mcap" and not bag.partial.exists()
     profile, rows = read(tmp_path / "a.mcap")
     assert profile == "ros2"
     assert [(t, s, se, me) for t, s, se, me, _ in rows] == [
-        ("/joint_states", JOINT_STATE, "ros2msg", "cdr"),
-        ("/lang2policy/status", STRING, "ros2msg", "cdr"),
-        ("/joint_states", JOINT_STATE, "ros2msg", "cdr"),
+        (topics.JOINT_STATES.name, JOINT_STATE, "ros2msg", "cdr"),
+        (topics.STATUS.name, STRING, "ros2msg", "cdr"),
+        (topics.JOINT_STATES.name, JOINT_STATE, "ros2msg", "cdr"),
     ]
     first = rows[0][4]
     assert list(first.name) == ["a", "b"] and list(first.position) == [0.5, -1.0]
     assert first.header.stamp.sec == 3 and json.loads(rows[1][4].data) == {"state": "done"}
-    assert bag.counts == {"/joint_states": 2, "/lang2policy/status": 1}
+    assert bag.counts == {topics.JOINT_STATES.name: 2, topics.STATUS.name: 1}
 
 
 def test_a_topic_keeps_its_type(tmp_path):
@@ -228,10 +229,10 @@ def test_episode_mode_writes_a_file_per_instruction_with_a_preroll(tmp_path):
 
     def say(payload, seconds):
         recorder.status(payload, seconds)
-        recorder.message("/lang2policy/status", STRING, status(payload), round(seconds * 1e9))
+        recorder.message(topics.STATUS.name, STRING, status(payload), round(seconds * 1e9))
 
     assert at("/x", 0.1) is False  # before any episode, too early for its pre-roll
-    assert at("/lang2policy/instruction", 0.9) is False  # kept: in the pre-roll
+    assert at(topics.INSTRUCTION.name, 0.9) is False  # kept: in the pre-roll
     say(received("Put the RED block in the bowl!"), 1.0)
     assert at("/x", 1.5) is True
     say({"state": "done", "instruction": "..."}, 2.0)
@@ -253,14 +254,14 @@ def test_episode_mode_writes_a_file_per_instruction_with_a_preroll(tmp_path):
     ]
     _, rows = read(first)
     assert [t for t, *_ in rows] == [
-        "/lang2policy/instruction",
-        "/lang2policy/status",
+        topics.INSTRUCTION.name,
+        topics.STATUS.name,
         "/x",
-        "/lang2policy/status",
+        topics.STATUS.name,
         "/x",
     ]
     assert json.loads(rows[1][4].data)["state"] == "received"
-    assert [t for t, *_ in read(second)[1]] == ["/x", "/lang2policy/status"]
+    assert [t for t, *_ in read(second)[1]] == ["/x", topics.STATUS.name]
     assert metadata(first)["lang2policy"]["label"] == "Put the RED block in the bowl!"
     assert metadata(first)["episode_end"]["reason"] == "planner done"
     assert metadata(second)["episode_end"]["reason"] == "recorder shutting down"
@@ -268,25 +269,25 @@ def test_episode_mode_writes_a_file_per_instruction_with_a_preroll(tmp_path):
 
 def test_the_latest_instruction_is_kept_whatever_its_age(tmp_path):
     recorder = Recorder(
-        tmp_path, "episode", preroll=0.5, now=Clock(), keep_latest=["/lang2policy/instruction"]
+        tmp_path, "episode", preroll=0.5, now=Clock(), keep_latest=[topics.INSTRUCTION.name]
     )
     joints = encode(STRING, {"data": "joints"})
 
     def at(topic, seconds, data=joints):
         return recorder.message(topic, STRING, data, round(seconds * 1e9))
 
-    at("/lang2policy/instruction", 0.5, encode(STRING, {"data": "old"}))
-    at("/lang2policy/instruction", 1.0, encode(STRING, {"data": "wave"}))
+    at(topics.INSTRUCTION.name, 0.5, encode(STRING, {"data": "old"}))
+    at(topics.INSTRUCTION.name, 1.0, encode(STRING, {"data": "wave"}))
     at("/x", 2.0)  # too old for the pre-roll by the time the episode starts
     at("/x", 4.8)
-    assert recorder.pending_topics() == ["/lang2policy/instruction", "/x"]  # /x at 2.0 is gone
+    assert recorder.pending_topics() == [topics.INSTRUCTION.name, "/x"]  # /x at 2.0 is gone
     recorder.status(received("wave"), 5.0)  # 4 s after the instruction: a slow planner
-    recorder.message("/lang2policy/status", STRING, status(received("wave")), round(5e9))
+    recorder.message(topics.STATUS.name, STRING, status(received("wave")), round(5e9))
     recorder.close()
 
     (path,) = recorder.files
     rows = read(path)[1]
-    assert [t for t, *_ in rows] == ["/lang2policy/instruction", "/x", "/lang2policy/status"]
+    assert [t for t, *_ in rows] == [topics.INSTRUCTION.name, "/x", topics.STATUS.name]
     assert rows[0][4].data == "wave"  # the latest instruction only
 
 
@@ -337,11 +338,11 @@ def test_recording_path_never_overwrites(tmp_path):
 
 
 def test_topics_and_types():
-    topics = resolve_topics(DEFAULT_TOPICS, ("front",))
-    assert topics["/joint_states"] == JOINT_STATE
-    assert topics["/arm_controller/joint_trajectory"] == "trajectory_msgs/msg/JointTrajectory"
-    assert topics["/camera/front/image_raw"] == "sensor_msgs/msg/Image"
-    assert topics["/camera/front/camera_info"] == "sensor_msgs/msg/CameraInfo"
+    found = resolve_topics(DEFAULT_TOPICS, ("front",))
+    assert found[topics.JOINT_STATES.name] == JOINT_STATE
+    assert found[topics.TRAJECTORY.name] == "trajectory_msgs/msg/JointTrajectory"
+    assert found["/camera/front/image_raw"] == "sensor_msgs/msg/Image"
+    assert found["/camera/front/camera_info"] == "sensor_msgs/msg/CameraInfo"
     assert resolve_topics(["/tf=tf2_msgs/TFMessage"]) == {"/tf": "tf2_msgs/msg/TFMessage"}
     with pytest.raises(ConfigError, match="no known type for topic '/tf'"):
         resolve_topics(["/tf"])

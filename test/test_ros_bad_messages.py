@@ -35,15 +35,13 @@ from ros_support import ros_env, spinning  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
+
 pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "test" / "fixtures" / "llm" / "cap_session.jsonl"
 DOMAIN_ID = 1 + (os.getpid() + 151) % 200
-SPEC_TOPIC = "/lang2policy/reward_spec"
-STATUS_TOPIC = "/lang2policy/status"
-SAFETY_TOPIC = "/lang2policy/safety"
-INSTRUCTION_TOPIC = "/lang2policy/instruction"
 TEN_MB = 10 << 20
 DEEP = 100_000
 VALID_TERMS = [{"term": "tool_to_point", "params": {"point": [0.2, 0.0, 0.1]}}]
@@ -108,10 +106,15 @@ class Probe:
         self.node = rclpy.create_node("bad_messages_probe", context=context)
         self.lock = threading.Lock()
         self.statuses: list[dict] = []
-        self.node.create_subscription(String, STATUS_TOPIC, self._on_status, 100)
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 100)
         self.publishers = {
             topic: self.node.create_publisher(String, topic, 10)
-            for topic in (SPEC_TOPIC, STATUS_TOPIC, SAFETY_TOPIC, INSTRUCTION_TOPIC)
+            for topic in (
+                topics.REWARD_SPEC.name,
+                topics.STATUS.name,
+                topics.SAFETY.name,
+                topics.INSTRUCTION.name,
+            )
         }
 
     def _on_status(self, msg: String) -> None:
@@ -215,13 +218,13 @@ def wait_until_ready(probe: Probe, nodes: dict[str, NodeProcess], recordings: Pa
         probe.mark(),
         lambda s: s.get("node") == "controller" and s["state"] == "cancelled",
         controller,
-        resend=lambda: probe.publish(SPEC_TOPIC, "null"),
+        resend=lambda: probe.publish(topics.REWARD_SPEC.name, "null"),
     )
     probe.answer(
         probe.mark(),
         lambda s: "node" not in s and s["state"] == "rejected",
         planner,
-        resend=lambda: probe.publish(INSTRUCTION_TOPIC, " "),
+        resend=lambda: probe.publish(topics.INSTRUCTION.name, " "),
     )
     record_episode(probe, recorder, recordings, "Handshake")
 
@@ -236,7 +239,7 @@ def record_episode(probe: Probe, recorder: NodeProcess, recordings: Path, label:
             sent[0] = time.monotonic()
             for state in ("received", "done"):
                 line = {"state": state, "instruction": label, "detail": ""}
-                probe.publish(STATUS_TOPIC, json.dumps(line))
+                probe.publish(topics.STATUS.name, json.dumps(line))
         return sorted(recordings.glob(f"*_{label.lower().replace(' ', '-')}.mcap"))
 
     try:
@@ -251,13 +254,15 @@ def test_the_controller_rejects_each_bad_spec_and_still_takes_a_good_one(graph):
     controller = nodes["controller"]
     for name, payload, reason in BAD_SPECS:
         since = probe.mark()
-        probe.publish(SPEC_TOPIC, payload)
+        probe.publish(topics.REWARD_SPEC.name, payload)
         answer = probe.answer(since, _spec_answer, controller)
         assert answer["state"] == "rejected", (name, answer)
         assert reason in answer["detail"], (name, answer["detail"][:300])
         assert len(json.dumps(answer)) < 10_000, name  # the reason, not the payload
     since = probe.mark()
-    probe.publish(SPEC_TOPIC, json.dumps({"task": "after the bad ones", "terms": VALID_TERMS}))
+    probe.publish(
+        topics.REWARD_SPEC.name, json.dumps({"task": "after the bad ones", "terms": VALID_TERMS})
+    )
     answer = probe.answer(since, _spec_answer, controller)
     assert (answer["state"], answer["task"]) == ("accepted", "after the bad ones"), answer
     since = probe.mark()  # and it keeps reporting
@@ -273,14 +278,14 @@ def test_the_planner_drops_bad_safety_lines_and_still_stops_and_answers(graph):
     probe, nodes, _ = graph
     planner = nodes["planner"]
     for _name, payload in BAD_STATUS_LINES:
-        probe.publish(SAFETY_TOPIC, payload)
+        probe.publish(topics.SAFETY.name, payload)
     since = probe.mark()
     stop = {"node": "safety", "state": "stopped", "reason": "stop requested"}
-    probe.publish(SAFETY_TOPIC, json.dumps(stop))
+    probe.publish(topics.SAFETY.name, json.dumps(stop))
     stopped = probe.answer(since, lambda s: "node" not in s and s["state"] == "stopped", planner)
     assert "stop" in stopped["detail"], stopped
     since = probe.mark()
-    probe.publish(INSTRUCTION_TOPIC, "   ")
+    probe.publish(topics.INSTRUCTION.name, "   ")
     rejected = probe.answer(since, lambda s: s.get("state") == "rejected", planner)
     assert "empty" in rejected["detail"], rejected
     assert planner.alive(), planner.report()
@@ -290,8 +295,8 @@ def test_the_recorder_drops_bad_status_lines_and_still_records_an_episode(graph)
     probe, nodes, recordings = graph
     recorder = nodes["recorder"]
     for _name, payload in BAD_STATUS_LINES:
-        probe.publish(STATUS_TOPIC, payload)
-    probe.publish(STATUS_TOPIC, b"\x00\x01\x00\x00\xff")  # no String's CDR at all
+        probe.publish(topics.STATUS.name, payload)
+    probe.publish(topics.STATUS.name, b"\x00\x01\x00\x00\xff")  # no String's CDR at all
     path = record_episode(probe, recorder, recordings, "Survived bad lines")
     assert path.stat().st_size > 0
     assert recorder.alive(), recorder.report()

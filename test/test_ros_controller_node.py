@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.scene.world import World  # noqa: E402
 
@@ -42,7 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 53) % 200
 POINT_A = (0.22, 0.08, 0.14)
 POINT_B = (0.20, -0.10, 0.08)
-
 
 
 class ToolFK:
@@ -64,7 +64,6 @@ class Probe:
     """Publishes specs; records statuses, joint states, objects and commands."""
 
     def __init__(self, context) -> None:
-        from lang2policy.ros.controller_node import COMMAND_TOPIC, SPEC_TOPIC, STATUS_TOPIC
 
         self.node = rclpy.create_node("controller_probe", context=context)
         self.lock = threading.Lock()
@@ -72,11 +71,13 @@ class Probe:
         self.joints: dict[str, float] = {}
         self.objects: list[str] = []
         self.commands = 0
-        self.node.create_subscription(String, STATUS_TOPIC, self._on_status, 50)
-        self.node.create_subscription(JointState, "/joint_states", self._on_joints, 10)
-        self.node.create_subscription(MarkerArray, "/lang2policy/objects", self._on_objects, 10)
-        self.node.create_subscription(JointTrajectory, COMMAND_TOPIC, self._on_command, 10)
-        self.spec_pub = self.node.create_publisher(String, SPEC_TOPIC, 10)
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joints, 10)
+        self.node.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
+        self.node.create_subscription(
+            JointTrajectory, topics.JOINT_COMMAND.name, self._on_command, 10
+        )
+        self.spec_pub = self.node.create_publisher(String, topics.REWARD_SPEC.name, 10)
 
     def _on_status(self, msg: String) -> None:
         with self.lock:
@@ -129,17 +130,26 @@ class SimProcess:
     thread, which is not how the graph runs."""
 
     def __init__(self, env: dict) -> None:
-        from lang2policy.ros.controller_node import COMMAND_TOPIC
-        from lang2policy.ros.sim_node import TRAJECTORY_TOPIC
         from lang2policy.scene.world import World
 
         self.objects = World("so101").reset(0)  # what the sim node draws for seed 0
-        command = [sys.executable, "-m", "lang2policy.ros.sim_node", "--ros-args",
-                   "-p", "camera_rate:=0", "-p", "seed:=0",
-                   "-p", "objects_topic:=/lang2policy/objects",  # ground truth, no perception
-                   "-r", f"{TRAJECTORY_TOPIC}:={COMMAND_TOPIC}"]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+        command = [
+            sys.executable,
+            "-m",
+            "lang2policy.ros.sim_node",
+            "--ros-args",
+            "-p",
+            "camera_rate:=0",
+            "-p",
+            "seed:=0",
+            "-p",
+            "objects_topic:=/lang2policy/objects",  # ground truth, no perception
+            "-r",
+            f"{topics.TRAJECTORY.name}:={topics.JOINT_COMMAND.name}",
+        ]
+        self.process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGINT)
@@ -186,9 +196,12 @@ def graph():
             sim.stop()
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: on the loaded 2-core machine the node's "
-                   "planning rate drops to 1-3 Hz and target B is not always reached in time "
-                   "(the lockstep and RealtimeMPC swap tests cover the behaviour)")
+@pytest.mark.xfail(
+    strict=False,
+    reason="known defect: on the loaded 2-core machine the node's "
+    "planning rate drops to 1-3 Hz and target B is not always reached in time "
+    "(the lockstep and RealtimeMPC swap tests cover the behaviour)",
+)
 def test_specs_move_the_tool_and_a_swap_retargets_it(graph):
     sim, _controller, probe = graph
     fk = ToolFK()
@@ -206,8 +219,11 @@ def test_specs_move_the_tool_and_a_swap_retargets_it(graph):
     # swap mid-run (no success condition: task A is still running) to B with a success check
     at_a = fk(probe.joints)
     initial_b = np.linalg.norm(at_a - POINT_B)
-    probe.send(tool_to_point(POINT_B, success={"all": [{"term": "tool_to_point",
-                                                        "below": 0.015}], "hold": 0.3}))
+    probe.send(
+        tool_to_point(
+            POINT_B, success={"all": [{"term": "tool_to_point", "below": 0.015}], "hold": 0.3}
+        )
+    )
     done = probe.status(lambda s: s["state"] in ("success", "failed", "timeout"), 60, "B's end")
     assert done["state"] == "success", done
     final = np.linalg.norm(fk(probe.joints) - POINT_B)
@@ -226,10 +242,14 @@ def test_bad_specs_are_rejected_with_reasons_and_nothing_crashes(graph):
     cases = [
         ("{not json", "not valid JSON"),
         ({"terms": [{"term": "no_such_term"}]}, "tool_to_point"),  # lists the valid terms
-        ({"terms": [{"term": "reach", "params": {"object": "purple unicorn"}}]},
-         sim.objects[0]),  # lists the objects in the scene
-        ({"terms": [{"term": "tool_to_point", "params": {"point": [float("nan"), 0, 0]}}]},
-         "point"),
+        (
+            {"terms": [{"term": "reach", "params": {"object": "purple unicorn"}}]},
+            sim.objects[0],
+        ),  # lists the objects in the scene
+        (
+            {"terms": [{"term": "tool_to_point", "params": {"point": [float("nan"), 0, 0]}}]},
+            "point",
+        ),
     ]
     for payload, expected in cases:
         probe.send(payload)
@@ -247,13 +267,26 @@ def test_bad_specs_are_rejected_with_reasons_and_nothing_crashes(graph):
 
 
 def test_main_rejects_bad_parameters_with_a_reason():
-    env = dict(os.environ, ROS_DOMAIN_ID=str(1 + (DOMAIN_ID + 7) % 200),
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env = dict(
+        os.environ,
+        ROS_DOMAIN_ID=str(1 + (DOMAIN_ID + 7) % 200),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+    )
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "lang2policy.ros.controller_node", "--ros-args",
-         "-p", "planner:=annealing"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "lang2policy.ros.controller_node",
+            "--ros-args",
+            "-p",
+            "planner:=annealing",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
@@ -285,6 +318,8 @@ def test_object_markers_round_trip_and_bad_markers_are_refused():
 def test_trajectory_builder_refuses_non_finite_positions():
     msg = convert.trajectory(["a", "b"], [(0.02, [0.1, 0.2]), (1.5, [0.3, 0.4])])
     assert convert.trajectory_points(msg, ["a", "b"]) == [
-        (0.02, {"a": 0.1, "b": 0.2}), (1.5, {"a": 0.3, "b": 0.4})]
+        (0.02, {"a": 0.1, "b": 0.2}),
+        (1.5, {"a": 0.3, "b": 0.4}),
+    ]
     with pytest.raises(ValueError, match="finite"):
         convert.trajectory(["a", "b"], [(0.02, [0.1, float("nan")])])

@@ -25,14 +25,13 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.errors import ConfigError  # noqa: E402
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.hardware import GRIPPER, load_joint_map  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(60)]
 
 DOMAIN_ID = 1 + (os.getpid() + 161) % 200
-CONTRACT_TRAJECTORY = "/arm_controller/joint_trajectory"
-OUR_STATES = "/lang2policy/joint_states"
 PANDA = tuple(f"panda_joint{i}" for i in range(1, 8))
 HOME = dict(zip(PANDA, (0.0, -0.34, 0.0, -2.25, 0.0, 0.34, 0.0), strict=True))
 TIMEOUT = 15.0  # generous: CI is a loaded 2-core machine
@@ -46,11 +45,13 @@ class Probe:
         self.lock = threading.Lock()
         self.ours: list[dict[str, float]] = []
         self.hardware: list[dict[str, float]] = []
-        self.node.create_subscription(JointState, OUR_STATES, self._on_ours, 50)
+        self.node.create_subscription(
+            JointState, topics.BRIDGED_JOINT_STATES.name, self._on_ours, 50
+        )
         self.node.create_subscription(
             JointState, joint_map.joint_states_topic, self._on_hardware, 50
         )
-        self.contract = self.node.create_publisher(JointTrajectory, CONTRACT_TRAJECTORY, 10)
+        self.contract = self.node.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
         self.direct = self.node.create_publisher(JointTrajectory, joint_map.trajectory_topic, 10)
 
     def _on_ours(self, msg: JointState) -> None:
@@ -108,7 +109,9 @@ def setup(ros_context):
     )
     bridge = JointMapBridgeNode(
         context=ros_context,
-        parameter_overrides=_params(joint_map="panda", state_topic=OUR_STATES),
+        parameter_overrides=_params(
+            joint_map="panda", state_topic=topics.BRIDGED_JOINT_STATES.name
+        ),
     )
     probe = Probe(ros_context, joint_map)
     with spinning(ros_context, (standin, bridge, probe.node)):
@@ -211,7 +214,9 @@ def test_unknown_joint_map_and_topic_loops_fail_at_start(ros_context):
     with pytest.raises(ConfigError, match="command_topic /arm_controller/joint_trajectory"):
         JointMapBridgeNode(
             context=ros_context,
-            parameter_overrides=_params(joint_map="so101_ros2_control", state_topic=OUR_STATES),
+            parameter_overrides=_params(
+                joint_map="so101_ros2_control", state_topic=topics.BRIDGED_JOINT_STATES.name
+            ),
         )
 
 

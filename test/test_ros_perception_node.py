@@ -29,6 +29,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.ros.perception_node import records_from_markers  # noqa: E402
 
@@ -36,7 +37,11 @@ pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 97) % 200
-GROUND_TRUTH, PERCEIVED, RELAYED = "/sim/objects", "/lang2policy/objects", "/test/relayed_objects"
+GROUND_TRUTH, PERCEIVED, RELAYED = (
+    topics.SIM_OBJECTS.name,
+    topics.OBJECTS.name,
+    "/test/relayed_objects",
+)
 TOLERANCE = 0.015  # metres, in x and y: what the planner can grasp with
 
 
@@ -56,7 +61,7 @@ class Probe:
             self.node.create_subscription(
                 MarkerArray, topic, lambda msg, topic=topic: self._store(topic, msg), 10
             )
-        self.reset_client = self.node.create_client(Trigger, "/lang2policy_sim/reset")
+        self.reset_client = self.node.create_client(Trigger, topics.RESET.name)
 
     def _store(self, topic: str, msg: MarkerArray) -> None:
         with self.lock:

@@ -28,6 +28,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.errors import ConfigError  # noqa: E402
+from lang2policy.graph import topics  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -65,7 +66,7 @@ def graph(tmp_path_factory):
         )
         probe = rclpy.create_node("recorder_probe", context=context)
         heard = []
-        probe.create_subscription(JointState, "/joint_states", heard.append, 10)
+        probe.create_subscription(JointState, topics.JOINT_STATES.name, heard.append, 10)
         with spinning(context, (sim, recorder, probe)):
             wait_for(lambda: heard, 10.0, "the sim node's joint states")
             yield context, recorder, probe, out
@@ -85,9 +86,9 @@ def read(path):
 
 def test_an_episode_is_recorded_from_received_to_done(graph):
     _, recorder_node, probe, out = graph
-    status = probe.create_publisher(String, "/lang2policy/status", 10)
-    instruction = probe.create_publisher(String, "/lang2policy/instruction", 10)
-    command = probe.create_publisher(JointTrajectory, "/arm_controller/joint_trajectory", 10)
+    status = probe.create_publisher(String, topics.STATUS.name, 10)
+    instruction = probe.create_publisher(String, topics.INSTRUCTION.name, 10)
+    command = probe.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
     wait_for(
         lambda: (
             status.get_subscription_count()
@@ -108,7 +109,7 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
 
     def instruction_waiting() -> bool:  # heard by the recorder (a loaded machine is slow)
         try:
-            return "/lang2policy/instruction" in recorder_node.recorder.pending_topics()
+            return topics.INSTRUCTION.name in recorder_node.recorder.pending_topics()
         except RuntimeError:  # appended to while copied: ask again
             return False
 
@@ -126,12 +127,12 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
     (path,) = recorder_node.recorder.files
     assert path.name.endswith("_wave-at-the-camera.mcap")
     assert sorted(p.name for p in out.iterdir()) == [path.name]  # no .part left
-    topics = read(path)
+    found = read(path)
 
-    assert [m.data for _, m in topics["/lang2policy/instruction"]] == [INSTRUCTION]
-    states = [json.loads(m.data)["state"] for _, m in topics["/lang2policy/status"]]
+    assert [m.data for _, m in found[topics.INSTRUCTION.name]] == [INSTRUCTION]
+    states = [json.loads(m.data)["state"] for _, m in found[topics.STATUS.name]]
     assert states == ["received", "done"]
-    joint_states = topics["/joint_states"]
+    joint_states = found[topics.JOINT_STATES.name]
     assert {name for name, _ in joint_states} == {"sensor_msgs/msg/JointState"}
     # 50 Hz for 1 s pre-roll, 1 s episode and 0.5 s linger of wall time: 125 at real time;
     # the in-process sim (rendering a camera too) runs several times slower than real time on
@@ -140,10 +141,10 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
     assert list(joint_states[-1][1].name) == JOINTS
     stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _, m in joint_states]
     assert stamps == sorted(stamps) and stamps[-1] > stamps[0]  # sim time, increasing
-    ((kind, sent),) = topics["/arm_controller/joint_trajectory"]
+    ((kind, sent),) = found[topics.TRAJECTORY.name]
     assert kind == "trajectory_msgs/msg/JointTrajectory"
     assert list(sent.joint_names) == ["shoulder_pan"] and list(sent.points[0].positions) == [0.2]
-    images = topics["/camera/front/image_raw"]
+    images = found["/camera/front/image_raw"]
     assert len(images) >= 3 and images[0][0] == "sensor_msgs/msg/Image"
     image = images[-1][1]
     assert (image.width, image.height, image.encoding, len(image.data)) == (
@@ -152,7 +153,7 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
         "rgb8",
         160 * 120 * 3,
     )
-    assert topics["/camera/front/camera_info"][-1][1].width == 160
+    assert found["/camera/front/camera_info"][-1][1].width == 160
 
 
 def test_bad_parameters_are_refused(graph):

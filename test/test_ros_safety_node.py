@@ -39,6 +39,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.safety import load_safety_config  # noqa: E402
 from lang2policy.scene.world import World  # noqa: E402
@@ -47,9 +48,6 @@ pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 111) % 200
-COMMAND_TOPIC = "/lang2policy/joint_command"
-ROBOT_TOPIC = "/arm_controller/joint_trajectory"
-STATUS_TOPIC = "/lang2policy/safety"
 CHUNK_POINTS, CHUNK_DT = 5, 0.02
 STOP_WINDOW = 0.1  # s of sim time in which a stop must halt the arm
 SETTLED_AFTER = 0.4  # s of sim time after which a stopped arm must be completely still
@@ -70,13 +68,15 @@ class Probe:
         self.states: list[tuple[float, dict[str, float], dict[str, float]]] = []
         self.statuses: list[dict] = []
         self.to_robot: list[tuple[float, JointTrajectory]] = []  # (sim time of arrival, msg)
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
-        self.node.create_subscription(String, STATUS_TOPIC, self._on_status, 50)
-        self.node.create_subscription(JointTrajectory, ROBOT_TOPIC, self._on_robot, 50)
-        self.command_pub = self.node.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 50)
+        self.node.create_subscription(String, topics.SAFETY.name, self._on_status, 50)
+        self.node.create_subscription(JointTrajectory, topics.TRAJECTORY.name, self._on_robot, 50)
+        self.command_pub = self.node.create_publisher(
+            JointTrajectory, topics.JOINT_COMMAND.name, 10
+        )
         self.clients = {
             name: self.node.create_client(Trigger, name)
-            for name in ("/lang2policy/stop", "/lang2policy/resume", "/lang2policy_sim/reset")
+            for name in (topics.STOP.name, topics.RESUME.name, topics.RESET.name)
         }
 
     def _on_state(self, msg: JointState) -> None:
@@ -231,8 +231,8 @@ def fresh(graph, world):
     """The arm at home, nothing streaming, the safety node not stopped."""
     _, _, probe, streamer = graph
     streamer.profile = None
-    probe.call("/lang2policy/resume")
-    assert probe.call("/lang2policy_sim/reset").success
+    probe.call(topics.RESUME.name)
+    assert probe.call(topics.RESET.name).success
     probe.wait_sim(0.3)
     return graph
 
@@ -270,13 +270,16 @@ def tool_point(world: World, joints: dict[str, float]) -> np.ndarray:
 def test_topics_services_and_periodic_status(graph):
     _, _, probe, _ = graph
     services = dict(probe.node.get_service_names_and_types())
-    for name in ("/lang2policy/stop", "/lang2policy/resume"):
+    for name in (topics.STOP.name, topics.RESUME.name):
         assert services.get(name) == ["std_srvs/srv/Trigger"], name
     publishers = {
         t: [i.node_name for i in probe.node.get_publishers_info_by_topic(t)]
-        for t in (ROBOT_TOPIC, STATUS_TOPIC)
+        for t in (topics.TRAJECTORY.name, topics.SAFETY.name)
     }
-    assert publishers == {ROBOT_TOPIC: ["lang2policy_safety"], STATUS_TOPIC: ["lang2policy_safety"]}
+    assert publishers == {
+        topics.TRAJECTORY.name: ["lang2policy_safety"],
+        topics.SAFETY.name: ["lang2policy_safety"],
+    }
     count = probe.status_count()
     time.sleep(1.2)  # 2 Hz status even when nothing changes
     assert probe.status_count() - count >= 2
@@ -296,7 +299,7 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resume(fresh
     before_stop = probe.robot_count()
     since = probe.status_count()
     stop_time = probe.now()  # the simulation's time when the stop is requested
-    response = probe.call("/lang2policy/stop")
+    response = probe.call(topics.STOP.name)
     assert response.success and "stopped" in response.message
     status = probe.status(lambda s: s["state"] == "stopped", 5.0, "stopped", since=since)
     assert "stop requested" in status["reason"]
@@ -331,7 +334,7 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resume(fresh
     assert tuple(since_stop[-1].joint_names) == world.arm.action_names
 
     resumed_at = probe.now()
-    response = probe.call("/lang2policy/resume")
+    response = probe.call(topics.RESUME.name)
     assert response.success, response.message
     wait_for(
         lambda: probe.latest()[1]["shoulder_pan"] > max(pans) + 0.1, 15.0, "motion after resume"
@@ -341,17 +344,17 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resume(fresh
 
 def test_resume_is_refused_while_joint_states_are_stale(graph):
     sim, _, probe, _ = graph
-    assert probe.call("/lang2policy/stop").success
+    assert probe.call(topics.STOP.name).success
     sim.pause()  # the robot goes silent: no more joint states
     try:
         time.sleep(STATE_TIMEOUT + 0.3)
-        refused = probe.call("/lang2policy/resume")
+        refused = probe.call(topics.RESUME.name)
         assert not refused.success
         assert "resume refused: joint states stale" in refused.message
         assert probe.statuses[-1]["state"] == "stopped"
     finally:
         sim.resume()
-    wait_for(lambda: probe.call("/lang2policy/resume").success, 10.0, "resume once fresh")
+    wait_for(lambda: probe.call(topics.RESUME.name).success, 10.0, "resume once fresh")
     probe.status(
         lambda s: s["state"] == "ok", 5.0, "ok after resume", since=probe.status_count() - 1
     )

@@ -36,6 +36,7 @@ from waiting import wait_for  # noqa: E402
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower  # noqa: E402
 from lang2policy.errors import InvalidCommandError  # noqa: E402
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -144,15 +145,13 @@ class Probe:
         self.lock = threading.Lock()
         self.latest: dict[str, object] = {}
         self.counts: dict[str, int] = {}
-        for topic, kind in [("/joint_states", JointState), ("/clock", Clock)]:
+        for topic, kind in [(topics.JOINT_STATES.name, JointState), (topics.CLOCK.name, Clock)]:
             self._listen(topic, kind)
         for camera in CAMERAS:
             self._listen(f"/camera/{camera}/image_raw", Image)
             self._listen(f"/camera/{camera}/camera_info", CameraInfo)
-        self.command = self.node.create_publisher(
-            JointTrajectory, "/arm_controller/joint_trajectory", 10
-        )
-        self.reset_client = self.node.create_client(Trigger, "/lang2policy_sim/reset")
+        self.command = self.node.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
+        self.reset_client = self.node.create_client(Trigger, topics.RESET.name)
 
     def _listen(self, topic: str, kind) -> None:
         def store(msg, topic=topic):
@@ -182,7 +181,7 @@ class Probe:
         return self.get(topic)
 
     def positions(self) -> dict[str, float]:
-        msg = self.next("/joint_states")
+        msg = self.next(topics.JOINT_STATES.name)
         return dict(zip(msg.name, msg.position, strict=True))
 
     def send(self, msg: JointTrajectory) -> None:
@@ -210,7 +209,7 @@ def graph():
         sim = SimNode(context=context, parameter_overrides=overrides)
         probe = Probe(context)
         with spinning(context, (sim, probe.node)):
-            probe.next("/joint_states", timeout=10.0)
+            probe.next(topics.JOINT_STATES.name, timeout=10.0)
             yield sim, probe
 
 
@@ -235,24 +234,26 @@ def test_contract_topics_and_service_types(graph):
         t: [i.node_name for i in probe.node.get_publishers_info_by_topic(t)] for t in expected
     }
     for topic in expected:
-        if topic != "/arm_controller/joint_trajectory":
+        if topic != topics.TRAJECTORY.name:
             assert "lang2policy_sim" in publishers[topic], (topic, publishers[topic])
     services = dict(probe.node.get_service_names_and_types())
-    assert services.get("/lang2policy_sim/reset") == ["std_srvs/srv/Trigger"]
+    assert services.get(topics.RESET.name) == ["std_srvs/srv/Trigger"]
 
 
 def test_joint_states_names_and_rate(graph):
     sim, probe = graph
-    msg = probe.next("/joint_states")
+    msg = probe.next(topics.JOINT_STATES.name)
     assert tuple(msg.name) == JOINTS == sim.world.arm.action_names
     assert len(msg.position) == len(msg.velocity) == len(JOINTS)
     assert all(math.isfinite(v) for v in msg.position)
     assert 0.0 <= msg.position[-1] <= 1.0  # the gripper is reported as a 0..1 opening
 
-    count0, msg0 = probe.snapshot("/joint_states")  # a message arrived above, so not None
+    count0, msg0 = probe.snapshot(topics.JOINT_STATES.name)  # a message arrived above, so not None
     # Wait for a number of messages, not a wall-clock time: a busy machine slows the sim down.
-    wait_for(lambda: probe.snapshot("/joint_states")[0] >= count0 + 50, 30.0, "50 joint_states")
-    count1, msg1 = probe.snapshot("/joint_states")
+    wait_for(
+        lambda: probe.snapshot(topics.JOINT_STATES.name)[0] >= count0 + 50, 30.0, "50 joint_states"
+    )
+    count1, msg1 = probe.snapshot(topics.JOINT_STATES.name)
     sim_seconds = convert.to_seconds(msg1.header.stamp) - convert.to_seconds(msg0.header.stamp)
     # Per second of sim time the rate is exact by design (and shows that nothing was lost).
     # The wall-clock rate is not checked: tests check behaviour, and CI machines get busy.
@@ -262,14 +263,14 @@ def test_joint_states_names_and_rate(graph):
 
 def test_clock_advances_and_stamps_joint_states(graph):
     _, probe = graph
-    first = convert.to_seconds(probe.next("/clock").clock)
+    first = convert.to_seconds(probe.next(topics.CLOCK.name).clock)
     second = wait_for(
-        lambda: (t := convert.to_seconds(probe.next("/clock").clock)) > first + 0.2 and t,
+        lambda: (t := convert.to_seconds(probe.next(topics.CLOCK.name).clock)) > first + 0.2 and t,
         30.0,
         "the clock to advance 0.2 s",
     )
     assert second > first
-    stamp = convert.to_seconds(probe.next("/joint_states").header.stamp)
+    stamp = convert.to_seconds(probe.next(topics.JOINT_STATES.name).header.stamp)
     assert second <= stamp < second + 2.0
 
 
@@ -337,14 +338,14 @@ def test_empty_trajectory_cancels_and_holds(graph):
 
 def test_reset_service_reports_objects(graph):
     sim, probe = graph
-    before = convert.to_seconds(probe.next("/clock").clock)
+    before = convert.to_seconds(probe.next(topics.CLOCK.name).clock)
     response = probe.reset()
     assert response.success, response.message
     report = json.loads(response.message)
     assert report["seed"] == sim.seed + sim.resets
     assert report["objects"] == sim.objects and report["objects"]
     assert all(isinstance(o, str) and o.endswith(("block", "bowl")) for o in report["objects"])
-    after = convert.to_seconds(probe.next("/clock").clock)
+    after = convert.to_seconds(probe.next(topics.CLOCK.name).clock)
     assert before <= report["sim_time"] <= after  # /clock never jumps back, across resets too
 
 

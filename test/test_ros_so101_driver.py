@@ -19,6 +19,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.errors import ConfigError, Lang2PolicyError  # noqa: E402
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator  # noqa: E402
 from lang2policy.robots.so101.calibration import JOINTS  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
@@ -34,10 +35,8 @@ class Probe:
         self.node = rclpy.create_node("so101_probe", context=context)
         self.lock = threading.Lock()
         self.states: list[dict[str, float]] = []
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, 50)
-        self.commands = self.node.create_publisher(
-            JointTrajectory, "/arm_controller/joint_trajectory", 10
-        )
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 50)
+        self.commands = self.node.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
 
     def _on_state(self, msg: JointState) -> None:
         with self.lock:

@@ -21,6 +21,7 @@ rclpy = pytest.importorskip("rclpy")
 from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.robots.so101.calibration import JOINTS  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
@@ -76,8 +77,8 @@ def test_motion_through_dropped_corrupted_and_late_replies(tmp_path, monkeypatch
 
     try:
         probe = rclpy.create_node("emulated_so101_probe", context=context)
-        probe.create_subscription(JointState, "/joint_states", on_state, 50)
-        commands = probe.create_publisher(JointTrajectory, "/arm_controller/joint_trajectory", 10)
+        probe.create_subscription(JointState, topics.JOINT_STATES.name, on_state, 50)
+        commands = probe.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
         with spinning(context, [probe]):
             wait_for(lambda: states or bus.poll() is not None, 60, "joint states from the driver")
             assert bus.poll() is None, stop(bus)

@@ -24,6 +24,7 @@ rclpy = pytest.importorskip("rclpy")
 from std_msgs.msg import String  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -42,7 +43,7 @@ def so101_graph(tmp_path: Path) -> Run:
     return Run(
         *("--robot", "so101-hw", "--emulate", "--port", str(tmp_path / "so101")),
         *("--seed", "1", "--objects", OBJECTS, "--headless"),
-        *("--llm", f"{LLM_MODE}:{FIXTURE}", "--planner", "code"),
+        *("--llm", f"{LLM_MODE}:{FIXTURE}", "--route", "code"),
         domain_id=DOMAIN_ID,
         extra_env={"HOME": str(tmp_path)},  # no corrections memory from a user
     )
@@ -60,11 +61,11 @@ def test_pick_and_place_on_the_so101_driver_against_the_emulated_arm(tmp_path, m
     try:
         node = rclpy.create_node("so101_graph_probe", context=context)
         node.create_subscription(
-            String, "/lang2policy/status", lambda m: statuses.append(json.loads(m.data)), 50
+            String, topics.STATUS.name, lambda m: statuses.append(json.loads(m.data)), 50
         )
         truth = lambda m: objects.update(convert.objects_from_markers(m))  # noqa: E731
-        node.create_subscription(MarkerArray, "/sim/objects", truth, 10)
-        instruction = node.create_publisher(String, "/lang2policy/instruction", 10)
+        node.create_subscription(MarkerArray, topics.SIM_OBJECTS.name, truth, 10)
+        instruction = node.create_publisher(String, topics.INSTRUCTION.name, 10)
         with spinning(context, [node]):
             wait_for(lambda: objects or not graph.alive(), 90, "the emulated table's objects")
             assert graph.alive(), graph.output

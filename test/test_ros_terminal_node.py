@@ -33,6 +33,8 @@ from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
+
 pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,25 +45,17 @@ class Peers:
     """The planner stand-in and the stop service, in one node."""
 
     def __init__(self, context) -> None:
-        from lang2policy.ros.terminal_node import (
-            CORRECTION_TOPIC,
-            INSTRUCTION_TOPIC,
-            SAFETY_TOPIC,
-            SERVICE_NAMES,
-            STATUS_TOPIC,
-        )
-
         self.node = rclpy.create_node("terminal_peers", context=context)
         self.instructions: list[str] = []
         self.corrections: list[str] = []
         self.stop_calls = 0
         self.corrected = threading.Event()
         self.slow_task = threading.Event()
-        self.node.create_subscription(String, INSTRUCTION_TOPIC, self._on_instruction, 10)
-        self.node.create_subscription(String, CORRECTION_TOPIC, self._on_correction, 10)
-        self.status = self.node.create_publisher(String, STATUS_TOPIC, 10)
-        self.safety = self.node.create_publisher(String, SAFETY_TOPIC, 10)
-        self.node.create_service(Trigger, SERVICE_NAMES["stop"], self._on_stop)
+        self.node.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
+        self.node.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
+        self.status = self.node.create_publisher(String, topics.STATUS.name, 10)
+        self.safety = self.node.create_publisher(String, topics.SAFETY.name, 10)
+        self.node.create_service(Trigger, topics.STOP.name, self._on_stop)
 
     def _on_instruction(self, message: String) -> None:
         self.instructions.append(message.data)

@@ -25,13 +25,13 @@ from pathlib import Path
 import pytest
 
 from lang2policy import cli
-from lang2policy.bench import parity
+from lang2policy.bench.registry import parser as bench_parser
 from lang2policy.commands.exec_policy import ExecRequest, run_program
 from lang2policy.commands.run import format_text as run_format_text
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.graph import launcher
 from lang2policy.planning.route import check_instruction
-from lang2policy.terminal import TerminalSession, run_non_interactive
+from lang2policy.terminal import Console, run_non_interactive
 
 REPO = Path(__file__).resolve().parents[1]
 FORGED = "outcome : ok"
@@ -196,14 +196,14 @@ def test_bad_seed_or_objects_of_sim_is_a_usage_error(capsys, argv, message):
 def test_bad_seed_of_bench_parity_is_a_usage_error(capsys):
     """The parser only: a seed that got through would start both back-ends."""
     with pytest.raises(SystemExit) as stopped:
-        parity.build_parser().parse_args(["--seed", "-1"])
+        bench_parser("parity").parse_args(["--seed", "-1"])
     assert stopped.value.code == 2
     assert "-1 is out of range" in capsys.readouterr().err
 
 
 def test_the_parsers_take_good_seeds():
     assert launcher.build_parser().parse_args(["--seed", "4294967295"]).seed == 2**32 - 1
-    assert parity.build_parser().parse_args(["--seed", "7"]).seed == 7
+    assert bench_parser("parity").parse_args(["--seed", "7"]).seed == 7
     args = launcher.build_parser().parse_args(["--objects", "red block,blue bowl"])
     assert args.objects == "red block,blue bowl"
 
@@ -239,7 +239,7 @@ class SentRecorder:
 
 def test_terminal_session_refuses_undecodable_and_multi_line_text_and_reads_on():
     backend = SentRecorder()
-    session = TerminalSession(backend, emit=lambda _line: None)
+    session = Console(backend, emit=lambda _line: None)
     printed: list[str] = []
     lines = [
         "put the \udcff block\n",  # as stdin with surrogateescape reads b"put the \xff block"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import importlib.util
 import os
 import shlex
 import signal
@@ -32,11 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import yaml
-
-from lang2policy import cli_types
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph import nodes as graph
+from lang2policy.graph import options
+from lang2policy.graph.node_command import check_installed, node_command, select
+from lang2policy.graph.rules import LLM_FILE_KINDS
 
 PREFIX = "[lang2policy]"
 HARDWARE_SO101 = "so101-hw"  # --robot value: the SO-101 serial driver instead of the sim node
@@ -56,69 +55,6 @@ class Child:
     foreground: bool
     log: Path | None = None
     reported: bool = False
-
-
-# ----------------------------------------------------------------- commands
-def param_value(value: object) -> str:
-    """A ``-p name:=value`` value that rcl parses back to the same type (YAML)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return value if _plain_string(value) else "'" + value.replace("'", "''") + "'"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(param_value(v) for v in value) + "]"
-    raise ConfigError(f"cannot pass a {type(value).__name__} as a ROS parameter: {value!r}")
-
-
-def _plain_string(text: str) -> bool:
-    """True when YAML reads ``text`` unquoted back as the same string (not true, 1, null...)."""
-    try:
-        return bool(text) and yaml.safe_load(text) == text and "#" not in text
-    except yaml.YAMLError:
-        return False
-
-
-def node_command(spec: graph.NodeSpec, python: str = sys.executable) -> list[str]:
-    """The argv that starts ``spec`` as ``ros2 run`` would, through this Python."""
-    code = f"import sys; from {spec.module} import main; sys.exit(main())"
-    command = [python, "-c", code, "--ros-args", "--params-file", str(spec.params_file)]
-    for name, value in spec.overrides.items():
-        command += ["-p", f"{name}:={param_value(value)}"]
-    for old, new in spec.remaps:
-        command += ["-r", f"{old}:={new}"]
-    return [*command, "-r", f"__node:={spec.name}"]
-
-
-def check_installed(specs: list[graph.NodeSpec]) -> None:
-    """Every node's module and params file exist, or one error naming all that do not."""
-    problems = []
-    for spec in specs:
-        if importlib.util.find_spec(spec.module) is None:
-            problems.append(f"{spec.executable}: module {spec.module} is not installed")
-        if not spec.params_file.is_file():
-            problems.append(f"{spec.executable}: params file {spec.params_file} is missing")
-    if problems:
-        raise ConfigError("cannot start the graph: " + "; ".join(problems))
-
-
-def select(specs: list[graph.NodeSpec], only: str | None) -> list[graph.NodeSpec]:
-    """The nodes named in ``only`` (comma-separated; ``sim`` means ``sim_node``), or all."""
-    if not only:
-        return specs
-    wanted = {
-        n.strip() if n.strip().endswith("_node") else f"{n.strip()}_node"
-        for n in only.split(",")
-        if n.strip()
-    }
-    available = [s.executable for s in specs]
-    unknown = sorted(wanted - set(available))
-    if unknown or not wanted:
-        hints = {"recorder_node": " (--record adds it)", "terminal_node": " (--headless drops it)"}
-        hint = "".join(hints.get(n, "") for n in unknown)
-        raise ConfigError(f"--only: unknown nodes {unknown}; this graph has {available}{hint}")
-    return [s for s in specs if s.executable in wanted]
 
 
 # ----------------------------------------------------------------- processes
@@ -301,80 +237,21 @@ def say(text: str) -> None:
 
 # ----------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
+    """``lang2policy sim``: the graph's options (``lang2policy.graph.options``) and the
+    launcher's own flags."""
     parser = argparse.ArgumentParser(
         prog="lang2policy sim",
         description="Start the lang2policy ROS 2 graph on the MuJoCo simulation "
         "(sim, perception, safety, controller, planner nodes; a terminal unless --headless), "
         f"or with --robot {HARDWARE_SO101} on an SO-101 (real on --port, or --emulate).",
     )
-    parser.add_argument(
-        "--headless", action="store_true", help="no terminal node; run until Ctrl-C or --duration"
-    )
-    parser.add_argument(
-        "--robot",
-        default="so101",
-        help=f"so101 | panda (simulated) | {HARDWARE_SO101} (a real SO-101 on --port, or the "
-        "emulated one with --emulate)",
-    )
-    parser.add_argument("--port", default="", help=f"{HARDWARE_SO101}: the servo bus's port")
-    parser.add_argument(
-        "--emulate",
-        action="store_true",
-        help=f"{HARDWARE_SO101}: run on an emulated SO-101 (servo bus on a pty, MuJoCo arm)",
-    )
-    camera = parser.add_argument_group(f"a real camera (--robot {HARDWARE_SO101})")
-    camera.add_argument("--camera-device", default="", help="index, /dev/videoN or a video file")
-    camera.add_argument("--camera-name", default="front", help="topics /camera/<name>/...")
-    camera.add_argument("--camera-intrinsics", default="", help="ROS camera calibration YAML")
-    camera.add_argument("--camera-pose", default="", help="from `lang2policy calibrate camera`")
-    parser.add_argument(
-        "--llm", default="local", help="local | openai | replay:FILE | record:FILE | cache:FILE"
-    )
-    parser.add_argument(
-        "--perception",
-        choices=graph.PERCEPTION_MODES,
-        help="ground_truth (default in sim and on the emulated arm) | camera",
-    )
-    parser.add_argument(
-        "--planner",
-        choices=graph.PLANNERS,
-        default="auto",
-        help="plan kind: chosen per instruction (auto), policy code, or reward parameters",
-    )
-    parser.add_argument("--rtf", type=float, default=1.0, help="real-time factor of the sim")
-    parser.add_argument(
-        "--seed", type=cli_types.seed, default=0, help=f"scene seed (0 to {cli_types.MAX_SEED})"
-    )
-    parser.add_argument(
-        "--objects",
-        type=cli_types.text,
-        default="",
-        metavar="NAMES",
-        help="comma-separated objects on the simulated table, e.g. 'red block,blue bowl' "
-        "(default: chosen by the seed)",
-    )
-    parser.add_argument("--no-cameras", action="store_true", help="the sim renders no images")
-    parser.add_argument("--record", metavar="DIR", help="record MCAP files into DIR")
-    parser.add_argument(
-        "--record-mode",
-        choices=graph.RECORD_MODES,
-        default="episode",
-        help="a file per instruction (episode) or one file (session)",
-    )
-    parser.add_argument(
-        "--record-cameras",
-        default="",
-        metavar="NAMES",
-        help="comma-separated cameras whose images are recorded too",
-    )
+    options.add_arguments(parser)
     parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     parser.add_argument(
         "--only", metavar="NODES", help="start only these nodes (comma-separated, e.g. sim,planner)"
     )
     parser.add_argument(
-        "--log-dir",
-        type=Path,
-        help="node logs (default: headless: this output; else ~/.ros/log/...)",
+        "--log-dir", type=Path, help="node logs (default: headless: this output; else ~/.ros/log)"
     )
     parser.add_argument(
         "--shutdown-timeout",
@@ -387,44 +264,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def options_from_args(args: argparse.Namespace) -> graph.GraphOptions:
-    """The graph options the command line asks for."""
+def options_from_args(args: argparse.Namespace) -> options.GraphOptions:
+    """The graph options the command line asks for: ``--robot so101-hw`` is mode robot with the
+    SO-101 driver, and file paths are made absolute (the nodes run in other directories)."""
     if args.duration is not None and args.duration <= 0:
         raise ConfigError(f"--duration must be > 0 seconds, got {args.duration:g}")
     if args.shutdown_timeout <= 0:
         raise ConfigError(f"--shutdown-timeout must be > 0 seconds, got {args.shutdown_timeout}")
-    record = str(Path(args.record).expanduser().resolve()) if args.record else None
-    hardware = args.robot == HARDWARE_SO101
-    if (args.port or args.emulate) and not hardware:
+    values = options.values_from_args(args)
+    hardware = values["robot"] == HARDWARE_SO101
+    if (values["port"] or values["emulate"]) and not hardware:
         raise ConfigError(f"--port and --emulate go with --robot {HARDWARE_SO101}")
-    port = str(Path(args.port).expanduser().absolute()) if args.port else ""
-    so101 = {"driver": "so101", "port": port, "emulate": args.emulate} if hardware else {}
-    cameras = {
-        "camera_device": args.camera_device,
-        "camera_name": args.camera_name,
-        "camera_intrinsics": _absolute(args.camera_intrinsics),
-        "camera_pose": _absolute(args.camera_pose),
-    }
-    if args.camera_device and not hardware:
+    if values["camera_device"] and not hardware:
         raise ConfigError(f"--camera-device goes with --robot {HARDWARE_SO101}; the sim renders")
     if hardware:
-        so101 |= cameras
-    return graph.GraphOptions(
-        mode="robot" if hardware else "sim",
-        robot="so101" if hardware else args.robot,
-        **so101,
-        terminal=not args.headless,
-        record=record,
-        record_mode=args.record_mode,
-        record_cameras=tuple(c.strip() for c in args.record_cameras.split(",") if c.strip()),
-        perception=args.perception,
-        llm=_absolute_llm_path(args.llm),
-        planner=args.planner,
-        rtf=args.rtf,
-        cameras=not args.no_cameras,
-        seed=args.seed,
-        objects=tuple(o.strip() for o in args.objects.split(",") if o.strip()),
-    )
+        values |= {"mode": "robot", "robot": "so101", "driver": "so101"}
+    for name in ("record", "camera_intrinsics", "camera_pose"):
+        values[name] = str(Path(values[name]).expanduser().resolve()) if values[name] else ""
+    values["record"] = values["record"] or None
+    if values["port"]:  # not resolved: the emulator's port is a link that comes and goes
+        values["port"] = str(Path(values["port"]).expanduser().absolute())
+    values["llm"] = _absolute_llm_path(values["llm"])
+    return options.GraphOptions(**values)
 
 
 def default_log_dir() -> Path:
@@ -449,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in specs:
             print(shlex.join(node_command(spec)))
         return 0
-    log_dir = args.log_dir or (None if args.headless else default_log_dir())
+    log_dir = args.log_dir or (default_log_dir() if args.terminal else None)
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(specs, log_dir=log_dir, sigint_timeout=args.shutdown_timeout)
@@ -460,13 +321,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _absolute(path: str) -> str:
-    return str(Path(path).expanduser().resolve()) if path else ""
-
-
 def _absolute_llm_path(llm: str) -> str:
     kind, colon, path = llm.partition(":")
-    if colon and path and kind in graph.LLM_FILE_KINDS:
+    if colon and path and kind in LLM_FILE_KINDS:
         return f"{kind}:{Path(path).expanduser().resolve()}"
     return llm
 

@@ -21,26 +21,16 @@ Two modes:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lang2policy import paths
-from lang2policy.errors import ConfigError
+from lang2policy.graph import topics
+from lang2policy.graph.options import GraphOptions
+from lang2policy.graph.rules import choice
 
-MODES = ("sim", "robot")
-PERCEPTION_MODES = ("ground_truth", "camera")
-RECORD_MODES = ("episode", "session")
-DRIVERS = ("ros2_control", "so101")
-DEFAULT_PORT = "/tmp/lang2policy-so101"  # the emulator's port link when none is given
 EMULATOR_PORT_WAIT = 60.0  # s the driver waits for the emulator's port to appear
 EMULATOR_BUS_TIMEOUT = 0.1  # s per reply: the emulator shares the CPU with physics and the graph
-LLM_KINDS = ("local", "openai")
-PLANNERS = ("auto", "code", "reward")  # the plan kind: chosen per instruction, or fixed
-LLM_FILE_KINDS = ("replay", "record", "cache")
-
-JOINT_STATES_TOPIC = "/joint_states"
-TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 # The perception node's parameter that picks ground truth or cameras (perception helper's name).
 PERCEPTION_MODE_PARAM = "source"
 
@@ -70,9 +60,6 @@ WALL_TIME_NODES = (
     "joint_map_bridge_node",
     "usb_camera_node",
 )
-# With a joint map, the graph's side of the bridge (the arm keeps /joint_states and its topics).
-BRIDGED_STATES_TOPIC = "/lang2policy/joint_states"
-BRIDGED_TRAJECTORY_TOPIC = "/lang2policy/arm_trajectory"
 # The nodes that load a robot description (parameter ``robot``).
 ROBOT_NODES = ("sim_node", "perception_node", "safety_node", "controller_node", "planner_node")
 
@@ -84,7 +71,7 @@ class NodeSpec:
     executable: str
     name: str
     params_file: Path
-    overrides: dict[str, object] = field(default_factory=dict)
+    overrides: dict[str, bool | int | float | str] = field(default_factory=dict)  # -p k:=v
     remaps: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -93,136 +80,9 @@ class NodeSpec:
         return NODES[self.executable][1]
 
 
-@dataclass(frozen=True)
-class GraphOptions:
-    """What a user chooses; validated on construction (errors name the allowed values)."""
-
-    mode: str = "sim"
-    robot: str = "so101"
-    terminal: bool = True
-    record: str | None = None
-    record_mode: str = "episode"
-    record_cameras: tuple[str, ...] = ()
-    perception: str | None = None  # None: ground_truth in sim, camera on a robot
-    llm: str = "local"
-    planner: str = "auto"
-    rtf: float = 1.0
-    cameras: bool = True
-    seed: int = 0
-    driver: str = "ros2_control"
-    trajectory_topic: str = TRAJECTORY_TOPIC
-    joint_states_topic: str = JOINT_STATES_TOPIC
-    objects: tuple[str, ...] = ()  # the simulated table's objects (sim, emulate); () = by seed
-    joint_map: str = ""  # driver "ros2_control": hardware/<arm>.yaml (or a path) to bridge to
-    port: str = ""  # driver "so101": the servo bus's serial port
-    emulate: bool = False  # driver "so101": an emulated arm on ``port``
-    camera_device: str = ""  # robot: a USB camera (index, /dev/videoN or a file) to start
-    camera_name: str = "front"  # its topics /camera/<name>/...; perception reads that camera
-    camera_intrinsics: str = ""  # its ROS camera calibration YAML ("" = a default pinhole)
-    camera_pose: str = ""  # robot: the camera pose YAML from `lang2policy calibrate camera`
-
-    def __post_init__(self) -> None:
-        _choice("mode", self.mode, MODES)
-        _choice("robot", self.robot, available_robots())
-        _choice("perception", self.perception_mode, PERCEPTION_MODES)
-        _choice("record_mode", self.record_mode, RECORD_MODES)
-        _choice("planner", self.planner, PLANNERS)
-        check_llm(self.llm)
-        if self.record is not None and not str(self.record).strip():
-            raise ConfigError("record: give an output directory, or None to not record")
-        if not (isinstance(self.rtf, int | float) and math.isfinite(self.rtf) and self.rtf > 0):
-            raise ConfigError(f"rtf (real-time factor) must be a number > 0, got {self.rtf!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
-        for name in self.objects:
-            if not isinstance(name, str) or not name.strip() or "," in name:
-                raise ConfigError(f"objects: {name!r} is not an object name like 'red block'")
-        for camera in self.record_cameras:
-            if not camera or "/" in camera:
-                raise ConfigError(f"record_cameras: {camera!r} is not a camera name")
-        if self.mode == "sim":
-            self._check_sim()
-        else:
-            self._check_robot()
-
-    @property
-    def perception_mode(self) -> str:
-        if self.perception is not None:
-            return self.perception
-        return "ground_truth" if self.mode == "sim" or self.emulate else "camera"
-
-    def _check_camera(self) -> None:
-        if not self.camera_name or "/" in self.camera_name or " " in self.camera_name:
-            raise ConfigError(f"camera_name: {self.camera_name!r} is not a camera name")
-        for name in ("camera_intrinsics", "camera_pose"):
-            path = getattr(self, name)
-            if path and not Path(path).is_file():
-                raise ConfigError(f"{name}: file not found: {path}")
-
-    def _check_joint_map(self) -> None:
-        from lang2policy.hardware import load_joint_map  # compiles the robot model: lazily
-
-        if self.driver != "ros2_control":
-            raise ConfigError("joint_map belongs to driver 'ros2_control'")
-        if (self.trajectory_topic, self.joint_states_topic) != (
-            TRAJECTORY_TOPIC,
-            JOINT_STATES_TOPIC,
-        ):
-            raise ConfigError(
-                "give either joint_map or trajectory_topic/joint_states_topic: the joint map "
-                "names the arm's topics"
-            )
-        joint_map = load_joint_map(self.joint_map)
-        if joint_map.robot != self.robot:
-            raise ConfigError(
-                f"joint map {self.joint_map!r} is for robot {joint_map.robot!r}, not "
-                f"{self.robot!r}; pass robot {joint_map.robot!r}"
-            )
-
-    def _check_so101(self) -> None:
-        if self.robot != "so101":
-            raise ConfigError(f"driver 'so101' drives the so101 robot, not {self.robot!r}")
-        if not self.port and not self.emulate:
-            raise ConfigError(
-                "driver 'so101' needs port: the servo bus's serial port (e.g. /dev/ttyACM0), "
-                "or emulate to run on the emulated arm"
-            )
-        if self.port and not self.port.startswith("/"):
-            raise ConfigError(f"port must be an absolute device path, got {self.port!r}")
-
-    @property
-    def so101_port(self) -> str:
-        """The port the SO-101 driver opens (the emulator's link by default)."""
-        return self.port or DEFAULT_PORT
-
-    def _check_sim(self) -> None:
-        if self.perception_mode == "camera" and not self.cameras:
-            raise ConfigError("perception 'camera' needs the sim cameras; do not turn them off")
-
-    def _check_robot(self) -> None:
-        _choice("driver", self.driver, DRIVERS)
-        if self.driver == "so101":
-            self._check_so101()
-        elif self.port or self.emulate:
-            raise ConfigError("port and emulate belong to driver 'so101' (the serial SO-101)")
-        if self.joint_map:
-            self._check_joint_map()
-        self._check_camera()
-        if self.perception_mode == "ground_truth" and not self.emulate:
-            raise ConfigError(
-                "perception 'ground_truth' exists only in simulation (or on the emulated "
-                "SO-101); a robot uses 'camera'"
-            )
-        for name in ("trajectory_topic", "joint_states_topic"):
-            topic = getattr(self, name)
-            if not topic.startswith("/") or " " in topic:
-                raise ConfigError(f"{name} must be an absolute topic name, got {topic!r}")
-
-
 def graph(mode: str = "sim", **options) -> list[NodeSpec]:
     """The nodes of the graph for ``mode`` (``sim`` | ``robot``) and the options of
-    ``GraphOptions`` (robot, terminal, record, record_mode, record_cameras, perception, llm,
-    rtf, cameras, seed, driver, trajectory_topic, joint_states_topic), in start order."""
+    ``GraphOptions`` (the rows of ``lang2policy.graph.options.OPTIONS``), in start order."""
     return build(GraphOptions(mode=mode, **options))
 
 
@@ -238,8 +98,8 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "so101_driver_node": _driver_overrides(options),
         "joint_map_bridge_node": {
             "joint_map": options.joint_map,
-            "command_topic": BRIDGED_TRAJECTORY_TOPIC,
-            "state_topic": BRIDGED_STATES_TOPIC,
+            "command_topic": topics.BRIDGED_TRAJECTORY.name,
+            "state_topic": topics.BRIDGED_JOINT_STATES.name,
         },
         "sim_node": _sim_overrides(options),
         "usb_camera_node": {
@@ -250,7 +110,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "perception_node": _perception_overrides(options),
         "safety_node": {},
         "controller_node": {},
-        "planner_node": {"llm": options.llm, "planner": options.planner},
+        "planner_node": {"llm": options.llm, "route": options.route},
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
     }
@@ -277,25 +137,8 @@ def build(options: GraphOptions) -> list[NodeSpec]:
 
 def params_file(executable: str) -> Path:
     """``config/nodes/<executable>.yaml`` of the source checkout or the install."""
-    _choice("executable", executable, tuple(NODES))
+    choice("executable", executable, tuple(NODES))
     return paths.config_dir() / "nodes" / f"{executable}.yaml"
-
-
-def available_robots() -> tuple[str, ...]:
-    """Robot descriptions under config/robots/."""
-    return tuple(sorted(p.stem for p in (paths.config_dir() / "robots").glob("*.yaml")))
-
-
-def check_llm(llm: str) -> None:
-    """``local``, ``openai`` or ``replay|record|cache:FILE``; a replay file must exist."""
-    kind, colon, path = str(llm).partition(":")
-    valid = f"valid: {', '.join(LLM_KINDS)}, " + ", ".join(f"{k}:FILE" for k in LLM_FILE_KINDS)
-    if kind in LLM_KINDS and not colon:
-        return
-    if kind not in LLM_FILE_KINDS or not path:
-        raise ConfigError(f"unknown llm {llm!r}; {valid}")
-    if kind == "replay" and not Path(path).is_file():
-        raise ConfigError(f"llm {llm!r}: replay file not found: {path}")
 
 
 def _included(executable: str, options: GraphOptions) -> bool:
@@ -357,115 +200,11 @@ def _remaps(options: GraphOptions) -> tuple[tuple[str, str], ...]:
         return ()
     if options.joint_map:  # the bridge speaks to the arm; the nodes to the bridge
         return (
-            (JOINT_STATES_TOPIC, BRIDGED_STATES_TOPIC),
-            (TRAJECTORY_TOPIC, BRIDGED_TRAJECTORY_TOPIC),
+            (topics.JOINT_STATES.name, topics.BRIDGED_JOINT_STATES.name),
+            (topics.TRAJECTORY.name, topics.BRIDGED_TRAJECTORY.name),
         )
     pairs = (
-        (JOINT_STATES_TOPIC, options.joint_states_topic),
-        (TRAJECTORY_TOPIC, options.trajectory_topic),
+        (topics.JOINT_STATES.name, options.joint_states_topic),
+        (topics.TRAJECTORY.name, options.trajectory_topic),
     )
     return tuple((old, new) for old, new in pairs if old != new)
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {list(allowed)}, got {value!r}")
-
-
-# ----------------------------------------------------------------- launch-file arguments
-_COMMON_ARGUMENTS = (
-    ("robot", "so101", "robot description (config/robots/<name>.yaml): so101 | panda"),
-    ("llm", "local", "planner LLM: local | openai | replay:FILE | record:FILE | cache:FILE"),
-    ("planner", "auto", "plan kind: auto (per instruction) | code | reward"),
-    ("terminal", "false", "true: start the terminal node (in terminal_prefix, it needs a TTY)"),
-    ("terminal_prefix", "xterm -e", "command that gives the terminal node a TTY"),
-    ("record", "", "directory for MCAP recordings; empty: no recorder node"),
-    ("record_mode", "episode", "episode (a file per instruction) | session (one file)"),
-    ("record_cameras", "", "comma-separated cameras whose images are recorded too"),
-)
-LAUNCH_ARGUMENTS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "sim": (
-        *_COMMON_ARGUMENTS,
-        ("perception", "ground_truth", "ground_truth (sim poses) | camera (from the images)"),
-        ("rtf", "1.0", "real-time factor of the simulation"),
-        ("cameras", "true", "false: the sim renders no camera images"),
-        ("seed", "0", "scene seed (objects and their layout)"),
-    ),
-    "robot": (
-        *_COMMON_ARGUMENTS,
-        ("perception", "", "camera (default) | ground_truth (the emulated SO-101 only)"),
-        ("driver", "ros2_control", "ros2_control | so101 (the serial SO-101 driver)"),
-        (
-            "joint_map",
-            "",
-            "ros2_control: hardware/<arm>.yaml (panda, ...) or a path; empty: "
-            "the arm already uses the robot description's joint names",
-        ),
-        ("port", "", "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0"),
-        ("emulate", "false", "driver so101: true runs an emulated SO-101 on port"),
-        ("seed", "0", "emulate: scene seed of the emulated table"),
-        ("camera_device", "", "a USB camera to start: index, /dev/videoN or a video file"),
-        ("camera_name", "front", "the camera's name: /camera/<name>/image_raw"),
-        ("camera_intrinsics", "", 'the camera\'s ROS calibration YAML ("": default pinhole)'),
-        ("camera_pose", "", "camera pose YAML (lang2policy calibrate camera); perception camera"),
-        ("trajectory_topic", TRAJECTORY_TOPIC, "the arm controller's JointTrajectory input"),
-        ("joint_states_topic", JOINT_STATES_TOPIC, "the arm's JointState topic"),
-    ),
-}
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def options_from_strings(mode: str, values: dict[str, str]) -> GraphOptions:
-    """``GraphOptions`` from launch-argument strings (``LAUNCH_ARGUMENTS[mode]``; the
-    ``terminal_prefix`` argument is for the launch file itself)."""
-    _choice("mode", mode, MODES)
-    known = {name for name, _, _ in LAUNCH_ARGUMENTS[mode]}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"unknown launch arguments {unknown}; known: {sorted(known)}")
-    given = {name: default for name, default, _ in LAUNCH_ARGUMENTS[mode]} | values
-    options: dict[str, object] = {
-        "robot": given["robot"],
-        "llm": given["llm"],
-        "planner": given["planner"],
-        "terminal": _bool("terminal", given["terminal"]),
-        "record": given["record"] or None,
-        "record_mode": given["record_mode"],
-        "record_cameras": _names(given["record_cameras"]),
-        "perception": given["perception"] or None,
-    }
-    if mode == "sim":
-        options |= {
-            "rtf": _parse("rtf", given["rtf"], float, "a number"),
-            "cameras": _bool("cameras", given["cameras"]),
-            "seed": _parse("seed", given["seed"], int, "an integer"),
-        }
-    else:
-        options |= {k: given[k] for k in ("driver", "trajectory_topic", "joint_states_topic")}
-        options |= {
-            "joint_map": given["joint_map"],
-            "port": given["port"],
-            "emulate": _bool("emulate", given["emulate"]),
-            "seed": _parse("seed", given["seed"], int, "an integer"),
-        }
-        options |= {k: given[k] for k in ("camera_device", "camera_name")}
-        options |= {k: given[k] for k in ("camera_intrinsics", "camera_pose")}
-    return GraphOptions(mode=mode, **options)
-
-
-def _bool(name: str, text: str) -> bool:
-    word = text.strip().lower()
-    if word not in _TRUE + _FALSE:
-        raise ConfigError(f"{name} must be true or false, got {text!r}")
-    return word in _TRUE
-
-
-def _parse(name: str, text: str, kind: type, what: str):
-    try:
-        return kind(text)
-    except ValueError:
-        raise ConfigError(f"{name} must be {what}, got {text!r}") from None
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())

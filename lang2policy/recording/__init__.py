@@ -16,9 +16,6 @@ from lang2policy.recording.naming import recording_path, slug
 from lang2policy.recording.recorder import MODES, Recorder
 from lang2policy.recording.topics import (
     DEFAULT_TOPICS,
-    INSTRUCTION_TOPIC,
-    KNOWN_TYPES,
-    STATUS_TOPIC,
     camera_topics,
     resolve_topics,
     topic_type,
@@ -26,10 +23,7 @@ from lang2policy.recording.topics import (
 
 __all__ = [
     "DEFAULT_TOPICS",
-    "INSTRUCTION_TOPIC",
-    "KNOWN_TYPES",
     "MODES",
-    "STATUS_TOPIC",
     "EpisodeTracker",
     "McapBag",
     "MessageDefinitionError",

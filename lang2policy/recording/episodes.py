@@ -11,12 +11,16 @@ Pure state machine driven by explicit times (seconds, any monotonic clock):
     ``running``, within ``controller_wait`` s) and to finish it (``success``, ``failed``,
     ``timeout``, ``cancelled``, ``rejected``) before lingering.
 
-Planner lines have no ``"node"`` key; the controller's have ``"node": "controller"``.
+Every line names its ``node`` (``lang2policy.graph.topics.StatusEvent``): the planner's and the
+controller's steer episodes, others are ignored; a line without ``node`` (recorded before
+every line named one) is the planner's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from lang2policy.graph.topics import CONTROLLER_NODE, PLANNER_NODE, status_node
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,10 @@ class EpisodeTracker:
     def on_status(self, status: dict, now: float) -> list[Start | Stop]:
         """Feed one decoded status line; returns the events it causes, in order."""
         events = self.poll(now)
-        if status.get("node", "planner") == "controller":
+        node = status_node(status)
+        if node == CONTROLLER_NODE:
             self._on_controller(str(status.get("state", "")), now)
+        if node != PLANNER_NODE:
             return events
         state, instruction = status.get("state"), str(status.get("instruction", ""))
         if state == "received":

@@ -42,19 +42,22 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import Lang2PolicyError, RewardSpecError
+from lang2policy.graph.topics import (
+    CONTROLLER_NODE,
+    JOINT_COMMAND,
+    JOINT_STATES,
+    OBJECTS,
+    REWARD_SPEC,
+    STATUS,
+    StatusEvent,
+)
 from lang2policy.mpc.model import ObjectState
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import decode_spec_text, validate_spec
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
-
-JOINT_STATES_TOPIC = "/joint_states"
-OBJECTS_TOPIC = "/lang2policy/objects"
-SPEC_TOPIC = "/lang2policy/reward_spec"
-COMMAND_TOPIC = "/lang2policy/joint_command"
-STATUS_TOPIC = "/lang2policy/status"
 
 
 class ControllerNode(ReadOnlyParameters):
@@ -62,10 +65,10 @@ class ControllerNode(ReadOnlyParameters):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_controller", **kwargs)
-        robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
+        robot = self._robot()
         layout = self._param("layout", "cap_tabletop", "object pool the planning model knows")
         config = MPCConfig(
-            sampler=self._param("planner", "sampling", "sampling | cem"),
+            sampler=self._param("sampler", "sampling", "the MPC sampler: sampling | cem"),
             samples=int(self._number("samples", 64, "rollouts per planning iteration")),
             horizon=self._number("horizon", 0.5, "planning horizon (s)"),
             threads=int(self._number("threads", 2, "rollout threads")),
@@ -92,11 +95,11 @@ class ControllerNode(ReadOnlyParameters):
             info=logger.info,
             stale_after=stale_after,
         ).start()
-        self._command = self.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
-        self._status = self.create_publisher(String, STATUS_TOPIC, 10)
-        self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_states, 10)
-        self.create_subscription(MarkerArray, OBJECTS_TOPIC, self._on_objects, 10)
-        self.create_subscription(String, SPEC_TOPIC, self._on_spec, 10)
+        self._command = self.create_publisher(JointTrajectory, JOINT_COMMAND.name, 10)
+        self._status = self.create_publisher(String, STATUS.name, 10)
+        self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_states, 10)
+        self.create_subscription(MarkerArray, OBJECTS.name, self._on_objects, 10)
+        self.create_subscription(String, REWARD_SPEC.name, self._on_spec, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
         self._timers = [
             self.create_timer(1.0 / self.control_rate, self._on_control, clock=steady),
@@ -105,7 +108,7 @@ class ControllerNode(ReadOnlyParameters):
         self.get_logger().info(
             f"{robot}: {config.sampler} MPC, {config.samples} samples, {config.horizon:g} s "
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
-            f"{COMMAND_TOPIC}"
+            f"{JOINT_COMMAND.name}"
         )
 
     # ----------------------------------------------------------------- inputs
@@ -131,21 +134,18 @@ class ControllerNode(ReadOnlyParameters):
         except InvalidStateError as exc:
             self.rejected_states += 1
             self.get_logger().warning(
-                f"ignored {JOINT_STATES_TOPIC}: {exc}", throttle_duration_sec=2.0
+                f"ignored {JOINT_STATES.name}: {exc}", throttle_duration_sec=2.0
             )
 
     def _on_objects(self, msg: MarkerArray) -> None:
-        try:
-            objects = convert.objects_from_markers(msg)
-        except ValueError as exc:
-            self.get_logger().warning(f"ignored {OBJECTS_TOPIC}: {exc}", throttle_duration_sec=2.0)
-            return
-        with self._objects_lock:
-            self._objects = objects
+        objects = self._decoded(convert.objects_from_markers, msg, OBJECTS.name)
+        if objects is not None:
+            with self._objects_lock:
+                self._objects = objects
 
     def _on_spec(self, msg: String) -> None:
         try:  # bounded (size, nesting, number length): no message can end the node
-            data = decode_spec_text(msg.data, what=SPEC_TOPIC)
+            data = decode_spec_text(msg.data, what=REWARD_SPEC.name)
         except RewardSpecError as exc:
             self._report("rejected", "", str(exc))
             return
@@ -171,7 +171,7 @@ class ControllerNode(ReadOnlyParameters):
         if not self.mpc.fresh:
             if active:
                 self.get_logger().warning(
-                    f"no fresh {JOINT_STATES_TOPIC}: not commanding", throttle_duration_sec=2.0
+                    f"no fresh {JOINT_STATES.name}: not commanding", throttle_duration_sec=2.0
                 )
             return
         if active:
@@ -207,27 +207,20 @@ class ControllerNode(ReadOnlyParameters):
     def publish_status(self) -> None:
         """The periodic status line (state, task, reason, planning statistics)."""
         stats = self.mpc.stats()
-        self._publish(
-            {
-                "node": "controller",
-                "state": stats.status,
-                "task": stats.task,
-                "detail": stats.reason,
-                "success": stats.status == "success",
-                "stats": stats.as_dict(),
-            }
-        )
+        extra = {"task": stats.task, "success": stats.status == "success"}
+        self._publish(stats.status, stats.reason, extra | {"stats": stats.as_dict()})
 
     def _report(self, state: str, task: str, detail: object) -> None:
-        self._publish({"node": "controller", "state": state, "task": task, "detail": detail})
+        self._publish(state, detail, {"task": task})
         line = f"reward spec {state}: {task} {detail}".rstrip()
         if state == "rejected":  # rclpy wants one severity per call site
             self.get_logger().warning(line)
         else:
             self.get_logger().info(line)
 
-    def _publish(self, payload: dict) -> None:
-        self._status.publish(String(data=json.dumps(payload)))
+    def _publish(self, state: str, detail: object, extra: dict) -> None:
+        event = StatusEvent(CONTROLLER_NODE, state, detail=detail, extra=extra)
+        self._status.publish(String(data=json.dumps(event.to_dict())))
 
     def destroy_node(self) -> None:
         for timer in self._timers:
@@ -239,13 +232,13 @@ class ControllerNode(ReadOnlyParameters):
 def _spec_error(exc: Exception, objects: list[str]) -> str:
     text = str(exc)
     if isinstance(exc, RewardSpecError) and not objects:
-        text += f" (no objects seen on {OBJECTS_TOPIC} yet)"
+        text += f" (no objects seen on {OBJECTS.name} yet)"
     return text
 
 
-def main(args=None) -> int:
-    """Console entry ``controller_node``: run the MPC controller until Ctrl-C or shutdown."""
-    return spin_node(ControllerNode, "controller_node", args)
+main = entry_point(
+    ControllerNode, "controller_node", "run the MPC controller until Ctrl-C or shutdown"
+)
 
 
 if __name__ == "__main__":

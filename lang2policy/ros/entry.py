@@ -1,4 +1,5 @@
-"""Console entry points for the nodes: init, spin until Ctrl-C or shutdown, clean up.
+"""Console entry points for the nodes: init, spin until Ctrl-C or shutdown, clean up
+(``entry_point`` makes a node module's ``main``).
 
 Configuration errors (bad parameters, unknown robots) end the process with a one-line message
 and status 1 instead of a traceback.
@@ -55,3 +56,14 @@ def spin_node(make_node: Callable[[], Node], name: str, args=None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def entry_point(make_node: Callable[[], Node], name: str, what: str) -> Callable[..., int]:
+    """The ``main(args=None)`` of console script ``name``: ``spin_node(make_node, ...)``;
+    ``what`` is said in its docstring."""
+
+    def main(args=None) -> int:
+        return spin_node(make_node, name, args)
+
+    main.__doc__ = f"Console entry ``{name}``: {what}; the exit code."
+    return main

@@ -32,13 +32,17 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from lang2policy.errors import ConfigError, InvalidCommandError
+from lang2policy.graph.topics import (
+    BRIDGED_JOINT_STATES,
+    BRIDGED_TRAJECTORY,
+    JOINT_STATES,
+    TRAJECTORY,
+)
 from lang2policy.hardware.joint_map import JointMap, available_joint_maps, load_joint_map
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 
-COMMAND_TOPIC = "/arm_controller/joint_trajectory"
-STATE_TOPIC = "/joint_states"
 _THROTTLE = 2.0  # s between repeated log lines of one kind
 
 
@@ -49,10 +53,10 @@ class JointMapBridgeNode(ReadOnlyParameters):
         super().__init__("lang2policy_joint_map_bridge", **kwargs)
         ref = self._param("joint_map", "", "arm name (hardware/<arm>.yaml) or joint map path")
         self.command_topic = self._param(
-            "command_topic", COMMAND_TOPIC, "our trajectories (the safety node's output)"
+            "command_topic", TRAJECTORY.name, "our trajectories (the safety node's output)"
         )
         self.state_topic = self._param(
-            "state_topic", STATE_TOPIC, "where the joint states in our names are published"
+            "state_topic", JOINT_STATES.name, "where the joint states in our names are published"
         )
         if not ref:
             raise ConfigError(
@@ -86,9 +90,9 @@ class JointMapBridgeNode(ReadOnlyParameters):
             raise ConfigError(
                 f"joint map {self.map.source}: the arm uses the bridge's own topics ({text}); "
                 "the bridge would read its own output. Give the bridge other topics (e.g. "
-                "command_topic:=/lang2policy/arm_trajectory, "
-                "state_topic:=/lang2policy/joint_states) and remap the graph's "
-                f"{COMMAND_TOPIC} and {STATE_TOPIC} onto them"
+                f"command_topic:={BRIDGED_TRAJECTORY.name}, "
+                f"state_topic:={BRIDGED_JOINT_STATES.name}) and remap the graph's "
+                f"{TRAJECTORY.name} and {JOINT_STATES.name} onto them"
             )
 
     def _log_start(self) -> None:
@@ -103,15 +107,8 @@ class JointMapBridgeNode(ReadOnlyParameters):
 
     # ----------------------------------------------------------------- commands
     def _on_command(self, msg: JointTrajectory) -> None:
-        try:
-            out = self.convert_command(msg)
-        except InvalidCommandError as exc:
-            self.rejected += 1
-            self.get_logger().error(
-                f"dropped a trajectory from {self.command_topic}: {exc}",
-                throttle_duration_sec=_THROTTLE,
-            )
-            return
+        where = f"a trajectory from {self.command_topic}"
+        out = self._converted(self.convert_command, msg, "rejected", where)
         if out is not None:
             self._command_pub.publish(out)
             self.forwarded += 1
@@ -142,26 +139,35 @@ class JointMapBridgeNode(ReadOnlyParameters):
 
     # ----------------------------------------------------------------- states
     def _on_hardware_state(self, msg: JointState) -> None:
-        try:
-            names, positions, velocities = self.map.from_hardware(
-                list(msg.name), list(msg.position), list(msg.velocity)
-            )
-        except ValueError as exc:
-            self.bad_states += 1
-            self.get_logger().error(
-                f"dropped a joint state from {self.map.joint_states_topic}: {exc}",
-                throttle_duration_sec=_THROTTLE,
-            )
-            return
+        where = f"a joint state from {self.map.joint_states_topic}"
+        out = self._converted(self.convert_state, msg, "bad_states", where)
+        if out is not None:
+            self._state_pub.publish(out)
+
+    def convert_state(self, msg: JointState) -> JointState:
+        """The arm's joint state in our names (``ValueError`` for one the map cannot read)."""
+        names, positions, velocities = self.map.from_hardware(
+            list(msg.name), list(msg.position), list(msg.velocity)
+        )
         self._measured = dict(zip(names, (float(v) for v in positions), strict=True))
         out = convert.joint_state(names, positions, velocities)
         out.header = msg.header
-        self._state_pub.publish(out)
+        return out
+
+    def _converted(self, conversion, msg, counter: str, where: str):
+        """``conversion(msg)``, or None for a message it refuses: counted in ``counter`` and
+        logged (throttled), never passed on."""
+        try:
+            return conversion(msg)
+        except (InvalidCommandError, ValueError) as exc:
+            setattr(self, counter, getattr(self, counter) + 1)
+            self.get_logger().error(f"dropped {where}: {exc}", throttle_duration_sec=_THROTTLE)
+            return None
 
 
-def main(args=None) -> int:
-    """Console entry ``joint_map_bridge_node``: run the bridge until Ctrl-C or shutdown."""
-    return spin_node(JointMapBridgeNode, "joint_map_bridge_node", args)
+main = entry_point(
+    JointMapBridgeNode, "joint_map_bridge_node", "run the bridge until Ctrl-C or shutdown"
+)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError
 from lang2policy.hardware.joint_map import JointMap, available_joint_maps, load_joint_map
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 
 _THROTTLE = 2.0  # s between repeated log lines of one kind
@@ -132,9 +132,7 @@ class JtcStandinNode(ReadOnlyParameters):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    """Console entry ``jtc_standin_node``: run the stand-in until Ctrl-C or shutdown."""
-    return spin_node(JtcStandinNode, "jtc_standin_node", args)
+main = entry_point(JtcStandinNode, "jtc_standin_node", "run the stand-in until Ctrl-C or shutdown")
 
 
 if __name__ == "__main__":

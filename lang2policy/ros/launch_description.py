@@ -1,5 +1,6 @@
 """What ``launch/sim.launch.py`` and ``launch/robot.launch.py`` return: the graph of
-``lang2policy.graph.nodes`` as launch_ros ``Node`` actions, with one launch argument per option.
+``lang2policy.graph.nodes`` as launch_ros ``Node`` actions, with one launch argument per option
+(the table of ``lang2policy.graph.options``).
 
 Imported only by the launch files (``launch``/``launch_ros`` come with a ROS 2 install, not
 from PyPI); the nodes are built when the launch arguments are known (``OpaqueFunction``).
@@ -12,7 +13,8 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lang2policy.graph.nodes import LAUNCH_ARGUMENTS, build, options_from_strings
+from lang2policy.graph.nodes import build
+from lang2policy.graph.options import LAUNCH_ARGUMENTS, TERMINAL_PREFIX, options_from_strings
 
 
 def _node(spec, terminal_prefix):
@@ -34,9 +36,9 @@ def _nodes(context, mode: str):
     values = {
         name: LaunchConfiguration(name).perform(context)
         for name, _, _ in LAUNCH_ARGUMENTS[mode]
-        if name != "terminal_prefix"
+        if name != TERMINAL_PREFIX[0]
     }
-    prefix = LaunchConfiguration("terminal_prefix").perform(context)
+    prefix = LaunchConfiguration(TERMINAL_PREFIX[0]).perform(context)
     return [_node(spec, prefix) for spec in build(options_from_strings(mode, values))]
 
 

@@ -1,11 +1,18 @@
-"""Read-only, validated node parameters shared by every lang2policy node."""
+"""What every lang2policy node shares: read-only, validated parameters, and bad messages
+dropped with a warning instead of ending the node."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
 from lang2policy.errors import ConfigError
+
+Message = TypeVar("Message")
+Value = TypeVar("Value")
 
 
 class ReadOnlyParameters(Node):
@@ -14,6 +21,10 @@ class ReadOnlyParameters(Node):
     def _param(self, name: str, default, description: str):
         descriptor = ParameterDescriptor(description=description, read_only=True)
         return self.declare_parameter(name, default, descriptor).value
+
+    def _robot(self) -> str:
+        """The read-only ``robot`` parameter: the robot description the node loads."""
+        return self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
 
     def _number(self, name, default, description, zero=False, integer=False) -> float:
         """A read-only numeric parameter (int or float accepted), > 0 (>= 0 with ``zero``)."""
@@ -29,3 +40,14 @@ class ReadOnlyParameters(Node):
                 f"parameter '{name}' must be {kind} {'>= 0' if zero else '> 0'}, got {value!r}"
             )
         return float(value)
+
+    def _decoded(
+        self, decode: Callable[[Message], Value], message: Message, topic: str
+    ) -> Value | None:
+        """``decode(message)``; None, with a throttled warning naming ``topic``, when the
+        message is malformed (``ValueError``): a bad message never ends the node."""
+        try:
+            return decode(message)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignored {topic}: {exc}", throttle_duration_sec=2.0)
+            return None

@@ -24,10 +24,10 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from lang2policy.graph.snapshot import TopicInfo
+from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, TRAJECTORY
 from lang2policy.ros import convert
 
 PROBE = "parity_probe"
-TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 
 
 @contextlib.contextmanager
@@ -66,10 +66,10 @@ class ParityProbe:
         with _localhost_discovery():
             rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node(PROBE, context=self.context)
-        self.node.create_subscription(JointState, "/joint_states", self._on_joints, 100)
-        self.node.create_subscription(MarkerArray, "/sim/objects", self._on_objects, 10)
-        self.node.create_subscription(Clock, "/clock", self._on_clock, 10)
-        self.publisher = self.node.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
+        self.node.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 100)
+        self.node.create_subscription(MarkerArray, SIM_OBJECTS.name, self._on_objects, 10)
+        self.node.create_subscription(Clock, CLOCK.name, self._on_clock, 10)
+        self.publisher = self.node.create_publisher(JointTrajectory, TRAJECTORY.name, 10)
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
         self._stop = threading.Event()

@@ -29,6 +29,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from lang2policy.errors import ConfigError
+from lang2policy.graph.topics import JOINT_STATES, OBJECTS, SIM_OBJECTS
 from lang2policy.perception import (
     CameraPerception,
     ObjectTracker,
@@ -44,10 +45,9 @@ from lang2policy.perception import (
     validate_objects,
 )
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 
-OBJECTS_TOPIC = "/lang2policy/objects"
 SOURCES = ("ground_truth", "camera")
 _KINDS = {Marker.CUBE: "block", Marker.CYLINDER: "bowl"}
 _LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
@@ -61,7 +61,7 @@ class PerceptionNode(ReadOnlyParameters):
         self.source = self._param("source", "ground_truth", f"where objects come from: {SOURCES}")
         if self.source not in SOURCES:
             raise ConfigError(f"parameter 'source' must be one of {SOURCES}, got {self.source!r}")
-        self.robot = self._param("robot", "so101", "robot (object sizes, scene, arm model)")
+        self.robot = self._robot()
         self.frame_id = self._param("frame_id", "world", "frame of the published poses")
         rate = self._number("publish_rate", 0.0, "Hz; 0 publishes on every input", zero=True)
         self.tracker = ObjectTracker(0)  # ground truth is complete: what it omits is gone
@@ -70,7 +70,7 @@ class PerceptionNode(ReadOnlyParameters):
         self._warned: set[str] = set()
         self.frames = 0  # inputs processed (images or ground-truth messages)
         self.frame_seconds: deque[float] = deque(maxlen=1000)  # camera time per image (s)
-        self._pub = self.create_publisher(MarkerArray, OBJECTS_TOPIC, 10)
+        self._pub = self.create_publisher(MarkerArray, OBJECTS.name, 10)
         if self.source == "camera":
             self._start_camera()
         else:
@@ -81,14 +81,14 @@ class PerceptionNode(ReadOnlyParameters):
                 1.0 / rate, self._publish, clock=Clock(clock_type=ClockType.STEADY_TIME)
             )
         self.get_logger().info(
-            f"{self.describe()}; publishing {OBJECTS_TOPIC} "
+            f"{self.describe()}; publishing {OBJECTS.name} "
             f"{f'at {rate:g} Hz' if rate > 0 else 'on every input'}"
         )
 
     # ----------------------------------------------------------------- ground truth
     def _start_ground_truth(self) -> None:
         self.ground_truth_topic = self._param(
-            "ground_truth_topic", "/sim/objects", "MarkerArray of the simulator's object poses"
+            "ground_truth_topic", SIM_OBJECTS.name, "MarkerArray of the simulator's object poses"
         )
         self.create_subscription(MarkerArray, self.ground_truth_topic, self._on_markers, 10)
 
@@ -135,7 +135,7 @@ class PerceptionNode(ReadOnlyParameters):
         self.create_subscription(Image, image_topic, self._on_image, _LATEST)
         self.create_subscription(CameraInfo, info_topic, self._on_info, _LATEST)
         if use_mask:
-            self.create_subscription(JointState, "/joint_states", self._on_joints, 10)
+            self.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 10)
 
     def _on_info(self, msg: CameraInfo) -> None:
         try:
@@ -260,9 +260,9 @@ def records_from_markers(msg: MarkerArray) -> list[PerceivedObject]:
     return records
 
 
-def main(args=None) -> int:
-    """Console entry ``perception_node``: run the perception node until Ctrl-C or shutdown."""
-    return spin_node(PerceptionNode, "perception_node", args)
+main = entry_point(
+    PerceptionNode, "perception_node", "run the perception node until Ctrl-C or shutdown"
+)
 
 
 if __name__ == "__main__":

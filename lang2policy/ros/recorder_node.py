@@ -27,16 +27,10 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from lang2policy.errors import ConfigError
-from lang2policy.recording import (
-    DEFAULT_TOPICS,
-    INSTRUCTION_TOPIC,
-    MODES,
-    STATUS_TOPIC,
-    Recorder,
-    resolve_topics,
-)
+from lang2policy.graph.topics import INSTRUCTION, STATUS
+from lang2policy.recording import DEFAULT_TOPICS, MODES, Recorder, resolve_topics
 from lang2policy.recording.definitions import split_type
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.wire_json import MessageError, decode_status
 
@@ -58,14 +52,14 @@ class RecorderNode(ReadOnlyParameters):
         names = tuple(c.strip() for c in cameras.split(",") if c.strip())
         self.topics = resolve_topics(entries, names)
         if mode == "episode":  # episodes are cut at status lines: always hear them
-            self.topics.setdefault(STATUS_TOPIC, "std_msgs/msg/String")
+            self.topics.setdefault(STATUS.name, STATUS.type)
         self.recorder = Recorder(
             Path(output_dir).expanduser(),
             mode,
             linger,
             preroll,
             on_file=self._on_file,
-            keep_latest=[INSTRUCTION_TOPIC],  # an episode's file always has its instruction
+            keep_latest=[INSTRUCTION.name],  # an episode's file always has its instruction
         )
         qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
         for topic, type_name in self.topics.items():
@@ -83,7 +77,7 @@ class RecorderNode(ReadOnlyParameters):
         )
 
     def _on_message(self, topic: str, type_name: str, data: bytes) -> None:
-        if topic == STATUS_TOPIC:
+        if topic == STATUS.name:
             self._on_status(data)
         self.recorder.message(topic, type_name, data, time.time_ns())
 
@@ -122,8 +116,8 @@ def status_from_cdr(data: bytes) -> dict:
     try:
         text = deserialize_message(data, String).data
     except (RuntimeError, ValueError, TypeError) as exc:  # not a String's CDR (RMWError)
-        raise MessageError(f"{STATUS_TOPIC}: not a std_msgs/String ({exc})") from exc
-    return decode_status(text, what=STATUS_TOPIC)
+        raise MessageError(f"{STATUS.name}: not a std_msgs/String ({exc})") from exc
+    return decode_status(text, what=STATUS.name)
 
 
 def message_class(type_name: str) -> type:
@@ -138,9 +132,7 @@ def message_class(type_name: str) -> type:
         ) from exc
 
 
-def main(args=None) -> int:
-    """Console entry ``recorder_node``: record until Ctrl-C or ROS shutdown."""
-    return spin_node(RecorderNode, "recorder_node", args)
+main = entry_point(RecorderNode, "recorder_node", "record until Ctrl-C or ROS shutdown")
 
 
 if __name__ == "__main__":

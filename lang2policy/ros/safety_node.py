@@ -47,8 +47,18 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from lang2policy.errors import InvalidCommandError
+from lang2policy.graph.topics import (
+    JOINT_COMMAND,
+    JOINT_STATES,
+    RESUME,
+    SAFETY,
+    SAFETY_NODE,
+    STOP,
+    TRAJECTORY,
+    StatusEvent,
+)
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.safety import (
     Decision,
@@ -60,20 +70,13 @@ from lang2policy.safety import (
     motion_filter_for,
 )
 
-COMMAND_TOPIC = "/lang2policy/joint_command"
-JOINT_STATES_TOPIC = "/joint_states"
-TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
-STATUS_TOPIC = "/lang2policy/safety"
-STOP_SERVICE = "/lang2policy/stop"
-RESUME_SERVICE = "/lang2policy/resume"
-
 
 class SafetyNode(ReadOnlyParameters):
     """``lang2policy_safety``: ``SafetySupervisor`` behind the topic contract above."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_safety", **kwargs)
-        self.robot = self._param("robot", "so101", "robot (config/robots/<name>.yaml)")
+        self.robot = self._robot()
         path = self._param("config", "", "safety limits file; empty: packaged config/safety.yaml")
         config = self._with_timeouts(load_safety_config(self.robot, path or None))
         watchdog_rate = self._number("watchdog_rate", 50.0, "Hz (steady clock) of watchdog checks")
@@ -85,15 +88,15 @@ class SafetyNode(ReadOnlyParameters):
             Watchdog(config.state_timeout, config.command_timeout),
         )
         self._published_state: tuple[str, str] | None = None
-        self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY_TOPIC, 10)
-        self._status_pub = self.create_publisher(String, STATUS_TOPIC, 10)
-        self.create_subscription(JointTrajectory, COMMAND_TOPIC, self._on_command, 10)
-        self.create_subscription(JointState, JOINT_STATES_TOPIC, self._on_joint_state, 10)
+        self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY.name, 10)
+        self._status_pub = self.create_publisher(String, SAFETY.name, 10)
+        self.create_subscription(JointTrajectory, JOINT_COMMAND.name, self._on_command, 10)
+        self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_state, 10)
         # One callback group (a second one made rclpy's multi-threaded executor starve the
         # sim node's timer 5x in a shared process); the lock serialises supervisor events and
         # their output, so a command decided before a stop is never sent after its hold.
-        self.create_service(Trigger, STOP_SERVICE, self._on_stop)
-        self.create_service(Trigger, RESUME_SERVICE, self._on_resume)
+        self.create_service(Trigger, STOP.name, self._on_stop)
+        self.create_service(Trigger, RESUME.name, self._on_resume)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(1.0 / watchdog_rate, self._on_tick, clock=steady)
         self.create_timer(1.0 / status_rate, self.publish_status, clock=steady)
@@ -124,7 +127,7 @@ class SafetyNode(ReadOnlyParameters):
             f"{config.max_joint_speed:g} rad/s; tool workspace min {list(box.min)} max "
             f"{list(box.max)}; keep-out {sorted(config.keep_out)}; state_timeout "
             f"{config.state_timeout:g} s, command_timeout {config.command_timeout:g} s; "
-            f"{COMMAND_TOPIC} -> {TRAJECTORY_TOPIC}"
+            f"{JOINT_COMMAND.name} -> {TRAJECTORY.name}"
         )
 
     @staticmethod
@@ -136,7 +139,7 @@ class SafetyNode(ReadOnlyParameters):
     def _on_joint_state(self, msg: JointState) -> None:
         if len(msg.position) != len(msg.name):
             self.get_logger().error(
-                f"ignored {JOINT_STATES_TOPIC}: {len(msg.name)} names but "
+                f"ignored {JOINT_STATES.name}: {len(msg.name)} names but "
                 f"{len(msg.position)} positions",
                 throttle_duration_sec=2.0,
             )
@@ -174,9 +177,9 @@ class SafetyNode(ReadOnlyParameters):
 
     def _on_stop(self, _request: Trigger.Request, response: Trigger.Response):
         with self._lock:
-            decision = self.supervisor.stop(self.now(), f"stop requested on {STOP_SERVICE}")
+            decision = self.supervisor.stop(self.now(), f"stop requested on {STOP.name}")
             self._apply(decision)  # the hold goes out before the answer (and before any command)
-        self.get_logger().warning(f"{STOP_SERVICE}: {decision.message}")
+        self.get_logger().warning(f"{STOP.name}: {decision.message}")
         response.success, response.message = True, decision.message
         return response
 
@@ -186,9 +189,9 @@ class SafetyNode(ReadOnlyParameters):
             self._apply(decision)
         # rclpy ties a severity to each call site: one call per severity.
         if decision.ok:
-            self.get_logger().info(f"{RESUME_SERVICE}: {decision.message}")
+            self.get_logger().info(f"{RESUME.name}: {decision.message}")
         else:
-            self.get_logger().warning(f"{RESUME_SERVICE}: {decision.message}")
+            self.get_logger().warning(f"{RESUME.name}: {decision.message}")
         response.success, response.message = decision.ok, decision.message
         return response
 
@@ -206,9 +209,14 @@ class SafetyNode(ReadOnlyParameters):
     def publish_status(self) -> None:
         with self._lock:
             status = self.supervisor.status()
-            status["detail"]["robot"] = self.robot
             self._published_state = (status["state"], status["reason"])
-            self._status_pub.publish(String(data=json.dumps(status)))
+            event = StatusEvent(
+                SAFETY_NODE,
+                status["state"],
+                detail={**status["detail"], "robot": self.robot},
+                extra={"reason": status["reason"], "robot_time": status["robot_time"]},
+            )
+            self._status_pub.publish(String(data=json.dumps(event.to_dict())))
 
     def destroy_node(self) -> None:
         """Leave no trajectory running behind a safety layer that is going away."""
@@ -217,9 +225,7 @@ class SafetyNode(ReadOnlyParameters):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    """Console entry ``safety_node``: run the safety node until Ctrl-C or ROS shutdown."""
-    return spin_node(SafetyNode, "safety_node", args)
+main = entry_point(SafetyNode, "safety_node", "run the safety node until Ctrl-C or ROS shutdown")
 
 
 if __name__ == "__main__":

@@ -38,16 +38,15 @@ from visualization_msgs.msg import MarkerArray
 
 from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
+from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, TRAJECTORY
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
-TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
-OBJECTS_TOPIC = "/sim/objects"  # ground truth; perception publishes /lang2policy/objects
 PENDING_MAX = STREAM_QUEUE  # trajectories that may wait for the running one
 
 
@@ -71,7 +70,7 @@ class SimNode(ReadOnlyParameters):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_sim", **kwargs)
-        robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
+        robot = self._robot()
         layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>.yaml)")
         named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
         self.named_objects = [o.strip() for o in named.split(",") if o.strip()] or None
@@ -88,7 +87,7 @@ class SimNode(ReadOnlyParameters):
         height = int(self._number("camera_height", 224, "image height (px)", integer=True))
         rtf = self._number("real_time_factor", 1.0, "sim seconds per wall second")
         objects_topic = self._param(
-            "objects_topic", OBJECTS_TOPIC, "where the ground-truth object poses are published"
+            "objects_topic", SIM_OBJECTS.name, "where the ground-truth object poses are published"
         )
 
         self.world = World(robot=robot, layout=layout)
@@ -107,10 +106,10 @@ class SimNode(ReadOnlyParameters):
             self.robot.limits.names, self._position(), queue=PENDING_MAX
         )
 
-        self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10)
-        self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self._clock_pub = self.create_publisher(ClockMsg, CLOCK.name, 10)
+        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
         self._objects_pub = self.create_publisher(MarkerArray, objects_topic, 10)
-        self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._camera = None
         if self.camera_rate > 0 and cameras:
@@ -169,7 +168,7 @@ class SimNode(ReadOnlyParameters):
         except InvalidCommandError as exc:
             self.rejected_trajectories += 1
             self.get_logger().error(
-                f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its current command"
+                f"rejected {TRAJECTORY.name}: {exc}; the arm keeps its current command"
             )
             return
         current = self._position()
@@ -272,9 +271,7 @@ class _CameraThread:
         self._thread.join(timeout=10)
 
 
-def main(args=None) -> int:
-    """Console entry ``sim_node``: run the simulation node until Ctrl-C or ROS shutdown."""
-    return spin_node(SimNode, "sim_node", args)
+main = entry_point(SimNode, "sim_node", "run the simulation node until Ctrl-C or ROS shutdown")
 
 
 if __name__ == "__main__":

@@ -31,14 +31,13 @@ from trajectory_msgs.msg import JointTrajectory
 
 from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
+from lang2policy.graph.topics import JOINT_STATES, TRAJECTORY
 from lang2policy.robots.feetech.bus import FeetechBus, FeetechError
 from lang2policy.robots.so101.backend import SO101Robot
 from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
-
-TRAJECTORY_TOPIC = "/arm_controller/joint_trajectory"
 
 
 def wait_for_port(port: str, seconds: float, poll: float = 0.1) -> None:
@@ -82,14 +81,14 @@ class SO101DriverNode(ReadOnlyParameters):
         self.follower = TrajectoryFollower(
             self.robot.limits.names, self._position(), queue=STREAM_QUEUE
         )
-        self._joint_pub = self.create_publisher(JointState, "/joint_states", 10)
-        self.create_subscription(JointTrajectory, TRAJECTORY_TOPIC, self._on_trajectory, 10)
+        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
         self._timer = self.create_timer(
             self._period, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
         )
         self.get_logger().info(
             f"SO-101 on {port}: servos {list(self.robot.servo_ids)} answer, torque on; joints "
-            f"{list(self.robot.limits.names)}; {rate:g} Hz; following {TRAJECTORY_TOPIC}"
+            f"{list(self.robot.limits.names)}; {rate:g} Hz; following {TRAJECTORY.name}"
         )
 
     @staticmethod
@@ -128,9 +127,7 @@ class SO101DriverNode(ReadOnlyParameters):
         try:
             points = convert.trajectory_points(msg, self.robot.limits.names)
         except InvalidCommandError as exc:
-            self.get_logger().error(
-                f"rejected {TRAJECTORY_TOPIC}: {exc}; the arm keeps its command"
-            )
+            self.get_logger().error(f"rejected {TRAJECTORY.name}: {exc}; the arm keeps its command")
             return
         try:
             current = self._position()
@@ -154,9 +151,9 @@ class SO101DriverNode(ReadOnlyParameters):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    """Console entry ``so101_driver_node``."""
-    return spin_node(SO101DriverNode, "so101_driver_node", args)
+main = entry_point(
+    SO101DriverNode, "so101_driver_node", "drive the SO-101 until Ctrl-C or shutdown"
+)
 
 
 if __name__ == "__main__":

@@ -27,16 +27,17 @@ from rclpy.clock import Clock, ClockType
 from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import ConfigError
+from lang2policy.graph.rules import DEFAULT_PORT
+from lang2policy.graph.topics import SIM_OBJECTS
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.robots.so101.mujoco_plant import MujocoPlant
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
-from lang2policy.ros.sim_node import OBJECTS_TOPIC, world_object_poses
+from lang2policy.ros.sim_node import world_object_poses
 from lang2policy.scene.world import World
 
-DEFAULT_LINK = "/tmp/lang2policy-so101"
 PHYSICS_PERIOD = 0.01  # s between physics catch-ups when the bus is quiet
 MAX_CATCH_UP = 0.05  # s of physics per catch-up at most: a reply never waits long for the lock
 
@@ -58,12 +59,12 @@ class SO101EmulatorNode(ReadOnlyParameters):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_so101_emulator", **kwargs)
-        self.link = Path(self._param("link", DEFAULT_LINK, "symlink to the emulated port"))
+        self.link = Path(self._param("link", DEFAULT_PORT, "symlink to the emulated port"))
         layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>)")
         named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
         seed = int(self._number("seed", 0, "scene seed", zero=True, integer=True))
         path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
-        topic = self._param("objects_topic", OBJECTS_TOPIC, "ground-truth object poses")
+        topic = self._param("objects_topic", SIM_OBJECTS.name, "ground-truth object poses")
         rate = self._number("objects_rate", 20.0, "Hz of the object poses")
         faults = {
             "drop_rate": self._number("drop_rate", 0.0, "fraction of replies dropped", zero=True),
@@ -127,9 +128,7 @@ class SO101EmulatorNode(ReadOnlyParameters):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    """Console entry ``so101_emulator_node``: serve the emulated arm until Ctrl-C."""
-    return spin_node(SO101EmulatorNode, "so101_emulator_node", args)
+main = entry_point(SO101EmulatorNode, "so101_emulator_node", "serve the emulated arm until Ctrl-C")
 
 
 if __name__ == "__main__":

@@ -37,28 +37,29 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.graph.topics import (
+    CORRECTION,
+    INSTRUCTION,
+    RESET,
+    RESUME,
+    SAFETY,
+    STATUS,
+    STOP,
+)
 from lang2policy.ros.entry import accept_stop_signals
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.terminal import (
+    Console,
     ServiceAnswer,
-    TerminalSession,
     run_interactive,
     run_non_interactive,
 )
 
-INSTRUCTION_TOPIC = "/lang2policy/instruction"
-CORRECTION_TOPIC = "/lang2policy/correction"
-STATUS_TOPIC = "/lang2policy/status"
-SAFETY_TOPIC = "/lang2policy/safety"
-SERVICE_NAMES = {
-    "stop": "/lang2policy/stop",
-    "resume": "/lang2policy/resume",
-    "reset": "/lang2policy_sim/reset",
-}
+SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET}
 
 
 class TerminalNode(ReadOnlyParameters):
-    """``lang2policy_terminal``: the ROS side of a ``TerminalSession`` (its ``Backend``)."""
+    """``lang2policy_terminal``: the ROS side of a ``Console`` (its ``Backend``)."""
 
     def __init__(self, emit=print, **kwargs) -> None:
         super().__init__("lang2policy_terminal", **kwargs)
@@ -73,15 +74,15 @@ class TerminalNode(ReadOnlyParameters):
             "wait_timeout", 120.0, "s an instruction may take (non-interactive, waiting)"
         )
         self.instruction_discovery_timeout = self.discovery_timeout
-        self.session = TerminalSession(self, emit)
-        self._instruction = self.create_publisher(String, INSTRUCTION_TOPIC, 10)
-        self._correction = self.create_publisher(String, CORRECTION_TOPIC, 10)
-        for topic in (STATUS_TOPIC, SAFETY_TOPIC):
+        self.console = Console(self, emit)
+        self._instruction = self.create_publisher(String, INSTRUCTION.name, 10)
+        self._correction = self.create_publisher(String, CORRECTION.name, 10)
+        for topic in (STATUS.name, SAFETY.name):
             self.create_subscription(String, topic, self._on_status, 50)
-        self._triggers = {w: self.create_client(Trigger, n) for w, n in SERVICE_NAMES.items()}
+        self._triggers = {w: self.create_client(Trigger, s.name) for w, s in SERVICES.items()}
 
     def _on_status(self, message: String) -> None:
-        self.session.on_status(message.data)
+        self.console.on_status(message.data)
 
     def publish_instruction(self, text: str) -> None:
         self._publish(self._instruction, text, self.instruction_discovery_timeout)
@@ -96,11 +97,11 @@ class TerminalNode(ReadOnlyParameters):
         while time.monotonic() < deadline and not self._heard(publisher):
             time.sleep(0.02)
         if publisher.get_subscription_count() == 0:
-            self.session.emit(f"! no planner listening on {publisher.topic_name}; sent anyway")
+            self.console.emit(f"! no planner listening on {publisher.topic_name}; sent anyway")
         publisher.publish(String(data=text))
 
     def _heard(self, publisher) -> bool:
-        return publisher.get_subscription_count() > 0 and self.count_publishers(STATUS_TOPIC) > 0
+        return publisher.get_subscription_count() > 0 and self.count_publishers(STATUS.name) > 0
 
     def call_service(self, which: str) -> ServiceAnswer:
         """Call the Trigger service ``which``; unanswered after ``service_timeout`` s counts as
@@ -118,7 +119,7 @@ class TerminalNode(ReadOnlyParameters):
         return ServiceAnswer(True, bool(response.success), response.message)
 
     def service_name(self, which: str) -> str:
-        return self.resolve_service_name(SERVICE_NAMES[which])
+        return self.resolve_service_name(SERVICES[which].name)
 
     def flush(self, timeout: float = 1.0) -> None:
         """Give sent messages a moment to be acknowledged before the node goes away."""
@@ -193,13 +194,13 @@ def main(args: list[str] | None = None) -> int:
         node = TerminalNode(emit=print if interactive else _line_printer())
         spinner = Spinner(node)
         if interactive:
-            return run_interactive(node.session, node.refresh_interval)
+            return run_interactive(node.console, node.refresh_interval)
         lenient_stdio(sys.stdin, sys.stdout)
         timeout = options.timeout or node.wait_timeout
         if options.wait:  # a script may start with the graph: give the planner time to come up
             node.instruction_discovery_timeout = max(node.discovery_timeout, timeout)
         return run_non_interactive(
-            node.session, sys.stdin, node.session.emit, options.wait, timeout
+            node.console, sys.stdin, node.console.emit, options.wait, timeout
         )
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0 if interactive else 130
@@ -219,7 +220,7 @@ def main(args: list[str] | None = None) -> int:
 def lenient_stdio(stdin, stdout) -> None:
     """Non-interactive mode: a byte of stdin that is not UTF-8 becomes a lone surrogate
     (``surrogateescape``) instead of a ``UnicodeDecodeError`` that would end the node, so the
-    session refuses that one line, naming the byte and its offset, and reads on; output
+    console refuses that one line, naming the byte and its offset, and reads on; output
     escapes what it cannot encode (``backslashreplace``; the echo of such a line) instead of
     raising. Streams without ``reconfigure`` (replaced by a caller) are left as they are."""
     for stream, errors in ((stdin, "surrogateescape"), (stdout, "backslashreplace")):

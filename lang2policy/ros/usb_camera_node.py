@@ -51,7 +51,7 @@ from lang2policy.perception.video_source import (
     parse_device,
 )
 from lang2policy.ros import convert
-from lang2policy.ros.entry import spin_node
+from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
 
 
@@ -246,9 +246,9 @@ class UsbCameraNode(ReadOnlyParameters):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    """Console entry ``usb_camera_node``: publish camera images until Ctrl-C or an error."""
-    return spin_node(UsbCameraNode, "usb_camera_node", args)
+main = entry_point(
+    UsbCameraNode, "usb_camera_node", "publish camera images until Ctrl-C or an error"
+)
 
 
 if __name__ == "__main__":

@@ -13,28 +13,28 @@ from lang2policy.terminal.commands import (
     check_text,
     parse_line,
 )
-from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
-from lang2policy.terminal.session import (
+from lang2policy.terminal.console import (
     Backend,
+    Console,
     HistoryEntry,
     Reply,
     ServiceAnswer,
-    TerminalSession,
 )
-from lang2policy.terminal.status import StatusEvent, StatusModel
+from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
+from lang2policy.terminal.status import Notice, StatusModel
 
 __all__ = [
     "HELP",
     "Backend",
     "Command",
     "CommandKind",
+    "Console",
     "HistoryEntry",
+    "Notice",
     "Reply",
     "ServiceAnswer",
-    "StatusEvent",
     "StatusModel",
     "TerminalInputError",
-    "TerminalSession",
     "check_text",
     "parse_line",
     "prompt_label",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from lang2policy.terminal.commands import CommandKind
-from lang2policy.terminal.session import TerminalSession
+from lang2policy.terminal.console import Console
 from lang2policy.text_quote import one_line
 
 BANNER = "lang2policy terminal: type an instruction; :help for commands, :quit or Ctrl-D to leave."
@@ -14,7 +14,7 @@ TOOLBAR_STYLES = {"": "", "warn": "class:toolbar-warn", "alert": "class:toolbar-
 
 
 def run_non_interactive(
-    session: TerminalSession,
+    console: Console,
     lines: Iterable[str],
     out: Callable[[str], None] = print,
     wait: bool = True,
@@ -29,7 +29,7 @@ def run_non_interactive(
         if not line.strip():
             continue
         out(f"> {one_line(line.strip())}")  # a piped line is shown, never acted out
-        reply = session.handle_line(line)
+        reply = console.handle_line(line)
         for text in reply.lines:
             out(text)
         failures += not reply.ok
@@ -37,14 +37,14 @@ def run_non_interactive(
             break
         entry = reply.entry
         if wait and entry is not None and entry.kind == CommandKind.INSTRUCTION:
-            ok = session.wait_outcome(entry, timeout)
+            ok = console.wait_outcome(entry, timeout)
             if ok is None:
                 out(f"! no final status for '{entry.text}' within {timeout:g} s")
             failures += not ok
     return 0 if failures == 0 else 1
 
 
-def run_interactive(session: TerminalSession, refresh_interval: float = 0.5) -> int:
+def run_interactive(console: Console, refresh_interval: float = 0.5) -> int:
     """A prompt on a plain terminal (ssh, tmux; no mouse): status lines print above it, the
     bottom toolbar is redrawn every ``refresh_interval`` s. Ctrl-D, Ctrl-C or :quit leave."""
     from prompt_toolkit import PromptSession
@@ -61,27 +61,27 @@ def run_interactive(session: TerminalSession, refresh_interval: float = 0.5) -> 
     prompt = PromptSession(style=style, refresh_interval=refresh_interval)
 
     def toolbar():
-        return _formatted_toolbar(session, prompt.app.output.get_size().columns)
+        return _formatted_toolbar(console, prompt.app.output.get_size().columns)
 
     with patch_stdout(raw=True):
         print(BANNER)
         while True:
             try:
-                line = prompt.prompt(session.prompt, bottom_toolbar=toolbar)
+                line = prompt.prompt(console.prompt, bottom_toolbar=toolbar)
             except (EOFError, KeyboardInterrupt):
                 return 0
-            reply = session.handle_line(line)
+            reply = console.handle_line(line)
             for text in reply.lines:
                 print(text)
             if reply.quit:
                 return 0
 
 
-def _formatted_toolbar(session: TerminalSession, width: int) -> list[tuple[str, str]]:
+def _formatted_toolbar(console: Console, width: int) -> list[tuple[str, str]]:
     """The toolbar segments as prompt_toolkit formatted text, cut to ``width`` columns."""
     pieces: list[tuple[str, str]] = []
     left = max(width - 1, 1)
-    for index, (style, text) in enumerate(session.segments()):
+    for index, (style, text) in enumerate(console.segments()):
         part = (" | " if index else " ") + text
         if len(part) > left:
             pieces.append((TOOLBAR_STYLES.get(style, ""), part[: max(left - 1, 0)] + "…"))

@@ -72,7 +72,7 @@ correction of it ("a bit higher", "no, the blue one"); otherwise it is a new ins
   :reset              reset the simulated scene
   :do TEXT            send TEXT as a new instruction, even while a task runs
   :fix TEXT           send TEXT as a correction of the running task
-  :history            what was sent in this session, and how it ended
+  :history            what was sent from this terminal, and how it ended
   :help               this text
   :quit, Ctrl-D       leave (Ctrl-C too)"""
 

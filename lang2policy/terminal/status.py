@@ -1,10 +1,12 @@
 """The live state of the graph as the terminal sees it, folded from status JSON messages.
 
-Two topics feed it: ``/lang2policy/status`` (the planner's ``{"state", "instruction", "detail"}``
-lines and the controller's periodic ``{"node": "controller", "state", "task", "stats", ...}``)
-and ``/lang2policy/safety`` (``{"node": "safety", "state": "ok" | "stopped" | "holding",
+Two topics feed it, with lines of the one schema (``lang2policy.graph.topics.StatusEvent``,
+told apart by ``node``): ``/lang2policy/status`` (the planner's ``{"node": "planner", "state",
+"instruction", "detail"}`` lines, also without ``node`` as recorded before every line named one,
+and the controller's periodic ``{"node": "controller", "state", "task", "stats", ...}``) and
+``/lang2policy/safety`` (``{"node": "safety", "state": "ok" | "stopped" | "holding",
 "reason"}``). ``StatusModel.fold`` turns each message into an update of the model and, when
-something changed that a person should read, a ``StatusEvent`` with a one-line description.
+something changed that a person should read, a ``Notice`` with a one-line description.
 Malformed or unknown messages (too big or too deep ones too: ``wire_json.decode_status``) are
 reported raw; nothing here raises on bad input. Every text shown is made terminal-safe
 (control characters and ANSI escapes are printed as escapes).
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from lang2policy.graph.topics import CONTROLLER_NODE, PLANNER_NODE, SAFETY_NODE, status_node
 from lang2policy.sandbox.outcome import printable
 from lang2policy.wire_json import MessageError, decode_status
 
@@ -27,7 +30,7 @@ MAX_RAW = 300  # characters of an unrecognised message that are shown
 
 
 @dataclass(frozen=True)
-class StatusEvent:
+class Notice:
     """Something worth a line in the log: who said it, the state, and the line itself.
 
     ``final`` marks the planner's last word on ``instruction`` (done, failed, rejected, busy);
@@ -73,36 +76,36 @@ class StatusModel:
             return True
         return self.planner_state in PLANNER_ACTIVE or self.controller_state == "running"
 
-    def fold(self, text: str) -> StatusEvent | None:
+    def fold(self, text: str) -> Notice | None:
         """Update the model with one status message (``/lang2policy/status`` or
         ``/lang2policy/safety``); the event to print, or None when nothing visible changed."""
         message = _decode(text)
         if message is None:
             return self._unrecognised(text)
-        node = message.get("node")
-        if node == "controller":
+        node = status_node(message)
+        if node == CONTROLLER_NODE:
             return self._fold_controller(message)
-        if node == "safety":
+        if node == SAFETY_NODE:
             return self._fold_safety(message)
-        if node in (None, "planner"):
+        if node == PLANNER_NODE:
             return self._fold_planner(message)
         state, name = _short(message["state"], 40), _short(node, 40)
         detail = _short(message.get("detail", message.get("reason", "")))
-        return StatusEvent(name, state, "", f"[{name}] {state}" + (f": {detail}" if detail else ""))
+        return Notice(name, state, "", f"[{name}] {state}" + (f": {detail}" if detail else ""))
 
-    def _unrecognised(self, text: object) -> StatusEvent:
+    def _unrecognised(self, text: object) -> Notice:
         raw = _short(text[: MAX_RAW * 4] if isinstance(text, str | bytes) else text, MAX_RAW)
         self.last_raw = raw
-        return StatusEvent("unknown", "", "", f"[status] unrecognised message: {raw}")
+        return Notice("unknown", "", "", f"[status] unrecognised message: {raw}")
 
-    def _fold_planner(self, message: dict) -> StatusEvent:
+    def _fold_planner(self, message: dict) -> Notice:
         state = _short(message["state"], 40)
         instruction = _short(message.get("instruction", ""), 500)
         detail = message.get("detail", "")
         if state in ("busy", "rejected") and self._other_instruction_active(instruction):
             # a refused second instruction does not end the one that runs
             self.last_error = f"{state}: {instruction}: {_short(detail)}"
-            return StatusEvent(
+            return Notice(
                 "planner", state, instruction, _planner_line(state, instruction, detail), final=True
             )
         if state == "correction":
@@ -110,9 +113,7 @@ class StatusModel:
             if self.planner_state in PLANNER_ACTIVE:
                 self.correction, self.planner_state = instruction, state
             self.progress = _short(detail) or self.progress
-            return StatusEvent(
-                "planner", state, instruction, _planner_line(state, instruction, detail)
-            )
+            return Notice("planner", state, instruction, _planner_line(state, instruction, detail))
         final = state in PLANNER_FINAL
         self.planner_state, self.instruction = state, instruction
         if instruction == self.sent or final:
@@ -128,12 +129,12 @@ class StatusModel:
         else:
             self.progress = _short(detail)
         line = _planner_line(state, instruction, detail)
-        return StatusEvent("planner", state, instruction, line, final=final, ok=state == "done")
+        return Notice("planner", state, instruction, line, final=final, ok=state == "done")
 
     def _other_instruction_active(self, instruction: str) -> bool:
         return self.planner_state in PLANNER_ACTIVE and instruction != self.instruction
 
-    def _fold_controller(self, message: dict) -> StatusEvent | None:
+    def _fold_controller(self, message: dict) -> Notice | None:
         state = _short(message["state"], 40)
         task = _short(message.get("task") or "")
         detail = _short(message.get("detail", ""))
@@ -142,15 +143,15 @@ class StatusModel:
         if state in CONTROLLER_ERRORS:
             self.last_error = f"controller {state}: {detail or task}"
         if state in CONTROLLER_EVENTS:
-            return StatusEvent("controller", state, task, line)
+            return Notice("controller", state, task, line)
         stats = message.get("stats")
         rate = stats.get("rate_hz") if isinstance(stats, dict) else None
         self.controller_rate = float(rate) if isinstance(rate, int | float) else None
         changed = (state, task) != (self.controller_state, self.controller_task)
         self.controller_state, self.controller_task = state, task
-        return StatusEvent("controller", state, task, line) if changed else None
+        return Notice("controller", state, task, line) if changed else None
 
-    def _fold_safety(self, message: dict) -> StatusEvent | None:
+    def _fold_safety(self, message: dict) -> Notice | None:
         state = _short(message["state"], 40)
         reason = _short(message.get("reason", ""))
         changed = (state, reason) != (self.safety_state, self.safety_reason)
@@ -158,9 +159,7 @@ class StatusModel:
         if not changed:
             return None
         shown = state.upper() if state != "ok" else state
-        return StatusEvent(
-            "safety", state, "", f"[safety] {shown}" + (f": {reason}" if reason else "")
-        )
+        return Notice("safety", state, "", f"[safety] {shown}" + (f": {reason}" if reason else ""))
 
 
 def same_text(text: str) -> str:

@@ -12,24 +12,24 @@ import threading
 
 import pytest
 
-from lang2policy.terminal import ServiceAnswer, TerminalSession, run_non_interactive
+from lang2policy.terminal import Console, ServiceAnswer, run_non_interactive
 from lang2policy.terminal.app import _formatted_toolbar, run_interactive
 
 
 class RecordingBackend:
-    """Records what the session sent; services answer as configured; an optional planner
+    """Records what the console sent; services answer as configured; an optional planner
     stand-in answers instructions with status messages from a thread."""
 
     def __init__(self, services: dict[str, ServiceAnswer] | None = None, planner=None) -> None:
         self.sent: list[tuple[str, str]] = []
         self.services = services or {}
         self.planner = planner
-        self.session: TerminalSession | None = None
+        self.console: Console | None = None
 
     def publish_instruction(self, text: str) -> None:
         self.sent.append(("instruction", text))
         if self.planner is not None:
-            threading.Thread(target=self.planner, args=(self.session, text), daemon=True).start()
+            threading.Thread(target=self.planner, args=(self.console, text), daemon=True).start()
 
     def publish_correction(self, text: str) -> None:
         self.sent.append(("correction", text))
@@ -42,7 +42,7 @@ class RecordingBackend:
         return f"/lang2policy/{which}"
 
 
-def planner_answers(session: TerminalSession, text: str) -> None:
+def planner_answers(console: Console, text: str) -> None:
     """Received, running, then done, or failed for texts containing 'fail'; silent for 'hang'."""
     if "hang" in text:
         return
@@ -52,16 +52,16 @@ def planner_answers(session: TerminalSession, text: str) -> None:
         ("running", f"running the program for {text}"),
         (final, {"route": "code", "outcome": "ok" if final == "done" else "skill"}),
     ):
-        session.on_status(json.dumps({"state": state, "instruction": text, "detail": detail}))
+        console.on_status(json.dumps({"state": state, "instruction": text, "detail": detail}))
 
 
 def make(planner=None, services=None, clock=None):
     backend = RecordingBackend(services, planner)
     printed: list[str] = []
     kwargs = {"clock": clock} if clock else {}
-    session = TerminalSession(backend, emit=printed.append, **kwargs)
-    backend.session = session
-    return session, backend, printed
+    console = Console(backend, emit=printed.append, **kwargs)
+    backend.console = console
+    return console, backend, printed
 
 
 STOPPED = ServiceAnswer(True, True, "stopped: terminal request")
@@ -69,11 +69,11 @@ STOPPED = ServiceAnswer(True, True, "stopped: terminal request")
 
 def test_plain_text_follows_the_task_state():
     now = [0.0]
-    session, backend, _ = make(clock=lambda: now[0])
-    session.handle_line("pick up the red block")
-    session.handle_line("no, the blue one")  # sent a moment ago: a correction
+    console, backend, _ = make(clock=lambda: now[0])
+    console.handle_line("pick up the red block")
+    console.handle_line("no, the blue one")  # sent a moment ago: a correction
     now[0] = 100.0  # no planner ever answered: the grace is over
-    session.handle_line("wave")
+    console.handle_line("wave")
     assert backend.sent == [
         ("instruction", "pick up the red block"),
         ("correction", "no, the blue one"),
@@ -82,54 +82,54 @@ def test_plain_text_follows_the_task_state():
 
 
 def test_stop_calls_the_service_and_never_publishes():
-    session, backend, _ = make(services={"stop": STOPPED})
-    reply = session.handle_line("halt")
+    console, backend, _ = make(services={"stop": STOPPED})
+    reply = console.handle_line("halt")
     assert backend.sent == [("service", "stop")]
     assert reply.ok and reply.lines == ["stop: ok — stopped: terminal request"]
 
 
 def test_a_missing_service_is_named():
-    session, backend, _ = make()
-    reply = session.handle_line(":resume")
+    console, backend, _ = make()
+    reply = console.handle_line(":resume")
     assert not reply.ok and reply.lines == ["! no safety node answering on /lang2policy/resume"]
-    reply = session.handle_line(":reset")
+    reply = console.handle_line(":reset")
     assert reply.lines == ["! no sim node answering on /lang2policy/reset"]
     assert backend.sent == [("service", "resume"), ("service", "reset")]
 
 
 def test_a_refusing_service_is_reported_as_refused():
-    session, _, _ = make(services={"resume": ServiceAnswer(True, False, "not\nstopped\x1b[2J")})
-    reply = session.handle_line(":resume")
+    console, _, _ = make(services={"resume": ServiceAnswer(True, False, "not\nstopped\x1b[2J")})
+    reply = console.handle_line(":resume")
     assert not reply.ok and reply.lines == ["resume: REFUSED — not stopped\\x1b[2J"]
-    assert session.history_lines() == ["  1. resume -> refused: not stopped\\x1b[2J"]
+    assert console.history_lines() == ["  1. resume -> refused: not stopped\\x1b[2J"]
 
 
 def test_bad_input_gets_a_message_and_sends_nothing():
-    session, backend, _ = make()
-    reply = session.handle_line(":launch")
+    console, backend, _ = make()
+    reply = console.handle_line(":launch")
     assert not reply.ok and reply.lines[0].startswith("! unknown command ':launch'")
-    assert backend.sent == [] and session.history == []
+    assert backend.sent == [] and console.history == []
 
 
 def test_help_quit_and_blank():
-    session, backend, _ = make()
-    assert any(":resume" in line for line in session.handle_line(":help").lines)
-    assert session.handle_line(":quit").quit
-    assert session.handle_line("   ").lines == []
+    console, backend, _ = make()
+    assert any(":resume" in line for line in console.handle_line(":help").lines)
+    assert console.handle_line(":quit").quit
+    assert console.handle_line("   ").lines == []
     assert backend.sent == []
 
 
 def test_history_records_outcomes_as_the_planner_answers():
-    session, _, printed = make(planner=planner_answers, services={"stop": STOPPED})
-    entry = session.handle_line("pick up the red block").entry
-    assert session.wait_outcome(entry, timeout=5.0) is True
-    entry = session.handle_line(":do fail to reach the shelf").entry
-    assert session.wait_outcome(entry, timeout=5.0) is False
-    session.handle_line(":fix a bit higher")
-    session.handle_line(":fix no, lower")
-    session.on_status(json.dumps({"state": "correction", "instruction": "no, lower"}))
-    session.handle_line("stop")
-    assert session.history_lines() == [
+    console, _, printed = make(planner=planner_answers, services={"stop": STOPPED})
+    entry = console.handle_line("pick up the red block").entry
+    assert console.wait_outcome(entry, timeout=5.0) is True
+    entry = console.handle_line(":do fail to reach the shelf").entry
+    assert console.wait_outcome(entry, timeout=5.0) is False
+    console.handle_line(":fix a bit higher")
+    console.handle_line(":fix no, lower")
+    console.on_status(json.dumps({"state": "correction", "instruction": "no, lower"}))
+    console.handle_line("stop")
+    assert console.history_lines() == [
         "  1. instruction: pick up the red block -> done",
         "  2. instruction: fail to reach the shelf -> failed",
         "  3. correction: a bit higher -> sent",
@@ -140,16 +140,16 @@ def test_history_records_outcomes_as_the_planner_answers():
 
 
 def test_wait_outcome_times_out_with_none():
-    session, _, _ = make(planner=planner_answers)
-    entry = session.handle_line("hang forever").entry
-    assert session.wait_outcome(entry, timeout=0.2) is None
+    console, _, _ = make(planner=planner_answers)
+    entry = console.handle_line("hang forever").entry
+    assert console.wait_outcome(entry, timeout=0.2) is None
     assert entry.outcome == "no answer within 0.2 s"
 
 
 def test_non_interactive_waits_for_each_instruction_and_exits_zero_when_all_succeed():
-    session, backend, printed = make(planner=planner_answers, services={"stop": STOPPED})
+    console, backend, printed = make(planner=planner_answers, services={"stop": STOPPED})
     lines = ["pick up the red block\n", "\n", ":fix a bit higher\n", "stop\n", "put it down\n"]
-    code = run_non_interactive(session, lines, printed.append, wait=True, timeout=5.0)
+    code = run_non_interactive(console, lines, printed.append, wait=True, timeout=5.0)
     assert code == 0
     assert backend.sent == [
         ("instruction", "pick up the red block"),
@@ -173,14 +173,14 @@ def test_non_interactive_waits_for_each_instruction_and_exits_zero_when_all_succ
     ],
 )
 def test_non_interactive_exit_code(lines, expected):
-    session, _, printed = make(planner=planner_answers)
-    assert run_non_interactive(session, lines, printed.append, wait=True, timeout=0.3) == expected
+    console, _, printed = make(planner=planner_answers)
+    assert run_non_interactive(console, lines, printed.append, wait=True, timeout=0.3) == expected
 
 
 def test_non_interactive_without_wait_sends_follow_ups_as_corrections():
-    session, backend, printed = make()  # nobody answers
+    console, backend, printed = make()  # nobody answers
     lines = ["pick up the red block\n", "the blue one\n"]
-    assert run_non_interactive(session, lines, printed.append, wait=False) == 0
+    assert run_non_interactive(console, lines, printed.append, wait=False) == 0
     assert backend.sent == [
         ("instruction", "pick up the red block"),
         ("correction", "the blue one"),
@@ -188,9 +188,9 @@ def test_non_interactive_without_wait_sends_follow_ups_as_corrections():
 
 
 def test_formatted_toolbar_fits_the_width_and_keeps_styles():
-    session, _, _ = make()
-    session.on_status(json.dumps({"node": "safety", "state": "stopped", "reason": "x" * 80}))
-    pieces = _formatted_toolbar(session, 40)
+    console, _, _ = make()
+    console.on_status(json.dumps({"node": "safety", "state": "stopped", "reason": "x" * 80}))
+    pieces = _formatted_toolbar(console, 40)
     assert sum(len(text) for _, text in pieces) <= 39
     assert pieces[-1][1].endswith("…") and pieces[-1][0] == "class:toolbar-alert"
 
@@ -200,10 +200,10 @@ def test_interactive_prompt_sends_lines_and_leaves_on_ctrl_d():
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    session, backend, _ = make(services={"stop": STOPPED})
+    console, backend, _ = make(services={"stop": STOPPED})
     with create_pipe_input() as keys, create_app_session(input=keys, output=DummyOutput()):
         keys.send_text("pick up the red block\r:fix the blue one\rstop\r\x04")
-        assert run_interactive(session, refresh_interval=0.05) == 0
+        assert run_interactive(console, refresh_interval=0.05) == 0
     assert backend.sent == [
         ("instruction", "pick up the red block"),
         ("correction", "the blue one"),

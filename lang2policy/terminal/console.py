@@ -1,8 +1,8 @@
 """The terminal's dispatcher: typed lines in, messages and service calls out, history kept.
 
-``TerminalSession`` is independent of ROS: it talks to the graph through a ``Backend`` (the
+``Console`` is independent of ROS: it talks to the graph through a ``Backend`` (the
 ROS node implements it) and is fed status messages by whoever subscribes to them. Status
-messages may arrive on another thread; the session's lock and condition make ``handle_line``,
+messages may arrive on another thread; the console's lock and condition make ``handle_line``,
 ``on_status`` and ``wait_outcome`` safe to call from different threads.
 """
 
@@ -18,7 +18,7 @@ from lang2policy.instruction_text import text_problem, utf8_problem
 from lang2policy.sandbox.outcome import printable
 from lang2policy.terminal.commands import HELP, CommandKind, TerminalInputError, parse_line
 from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
-from lang2policy.terminal.status import StatusEvent, StatusModel, same_text
+from lang2policy.terminal.status import Notice, StatusModel, same_text
 from lang2policy.text_quote import one_line
 
 SERVICES = {CommandKind.STOP: "stop", CommandKind.RESUME: "resume", CommandKind.RESET: "reset"}
@@ -34,7 +34,7 @@ class ServiceAnswer:
 
 
 class Backend(Protocol):
-    """Where the session's commands go (the ROS node: topics and Trigger services)."""
+    """Where the console's commands go (the ROS node: topics and Trigger services)."""
 
     def publish_instruction(self, text: str) -> None: ...
 
@@ -49,7 +49,7 @@ class Backend(Protocol):
 
 @dataclass
 class HistoryEntry:
-    """One thing sent in this session and, for instructions, how the planner answered."""
+    """One thing sent from this console and, for instructions, how the planner answered."""
 
     kind: str
     text: str
@@ -71,7 +71,7 @@ class Reply:
     quit: bool = False
 
 
-class TerminalSession:
+class Console:
     """Parses lines, dispatches them to the backend, folds status messages, keeps history."""
 
     def __init__(
@@ -85,7 +85,7 @@ class TerminalSession:
         self.history: list[HistoryEntry] = []
         self._changed = threading.Condition()
 
-    def on_status(self, text: str) -> StatusEvent | None:
+    def on_status(self, text: str) -> Notice | None:
         """Fold one status or safety message; print its line (if any) through ``emit``."""
         with self._changed:
             event = self.model.fold(text)
@@ -99,7 +99,7 @@ class TerminalSession:
         self.emit(event.line)
         return event
 
-    def _settle(self, event: StatusEvent) -> None:
+    def _settle(self, event: Notice) -> None:
         """Record the planner's final answer on the oldest open instruction it answers."""
         for entry in self.history:
             if (
@@ -110,7 +110,7 @@ class TerminalSession:
                 entry.ok, entry.outcome = event.ok, event.state
                 return
 
-    def _acknowledge(self, event: StatusEvent) -> None:
+    def _acknowledge(self, event: Notice) -> None:
         """The planner took up a correction: say so in its history entry."""
         for entry in self.history:
             open_correction = entry.kind == CommandKind.CORRECTION and entry.outcome == "sent"
@@ -209,7 +209,7 @@ class TerminalSession:
             return None
 
 
-def _answers(event: StatusEvent, entry: HistoryEntry) -> bool:
+def _answers(event: Notice, entry: HistoryEntry) -> bool:
     """The planner echoes the instruction; a rejected one is echoed cut to 200 characters."""
     text = same_text(entry.text)
     if event.instruction == text:
