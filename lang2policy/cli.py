@@ -102,8 +102,7 @@ def _add_bench(commands) -> None:
     )
     for bench in BENCHES.values():
         parser = benches.add_parser(bench.name, help=bench.help)
-        bench.add_arguments(parser)
-        parser.add_argument("--json", action="store_true", help="print JSON only")
+        bench.configure(parser)
         # bench/ imports no ROS: the parity bench's probe node is handed in from here
         if bench.name == "parity":
             parser.set_defaults(open_probe=_open_parity_probe)

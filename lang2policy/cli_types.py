@@ -11,6 +11,9 @@ one-line message, exit code 2), never a traceback.
   instruction could make the robot do something else than what was asked. Control characters
   and line breaks (``str.isprintable``; a tab or space is fine) are refused too: an
   instruction is one line of text.
+
+The shared flags of the commands (``--robot``, ``--seed``, ``--llm``) are added here too, so that
+every command and benchmark spells and documents them the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +24,20 @@ from lang2policy.instruction_text import text_problem
 
 MAX_SEED = 2**32 - 1
 
-__all__ = ["MAX_SEED", "seed", "text"]
+LLM_HELP = (
+    "local (Gemma 3 270M on a local llama.cpp server, the default), openai (OPENAI_API_KEY, "
+    "OPENAI_BASE_URL, OPENAI_MODEL), replay:FILE, record:FILE or cache:FILE"
+)
+
+__all__ = [
+    "LLM_HELP",
+    "MAX_SEED",
+    "add_robot",
+    "add_seed",
+    "names",
+    "seed",
+    "text",
+]
 
 
 def seed(value: str) -> int:
@@ -44,3 +60,21 @@ def text(value: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def add_robot(parser: argparse.ArgumentParser) -> None:
+    """``--robot``: the robot description a command runs on."""
+    parser.add_argument("--robot", default="so101", help="robot description (so101, panda)")
+
+
+def add_seed(parser: argparse.ArgumentParser, what: str = "scene seed") -> None:
+    """``--seed`` (default 0), its help ``what`` with the valid range."""
+    parser.add_argument("--seed", type=seed, default=0, help=f"{what} (0 to {MAX_SEED})")
+
+
+def names(value: str | None) -> list[str] | None:
+    """A comma-separated list flag (``--tasks a,b``) as its stripped, non-empty items; None
+    (all of them) when the flag was not given or is empty."""
+    if not value:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]

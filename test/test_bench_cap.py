@@ -11,19 +11,9 @@ import mujoco
 import pytest
 
 from lang2policy.bench import cap
-from lang2policy.bench.cap_tasks import (
-    EPISODE_SPLITS,
-    FAMILIES,
-    FAMILY_NAMES,
-    SEEN,
-    SPLIT_NAMES,
-    SPLITS,
-    UNSEEN,
-    Task,
-    blocks_of,
-    family,
-    make_episode,
-)
+from lang2policy.bench.cap_checks import Task, blocks_of
+from lang2policy.bench.cap_splits import EPISODE_SPLITS, SEEN, SPLIT_NAMES, SPLITS, UNSEEN
+from lang2policy.bench.cap_tasks import FAMILIES, FAMILY_NAMES, family, make_episode
 from lang2policy.errors import ConfigError
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.scene.layout import load_layout

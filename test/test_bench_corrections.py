@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from lang2policy.bench import corrections as bench
+from lang2policy.bench import corrections_scenarios as bench
+from lang2policy.bench.corrections import format_text
+from lang2policy.cli import main
 from lang2policy.corrections import apply_to_spec, classify, objects_in_spec
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.scene.world import World
@@ -49,8 +51,10 @@ def test_each_scripted_correction_fixes_its_plan_on_paper(world, name):
 
 
 def test_bench_offset_scenario_changes_the_outcome(capsys, tmp_path):
-    code = bench.main(
+    code = main(
         [
+            "bench",
+            "corrections",
             "--scenarios",
             "offset",
             "--episodes",
@@ -80,22 +84,32 @@ def test_bench_offset_scenario_changes_the_outcome(capsys, tmp_path):
     assert report["embedding"]["encode_calls"] > 0
     log = tmp_path / "offset-0.jsonl"
     assert [json.loads(line)["kind"] for line in log.read_text().splitlines()] == ["offset"]
-    text = bench.format_text(report)
+    text = format_text(report)
     assert "offset" in text and "corrections left" in text
 
 
 def test_bench_rejects_unknown_scenarios_and_bad_flags(capsys):
-    assert bench.main(["--scenarios", "juggle"]) == 2
+    assert main(["bench", "corrections", "--scenarios", "juggle"]) == 2
     assert "valid scenarios" in capsys.readouterr().err
-    assert bench.main(["--episodes", "0"]) == 2
+    assert main(["bench", "corrections", "--episodes", "0"]) == 2
     assert "--episodes" in capsys.readouterr().err
 
 
 def test_code_plan_corrections_go_through_the_gate(capsys):
     """The code-plan track: a legitimate offset works, an edit past the workspace is refused
     and the tool stays inside (measured every physics step)."""
-    code = bench.main(
-        ["--plans", "code", "--scenarios", "offset,beyond-workspace", "--episodes", "1", "--json"]
+    code = main(
+        [
+            "bench",
+            "corrections",
+            "--plans",
+            "code",
+            "--scenarios",
+            "offset,beyond-workspace",
+            "--episodes",
+            "1",
+            "--json",
+        ]
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)["code_plans"]
@@ -104,4 +118,4 @@ def test_code_plan_corrections_go_through_the_gate(capsys):
     assert offset["rows"][0]["with"]["accepted"] == ["offset 3.0 cm left"]
     assert beyond["with"] == 1 and beyond["rows"][0]["with"]["refused"]
     assert beyond["rows"][0]["with"]["max_tool"] <= 0.353
-    assert bench.main(["--plans", "dance"]) == 2
+    assert main(["bench", "corrections", "--plans", "dance"]) == 2

@@ -46,5 +46,5 @@ def test_bench_mpc_compares_with_the_python_loop(capsys):
     backends = {(r["backend"], r["threads"]) for r in report["throughput"]}
     assert backends == {("python", 1), ("rollout", 1), ("rollout", 2)}
     assert all(r["steps_per_s"] > 0 for r in report["throughput"])
-    assert {r["planner"] for r in report["planning"]} == {"sampling", "cem"}
+    assert {r["sampler"] for r in report["planning"]} == {"sampling", "cem"}
     assert all(r["iterations_per_s"] > 0 for r in report["planning"])

@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from lang2policy.bench import parity
+from lang2policy.bench import parity_processes
 from lang2policy.bench.parity_analysis import CONTRACT
+from lang2policy.cli import main
 
 pytestmark = pytest.mark.ros
 
@@ -23,7 +24,9 @@ DOMAIN_ID = 1 + (os.getpid() + 57) % 200  # the sim run; the hw run takes the ne
 
 
 def test_parity_of_the_sim_node_and_the_driver_on_the_emulator(capsys):
-    status = parity.main(["--json", "--duration-scale", "0.75", "--domain", str(DOMAIN_ID)])
+    status = main(
+        ["bench", "parity", "--json", "--duration-scale", "0.75", "--domain", str(DOMAIN_ID)]
+    )
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert status == 0, (report["reasons"], captured.err[-3000:])
@@ -53,8 +56,10 @@ def test_parity_of_the_sim_node_and_the_driver_on_the_emulator(capsys):
 
 def test_a_back_end_that_fails_to_start_is_a_setup_error(capsys, monkeypatch):
     failing = [sys.executable, "-c", "print('no arm here'); raise SystemExit(3)"]
-    monkeypatch.setattr(parity, "backend_commands", lambda *args: [("broken_node", failing)])
-    status = parity.main(["--domain", str(DOMAIN_ID), "--startup-timeout", "30"])
+    monkeypatch.setattr(
+        parity_processes, "backend_commands", lambda *args: [("broken_node", failing)]
+    )
+    status = main(["bench", "parity", "--domain", str(DOMAIN_ID), "--startup-timeout", "30"])
     err = capsys.readouterr().err
     assert status == 2
     assert "broken_node exited with status 3" in err

@@ -14,6 +14,7 @@ phrasings).
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -22,11 +23,12 @@ import mujoco
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy import cli_types
+from lang2policy.bench.cap_checks import Check
+from lang2policy.bench.cap_splits import SPLIT_NAMES
 from lang2policy.bench.cap_tasks import (
     CATEGORIES,
     FAMILIES,
-    SPLIT_NAMES,
-    Check,
     Episode,
     check_episode,
     family,
@@ -265,22 +267,24 @@ def _report(robot, llm_spec, episodes, seed, oracle, records, started) -> dict:
         "episodes": records,
     }
     if "llm" in tracks:
-        done = [r["llm"] for r in records]
-        report["llm_summary"] = {
-            "mean_planning_seconds": round(sum(d["llm_seconds"] for d in done) / len(done), 3),
-            "mean_llm_calls": round(sum(d["llm_calls"] for d in done) / len(done), 2),
-            "repaired": sum(d["attempts"] == 2 for d in done),
-            "outcomes": dict(Counter(d["outcome"] for d in done).most_common()),
-        }
-        if "oracle" in tracks:  # planner failures vs failures the reference program shares
-            failed = [r for r in records if not r["llm"]["success"]]
-            report["llm_summary"]["failed_where_oracle_succeeded"] = sum(
-                r["oracle"]["success"] for r in failed
-            )
-            report["llm_summary"]["failed_with_oracle"] = sum(
-                not r["oracle"]["success"] for r in failed
-            )
+        report["llm_summary"] = _llm_summary(records, "oracle" in tracks)
     return report
+
+
+def _llm_summary(records: list[dict], with_oracle: bool) -> dict:
+    """How the LLM track planned, and whether its failures are the planner's or shared."""
+    done = [r["llm"] for r in records]
+    summary = {
+        "mean_planning_seconds": round(sum(d["llm_seconds"] for d in done) / len(done), 3),
+        "mean_llm_calls": round(sum(d["llm_calls"] for d in done) / len(done), 2),
+        "repaired": sum(d["attempts"] == 2 for d in done),
+        "outcomes": dict(Counter(d["outcome"] for d in done).most_common()),
+    }
+    if with_oracle:  # planner failures vs failures the reference program shares
+        failed = [r for r in records if not r["llm"]["success"]]
+        summary["failed_where_oracle_succeeded"] = sum(r["oracle"]["success"] for r in failed)
+        summary["failed_with_oracle"] = sum(not r["oracle"]["success"] for r in failed)
+    return summary
 
 
 # ----------------------------------------------------------------------------- text
@@ -352,3 +356,26 @@ def format_text(report: dict) -> str:
             f"{(o['message'].splitlines() or [''])[0][:120]}"
         )
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- command
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_types.add_robot(parser)
+    parser.add_argument("--llm", help=cli_types.LLM_HELP + "; omit for the oracle track only")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per task family")
+    cli_types.add_seed(parser, "first episode seed")
+    parser.add_argument("--families", help="comma-separated task families (default: all)")
+    parser.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench cap``."""
+    return run(
+        args.robot,
+        args.llm,
+        args.episodes,
+        args.seed,
+        oracle=not args.no_oracle,
+        progress=not args.json,
+        families=cli_types.names(args.families),
+    )

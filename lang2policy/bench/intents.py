@@ -11,12 +11,15 @@ start-up (spawn, numpy import, confinement) is reported separately.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy import cli_types
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.sandbox.policy import PolicyRequest, PrivilegePolicy, workspace_box
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.session.sim import SimSession
@@ -136,3 +139,15 @@ def format_text(report: dict) -> str:
         f"max {startup['max']} ms over {startup['runs']} runs"
     )
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_types.add_robot(parser)
+    parser.add_argument("--calls", type=int, default=2000, help="skill calls per measurement")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench intents``."""
+    if args.calls < 10:
+        raise Lang2PolicyError("--calls must be at least 10")
+    return run(args.robot, args.calls)

@@ -32,7 +32,8 @@ def _bowls(names: list[str]) -> list[str]:
     return [n for n in names if n.endswith("bowl")]
 
 
-def _grasp_terms(block: str) -> list[dict]:
+def grasp_terms(block: str) -> list[dict]:
+    """Terms that reach for, grasp and hold the block square, tool pointing down."""
     return [
         {"term": "reach", "weight": 1.0, "params": {"object": block}},
         {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
@@ -63,7 +64,7 @@ def lift(world: World, rng: np.random.Generator) -> TaskInstance:
     height = float(rng.choice([0.06, 0.08, 0.1]))
     lift_term = {"id": "lift", "term": "object_height", "weight": 3.0,
                  "params": {"object": block, "height": height}}
-    spec = {"task": "lift", "duration": 20, "terms": [*_grasp_terms(block), lift_term],
+    spec = {"task": "lift", "duration": 20, "terms": [*grasp_terms(block), lift_term],
             "success": {"all": [{"term": "lift", "below": 0.02}], "hold": 0.5}}
     judge = _judge([lift_term], [{"term": "lift", "below": 0.02}])
     return TaskInstance(f"lift the {block} {round(height * 100)} cm", spec, judge, world.present)
@@ -112,7 +113,7 @@ def turn(world: World, rng: np.random.Generator) -> TaskInstance:
     goal = {"id": "yaw", "term": "object_yaw", "weight": 1.0,
             "params": {"object": block, "yaw_deg": yaw}}
     flat = {"id": "flat", "term": "object_upright", "weight": 0.5, "params": {"object": block}}
-    spec = {"task": "turn", "duration": 15, "terms": [*_grasp_terms(block), goal, flat],
+    spec = {"task": "turn", "duration": 15, "terms": [*grasp_terms(block), goal, flat],
             "success": {"all": [{"term": "yaw", "below": 0.17}, {"term": "flat", "below": 0.1}],
                         "hold": 0.5}}
     judge = _judge([goal, flat], [{"term": "yaw", "below": 0.17},
@@ -125,7 +126,7 @@ def place_on(world: World, rng: np.random.Generator) -> TaskInstance:
     bowl = str(rng.choice(_bowls(world.present)))
     goal = {"id": "on", "term": "object_on", "weight": 3.0,
             "params": {"object": block, "target": bowl, "offset": 0.02}}
-    spec = {"task": "place on", "duration": 15, "terms": [*_grasp_terms(block), goal],
+    spec = {"task": "place on", "duration": 15, "terms": [*grasp_terms(block), goal],
             "success": {"all": [{"term": "on", "below": 0.025}], "hold": 0.5}}
     judge = _judge([goal], [{"term": "on", "below": 0.025}])
     return TaskInstance(f"put the {block} in the {bowl}", spec, judge, world.present)

@@ -10,6 +10,7 @@ joint targets of the new plan.
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from dataclasses import replace
@@ -18,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lang2policy.bench.l2r_tasks import lift
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.sampler import MPCConfig, Sampler
 from lang2policy.rewards.spec import validate_spec
@@ -61,7 +63,7 @@ def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float
         latencies.append(time.perf_counter() - start)
         plan_times.append(plan.seconds)
     planner.close()
-    return {"planner": config.sampler, "backend": config.backend, "samples": config.samples,
+    return {"sampler": config.sampler, "backend": config.backend, "samples": config.samples,
             "horizon_s": config.horizon, "steps": config.steps, "threads": config.threads,
             "iterations_per_s": round(len(plan_times) / sum(plan_times), 1),
             "latency_ms_p50": round(1000 * _percentile(latencies, 50), 1),
@@ -78,8 +80,8 @@ def run(robot: str = "so101", samples: int = 32, horizon: float = 0.5, seconds: 
     jobs = [("throughput", replace(base, backend="python", threads=1)),
             ("throughput", replace(base, threads=1)),
             ("throughput", base)]
-    jobs += [("planning", replace(base, sampler=planner, backend=backend))
-             for planner in ("sampling", "cem") for backend in ("python", "rollout")]
+    jobs += [("planning", replace(base, sampler=sampler, backend=backend))
+             for sampler in ("sampling", "cem") for backend in ("python", "rollout")]
     throughput, planning = [], []
     for kind, config in tqdm(jobs, desc="bench mpc", unit="case", disable=not progress):
         if kind == "throughput":
@@ -91,7 +93,7 @@ def run(robot: str = "so101", samples: int = 32, horizon: float = 0.5, seconds: 
         row["speedup_vs_python"] = round(row["steps_per_s"] / python_steps, 2)
     for row in planning:
         twin = next(r for r in planning
-                    if r["planner"] == row["planner"] and r["backend"] == "python")
+                    if r["sampler"] == row["sampler"] and r["backend"] == "python")
         row["speedup_vs_python"] = round(row["iterations_per_s"] / twin["iterations_per_s"], 2)
     return {"benchmark": "mpc", "robot": robot, "objects": len(world.present),
             "cpus": os.cpu_count(), "samples": samples, "horizon_s": horizon,
@@ -107,8 +109,23 @@ def format_text(report: dict) -> str:
                      f"{row['steps_per_s']:>9,} steps/s  (x{row['speedup_vs_python']} vs Python)")
     lines.append("  planning iterations (sample + roll out + score):")
     for row in report["planning"]:
-        lines.append(f"    {row['planner']:<9} {row['backend']:<8}: "
+        lines.append(f"    {row['sampler']:<9} {row['backend']:<8}: "
                      f"{row['iterations_per_s']:>6.1f} it/s, latency p50 "
                      f"{row['latency_ms_p50']:.1f} ms, p95 {row['latency_ms_p95']:.1f} ms  "
                      f"(x{row['speedup_vs_python']} vs Python)")
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--samples", type=int, default=32, help="rollouts per iteration")
+    parser.add_argument("--horizon", type=float, default=0.5, help="planning horizon (s)")
+    parser.add_argument("--threads", type=int, default=2, help="rollout threads")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench mpc``."""
+    if args.seconds <= 0 or not 2 <= args.samples <= 1024:
+        raise Lang2PolicyError("--seconds must be positive and --samples in [2, 1024]")
+    return run(samples=args.samples, horizon=args.horizon, seconds=args.seconds,
+               threads=args.threads, progress=not args.json)

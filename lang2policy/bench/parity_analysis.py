@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lang2policy.graph import topics
 from lang2policy.graph.snapshot import GraphSnapshot, TopicInfo
 
 GRIPPER = "gripper"
@@ -28,13 +29,13 @@ RESAMPLE_RATE = 100.0  # Hz of the common time base
 
 # The topic contract both back-ends must offer: topic -> (type, the back-end's role).
 CONTRACT: dict[str, tuple[str, str]] = {
-    "/joint_states": ("sensor_msgs/msg/JointState", "publishes"),
-    "/arm_controller/joint_trajectory": ("trajectory_msgs/msg/JointTrajectory", "subscribes"),
-    "/sim/objects": ("visualization_msgs/msg/MarkerArray", "publishes"),
+    topics.JOINT_STATES.name: (topics.JOINT_STATES.type, "publishes"),
+    topics.TRAJECTORY.name: (topics.TRAJECTORY.type, "subscribes"),
+    topics.SIM_OBJECTS.name: (topics.SIM_OBJECTS.type, "publishes"),
 }
 # Topics only the simulation has, and why that is by design.
 SIM_ONLY_BY_DESIGN: dict[str, str] = {
-    "/clock": "sim time; the driver stamps with the wall clock",
+    topics.CLOCK.name: "sim time; the driver stamps with the wall clock",
     "/camera/": "rendered cameras; a real arm has USB cameras (own node)",
 }
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
 
@@ -42,7 +44,6 @@ def pick_and_place(session: SimSession, seed: int) -> EpisodeResult:
     session.world.step_seconds(_SETTLE_SECONDS)
     success = session.world.is_in(block, bowl)
     return EpisodeResult(seed, block, bowl, success, error, session.world.time - start)
-
 
 
 def run(robot: str, episodes: int, first_seed: int = 0, progress: bool = True) -> dict:
@@ -85,3 +86,16 @@ def format_text(report: dict) -> str:
         for f in report["failures"]
     ]
     return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_types.add_robot(parser)
+    parser.add_argument("--episodes", type=int, default=50)
+    cli_types.add_seed(parser, "first episode seed")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench pickplace``."""
+    if args.episodes < 1:
+        raise Lang2PolicyError("--episodes must be at least 1")
+    return run(args.robot, args.episodes, args.seed, progress=not args.json)

@@ -7,11 +7,14 @@ physics is timed again with island sleeping switched off, the same motion from t
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import mujoco
 import numpy as np
 
+from lang2policy import cli_types
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
@@ -85,3 +88,15 @@ def format_text(report: dict) -> str:
         f"rendering {report['render_fps']} frames/s at "
         f"{report['render_size'][0]}x{report['render_size'][1]} ({report['camera']} camera)"
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_types.add_robot(parser)
+    parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds to time")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench sim``."""
+    if args.seconds <= 0:
+        raise Lang2PolicyError("--seconds must be positive")
+    return run(args.robot, args.seconds)

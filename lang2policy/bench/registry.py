@@ -1,0 +1,120 @@
+"""Every benchmark of ``lang2policy bench``, in one table.
+
+A benchmark is its arguments (``add_arguments(parser)``), a run that turns the parsed arguments
+into a JSON-able report (``run(args)``; a bad value raises ``Lang2PolicyError``), the report as
+text (``format_text``) and the exit status the report earns (``exit_code``, 0 unless the
+benchmark passes or fails). The command line builds ``lang2policy bench <name>`` from
+``BENCHES``; ``Bench.configure`` adds ``--json`` (print the report as JSON, no progress bars)
+to each, so every ``run`` may read ``args.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lang2policy.bench import (
+    cap,
+    corrections,
+    intents,
+    l2r,
+    mpc,
+    parity,
+    pickplace,
+    sim_speed,
+)
+
+
+def _ran(report: dict) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One benchmark: its name under ``lang2policy bench``, its one-line help and its parts."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict]
+    format_text: Callable[[dict], str]
+    exit_code: Callable[[dict], int] = _ran
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """The benchmark's arguments and ``--json`` on ``parser``."""
+        self.add_arguments(parser)
+        parser.add_argument("--json", action="store_true", help="print JSON only")
+
+
+BENCHES: dict[str, Bench] = {
+    bench.name: bench
+    for bench in (
+        Bench(
+            "pickplace",
+            "pick-and-place success rate",
+            pickplace.add_arguments,
+            pickplace.run_args,
+            pickplace.format_text,
+        ),
+        Bench(
+            "sim",
+            "physics steps/s, real-time factor, render fps",
+            sim_speed.add_arguments,
+            sim_speed.run_args,
+            sim_speed.format_text,
+        ),
+        Bench(
+            "cap",
+            "Code-as-Policies tabletop tasks: oracle and LLM tracks",
+            cap.add_arguments,
+            cap.run_args,
+            cap.format_text,
+        ),
+        Bench(
+            "intents",
+            "sandbox intent round trip vs in-process calls",
+            intents.add_arguments,
+            intents.run_args,
+            intents.format_text,
+        ),
+        Bench(
+            "l2r",
+            "Language-to-Rewards tasks: reference and LLM specs",
+            l2r.add_arguments,
+            l2r.run_args,
+            l2r.format_text,
+        ),
+        Bench(
+            "mpc",
+            "MPC rollout/planning speed vs a Python mj_step loop",
+            mpc.add_arguments,
+            mpc.run_args,
+            mpc.format_text,
+        ),
+        Bench(
+            "corrections",
+            "scripted corrections (offset, target swap, speed): success with and without, "
+            "latency, memory",
+            corrections.add_arguments,
+            corrections.run_args,
+            corrections.format_text,
+        ),
+        Bench(
+            "parity",
+            "the same scenario on the sim node and on the SO-101 driver + emulated arm: "
+            "topics, types, rates, joint names, tracking difference",
+            parity.add_arguments,
+            parity.run_args,
+            parity.format_text,
+            parity.exit_code,
+        ),
+    )
+}
+
+
+def parser(name: str) -> argparse.ArgumentParser:
+    """The command line of one benchmark on its own (``lang2policy bench <name>``)."""
+    alone = argparse.ArgumentParser(prog=f"lang2policy bench {name}")
+    BENCHES[name].configure(alone)
+    return alone
