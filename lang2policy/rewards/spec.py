@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lang2policy.errors import RewardSpecError
-from lang2policy.rewards.params import NumberParam
+from lang2policy.rewards.params import NumberParam, ObjectParam
 from lang2policy.rewards.terms import DEFAULT_TERMS, TERMS
 from lang2policy.wire_json import MessageError, decode_json
 
@@ -80,6 +80,10 @@ class Condition:
 
 @dataclass(frozen=True)
 class RewardSpec:
+    """A validated spec: ``validate_spec`` builds it where a spec enters a process (off a topic,
+    out of the sandbox, after an edit), and every layer after that takes it as it is; only the
+    objects it names are checked again against a changed scene (``check_objects``)."""
+
     task: str
     terms: tuple[TermSpec, ...]
     duration: float
@@ -103,6 +107,26 @@ class RewardSpec:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+    def objects(self) -> list[str]:
+        """The scene objects the terms name, in order of first use ("tool" and the other
+        non-object names a parameter allows are left out)."""
+        named = [
+            t.params[decl.name]
+            for t in self.terms
+            for decl in TERMS[t.term].params
+            if isinstance(decl, ObjectParam) and t.params.get(decl.name) not in decl.also
+        ]
+        return list(dict.fromkeys(named))
+
+
+def check_objects(spec: RewardSpec, objects: Sequence[str]) -> None:
+    """``RewardSpecError`` naming the objects of ``spec`` that are not among ``objects``."""
+    missing = [name for name in spec.objects() if name not in objects]
+    if missing:
+        raise RewardSpecError(
+            f"the spec names {missing}, not in the scene; objects: {sorted(objects)}"
+        )
 
 
 @dataclass(frozen=True)
