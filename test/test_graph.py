@@ -8,6 +8,7 @@ in ROS 2 params-file format, and names only parameters its node declares, with t
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import pytest
 import yaml
 
 from lang2policy.errors import ConfigError
+from lang2policy.graph import launcher, options, rules, topics
 from lang2policy.graph import nodes as graph
-from lang2policy.graph import options, rules, topics
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]
@@ -350,3 +351,19 @@ def test_launch_argument_strings_are_parsed_and_checked():
         options.options_from_strings("sim", {"rtf": "fast"})
     with pytest.raises(ConfigError, match=r"unknown launch arguments \['driver'\]"):
         options.options_from_strings("sim", {"driver": "ros2_control"})
+
+
+def test_one_table_makes_the_dataclass_the_launch_arguments_and_the_flags():
+    names = [o.name for o in options.OPTIONS]
+    assert [f.name for f in dataclasses.fields(options.GraphOptions)] == names
+    for mode in rules.MODES:
+        declared = [name for name, _, _ in options.LAUNCH_ARGUMENTS[mode]]
+        expected = [o.name for o in options.OPTIONS if mode in o.launch]
+        assert declared == [*expected, options.TERMINAL_PREFIX[0]]
+    parser = launcher.build_parser()
+    flagged = {o.name for o in options.OPTIONS if o.flag is not None}
+    assert flagged <= {action.dest for action in parser._actions}
+    defaults = launcher.options_from_args(parser.parse_args([]))
+    assert defaults == options.GraphOptions()  # the flags' defaults are the table's
+    hardware = launcher.options_from_args(parser.parse_args(["--robot", "so101-hw", "--emulate"]))
+    assert (hardware.mode, hardware.driver, hardware.emulate) == ("robot", "so101", True)

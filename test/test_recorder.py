@@ -18,6 +18,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
+from lang2policy.graph.topics import StatusEvent
 from lang2policy.recording import (
     DEFAULT_TOPICS,
     EpisodeTracker,
@@ -195,6 +196,19 @@ def test_reward_episode_ends_when_no_controller_takes_it():
     tracker.on_status({"state": "done", "detail": {"outcome": "reward_spec"}}, 1.0)
     assert tracker.poll(5.9) == []
     assert tracker.poll(7.0) == [Stop("the controller did not take the reward task")]
+
+
+def test_episodes_follow_lines_that_name_their_node():
+    """Lines built as ``StatusEvent``s steer episodes like old lines without a node; a line
+    of another node does not."""
+    tracker = EpisodeTracker(linger=1.0)
+    planner = StatusEvent(topics.PLANNER_NODE, "received", "wave").to_dict()
+    assert tracker.on_status(planner, 0.0) == [Start("wave")]
+    safety = StatusEvent(topics.SAFETY_NODE, "stopped", detail="stop requested").to_dict()
+    assert tracker.on_status(safety, 0.5) == [] and tracker.poll(5.0) == []
+    done = StatusEvent(topics.PLANNER_NODE, "done", "wave").to_dict()
+    tracker.on_status(done, 6.0)
+    assert tracker.poll(7.5) == [Stop("planner done")]
 
 
 # --------------------------------------------------------------------- recorder

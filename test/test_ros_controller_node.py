@@ -280,7 +280,7 @@ def test_main_rejects_bad_parameters_with_a_reason():
             "lang2policy.ros.controller_node",
             "--ros-args",
             "-p",
-            "planner:=annealing",
+            "sampler:=annealing",
         ],
         cwd=REPO,
         env=env,
@@ -290,7 +290,7 @@ def test_main_rejects_bad_parameters_with_a_reason():
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
-    assert "planner must be one of" in output and "Traceback" not in output, output
+    assert "sampler must be one of" in output and "Traceback" not in output, output
 
 
 # --------------------------------------------------------------------- pure conversions

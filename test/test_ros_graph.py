@@ -31,6 +31,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -82,15 +83,15 @@ class Probe:
         self.joints: list[tuple[float, dict[str, float]]] = []
         self.objects: dict = {}
         self.objects_stamp = 0.0  # sim time of the latest objects message
-        self.node.create_subscription(String, "/lang2policy/status", self._on_status, 50)
-        self.node.create_subscription(JointState, "/joint_states", self._on_joints, 50)
-        self.node.create_subscription(MarkerArray, "/lang2policy/objects", self._on_objects, 10)
-        self.instruction = self.node.create_publisher(String, "/lang2policy/instruction", 10)
-        self.correction = self.node.create_publisher(String, "/lang2policy/correction", 10)
-        self.reset_client = self.node.create_client(Trigger, "/lang2policy_sim/reset")
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joints, 50)
+        self.node.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
+        self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
+        self.correction = self.node.create_publisher(String, topics.CORRECTION.name, 10)
+        self.reset_client = self.node.create_client(Trigger, topics.RESET.name)
         self.safety: list[dict] = []
-        self.node.create_subscription(String, "/lang2policy/safety", self._on_safety, 50)
-        self.spec = self.node.create_publisher(String, "/lang2policy/reward_spec", 10)
+        self.node.create_subscription(String, topics.SAFETY.name, self._on_safety, 50)
+        self.spec = self.node.create_publisher(String, topics.REWARD_SPEC.name, 10)
 
     def _on_safety(self, msg: String) -> None:
         with self.lock:
@@ -317,7 +318,7 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
     with probe.lock:
         seen = len(probe.safety)
     asked = time.monotonic()
-    answer = probe.call("/lang2policy/stop")
+    answer = probe.call(topics.STOP.name)
     assert answer.success, answer.message
     assert time.monotonic() - asked < 2.0  # answered at once (a loaded machine is slow)
     # The sim time the stop took effect: the stopped status carries the stamp of the latest
@@ -340,7 +341,7 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
     assert joint_speeds(stamps[settled], positions[settled]).max() < 0.05
     with probe.lock:
         assert probe.safety[-1]["state"] == "stopped", probe.safety[-1]
-    resumed = probe.call("/lang2policy/resume")
+    resumed = probe.call(topics.RESUME.name)
     assert resumed.success, resumed.message
     wait_for(lambda: probe.safety[-1]["state"] == "ok", 5, "the safety node back to ok")
 
@@ -359,7 +360,7 @@ def test_killing_the_controller_mid_motion_makes_the_watchdog_hold_the_arm(graph
             "terms": [{"term": "tool_to_point", "params": {"point": [0.12, 0.2, 0.12]}}],
         }
         wait_for(probe.spec.get_subscription_count, 30, "the controller's spec subscription")
-        wait_for(lambda: probe.call("/lang2policy/resume").success, 10, "safety ok")
+        wait_for(lambda: probe.call(topics.RESUME.name).success, 10, "safety ok")
         start = probe.last_stamp()
         probe.spec.publish(String(data=json.dumps(spec)))
 

@@ -40,6 +40,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.control.trajectory import min_jerk_scale  # noqa: E402
+from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 from lang2policy.safety import load_safety_config  # noqa: E402
 from lang2policy.scene.world import World  # noqa: E402
@@ -57,7 +58,6 @@ DOMAIN_ID = 1 + (os.getpid() + 171) % 200
 PERIOD = 0.02  # s of sim time between joint states (the sim node's control rate)
 SAMPLING = 0.05  # rad/s: speeds from positions 20 ms apart
 TOOL_SPEED = 0.3  # m/s
-COMMAND_TOPIC = "/lang2policy/joint_command"
 BURST = 8  # 20 ms steps a late commander sends at once
 DISTANCE, PACE = 0.6, 1.2  # rad, rad/s peak (the planner's moves: 0.8 of the limit)
 # The servos' overshoot of a step in commanded speed, measured here: the pick-and-place's
@@ -92,10 +92,10 @@ class Probe:
         self.lock = threading.Lock()
         self.states: list[tuple[float, list[float], list[float]]] = []
         self.statuses: list[dict] = []
-        self.node.create_subscription(JointState, "/joint_states", self._on_state, 1000)
-        self.node.create_subscription(String, "/lang2policy/status", self._on_status, 50)
-        self.instruction = self.node.create_publisher(String, "/lang2policy/instruction", 10)
-        self.command = self.node.create_publisher(JointTrajectory, COMMAND_TOPIC, 10)
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 1000)
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
+        self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
+        self.command = self.node.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
         self.latest: dict[str, float] = {}
 
     def _on_state(self, msg: JointState) -> None:

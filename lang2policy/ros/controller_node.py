@@ -42,15 +42,7 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import Lang2PolicyError, RewardSpecError
-from lang2policy.graph.topics import (
-    CONTROLLER_NODE,
-    JOINT_COMMAND,
-    JOINT_STATES,
-    OBJECTS,
-    REWARD_SPEC,
-    STATUS,
-    StatusEvent,
-)
+from lang2policy.graph import topics
 from lang2policy.mpc.model import ObjectState
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
 from lang2policy.mpc.sampler import MPCConfig
@@ -95,11 +87,11 @@ class ControllerNode(ReadOnlyParameters):
             info=logger.info,
             stale_after=stale_after,
         ).start()
-        self._command = self.create_publisher(JointTrajectory, JOINT_COMMAND.name, 10)
-        self._status = self.create_publisher(String, STATUS.name, 10)
-        self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_states, 10)
-        self.create_subscription(MarkerArray, OBJECTS.name, self._on_objects, 10)
-        self.create_subscription(String, REWARD_SPEC.name, self._on_spec, 10)
+        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
+        self._status = self.create_publisher(String, topics.STATUS.name, 10)
+        self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joint_states, 10)
+        self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
+        self.create_subscription(String, topics.REWARD_SPEC.name, self._on_spec, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
         self._timers = [
             self.create_timer(1.0 / self.control_rate, self._on_control, clock=steady),
@@ -108,7 +100,7 @@ class ControllerNode(ReadOnlyParameters):
         self.get_logger().info(
             f"{robot}: {config.sampler} MPC, {config.samples} samples, {config.horizon:g} s "
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
-            f"{JOINT_COMMAND.name}"
+            f"{topics.JOINT_COMMAND.name}"
         )
 
     # ----------------------------------------------------------------- inputs
@@ -134,18 +126,18 @@ class ControllerNode(ReadOnlyParameters):
         except InvalidStateError as exc:
             self.rejected_states += 1
             self.get_logger().warning(
-                f"ignored {JOINT_STATES.name}: {exc}", throttle_duration_sec=2.0
+                f"ignored {topics.JOINT_STATES.name}: {exc}", throttle_duration_sec=2.0
             )
 
     def _on_objects(self, msg: MarkerArray) -> None:
-        objects = self._decoded(convert.objects_from_markers, msg, OBJECTS.name)
+        objects = self._decoded(convert.objects_from_markers, msg, topics.OBJECTS.name)
         if objects is not None:
             with self._objects_lock:
                 self._objects = objects
 
     def _on_spec(self, msg: String) -> None:
         try:  # bounded (size, nesting, number length): no message can end the node
-            data = decode_spec_text(msg.data, what=REWARD_SPEC.name)
+            data = decode_spec_text(msg.data, what=topics.REWARD_SPEC.name)
         except RewardSpecError as exc:
             self._report("rejected", "", str(exc))
             return
@@ -171,7 +163,8 @@ class ControllerNode(ReadOnlyParameters):
         if not self.mpc.fresh:
             if active:
                 self.get_logger().warning(
-                    f"no fresh {JOINT_STATES.name}: not commanding", throttle_duration_sec=2.0
+                    f"no fresh {topics.JOINT_STATES.name}: not commanding",
+                    throttle_duration_sec=2.0,
                 )
             return
         if active:
@@ -219,7 +212,7 @@ class ControllerNode(ReadOnlyParameters):
             self.get_logger().info(line)
 
     def _publish(self, state: str, detail: object, extra: dict) -> None:
-        event = StatusEvent(CONTROLLER_NODE, state, detail=detail, extra=extra)
+        event = topics.StatusEvent(topics.CONTROLLER_NODE, state, detail=detail, extra=extra)
         self._status.publish(String(data=json.dumps(event.to_dict())))
 
     def destroy_node(self) -> None:
@@ -232,7 +225,7 @@ class ControllerNode(ReadOnlyParameters):
 def _spec_error(exc: Exception, objects: list[str]) -> str:
     text = str(exc)
     if isinstance(exc, RewardSpecError) and not objects:
-        text += f" (no objects seen on {OBJECTS.name} yet)"
+        text += f" (no objects seen on {topics.OBJECTS.name} yet)"
     return text
 
 
