@@ -298,3 +298,43 @@ def test_a_replan_correction_plans_the_text_as_a_follow_up():
         time.sleep(0.05)
     assert routed.is_set(), outlet.last("correction").detail
     assert outlet.states(second)[-1] == "done"
+
+
+class RecordingSkills:
+    """Stands in for a VLA skill policy (none ships yet): records what it was asked to do."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.cancelled = 0
+
+    def run(self, instruction, on_line):
+        from lang2policy.conductor import RewardRun
+
+        self.asked.append(instruction)
+        on_line("skill running")
+        return RewardRun(True, {"outcome": "skill_done"})
+
+    def cancel(self) -> None:
+        self.cancelled += 1
+
+
+def test_the_skill_slot_takes_instructions_under_route_skill_and_needs_a_policy():
+    with pytest.raises(ConfigError, match="needs a skill policy"):
+        make(sim_code(), {}, route="skill")
+    outlet = RecordingOutlet()
+    code = sim_code()
+    runner = SandboxRunner(code.backend, default_policy(code.backend.description), limits=LIMITS)
+    skills = RecordingSkills()
+    conductor = Conductor(
+        outlet,
+        code,
+        PlanLoop(ScriptedPlanner({}), runner, code.backend),
+        RewardRoute(SpecHandOff(outlet), ScriptedRewardPlanner),
+        CorrectionRouter(None),
+        "skill",
+        skills,
+    )
+    result = conductor.handle("pick up the red block")
+    assert result.ok and result.route == "skill" and skills.asked == ["pick up the red block"]
+    assert result.detail == {"route": "skill", "outcome": "skill_done"}
+    assert outlet.events[0].detail == {"route": "skill"}

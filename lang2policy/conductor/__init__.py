@@ -15,7 +15,13 @@ from lang2policy.conductor.executors import (
     SimCodeExecutor,
     SpecHandOff,
 )
-from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor, RewardRun
+from lang2policy.conductor.ports import (
+    CodeExecutor,
+    Outlet,
+    RewardExecutor,
+    RewardRun,
+    SkillExecutor,
+)
 
 __all__ = [
     "ROUTES",
@@ -29,6 +35,7 @@ __all__ = [
     "RewardExecutor",
     "RewardRun",
     "SimCodeExecutor",
+    "SkillExecutor",
     "SpecHandOff",
     "build_conductor",
     "build_plan_loop",

@@ -3,8 +3,10 @@
 One object owns what happens between a person's words and the arm, with no ROS in it:
 
 * **routing**: each instruction goes to a plan kind (``code``: Code as Policies through the
-  sandbox's privilege gate; ``reward``: Language to Rewards on an MPC; ``skill``: reserved for
-  VLA skill plans) as ``planning.route.choose_planner`` decides under the ``route`` setting;
+  sandbox's privilege gate; ``reward``: Language to Rewards on an MPC) as
+  ``planning.route.choose_planner`` decides under the ``route`` setting; the ``skill`` slot
+  (a language skill on a learned VLA policy) takes every instruction under route ``skill``
+  once a ``SkillExecutor`` is given;
 * **one plan at a time**: ``instruct`` runs a plan in a worker thread and answers ``busy`` while
   one runs; ``handle`` runs one in the caller's thread (``lang2policy run``);
 * **stop**: aborts the running motion at its next control step, skips the repair, cancels a
@@ -24,16 +26,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from lang2policy.conductor.corrections import CorrectionDesk
-from lang2policy.conductor.ports import CodeExecutor, Outlet, Positions, RewardRun
+from lang2policy.conductor.ports import (
+    CodeExecutor,
+    Outlet,
+    Positions,
+    RewardRun,
+    SkillExecutor,
+)
 from lang2policy.conductor.reward_route import RewardRoute
-from lang2policy.errors import Lang2PolicyError
+from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.loop import InstructionResult, PlanLoop
 from lang2policy.planning.route import check_instruction, choose_planner
 from lang2policy.session.readout import scene_readout
 
-ROUTES = ("code", "reward", "skill")  # plan kinds; "skill" waits for the VLA policy
+ROUTES = ("code", "reward", "skill")  # plan kinds
 
 
 @dataclass
@@ -64,9 +72,11 @@ class Conductor:
         reward: RewardRoute,
         router: CorrectionRouter,
         route_setting: str = "auto",
+        skills: SkillExecutor | None = None,
     ) -> None:
-        choose_planner("", route_setting)  # a clear error for an unknown setting
+        _check_route_setting(route_setting, skills)
         self.outlet, self.code, self.planning, self.reward = outlet, code, planning, reward
+        self.skills = skills
         self.route_setting = route_setting
         self.instruction, self.route = "", ""  # what runs (or ran last)
         self.positions: Positions = {}  # live objects: name -> [x, y, z]
@@ -120,7 +130,7 @@ class Conductor:
     def _accept(self, text: object) -> tuple[str, str] | None:
         try:
             instruction = check_instruction(text)
-            route = choose_planner(instruction, self.route_setting)
+            route = self._choose(instruction)
         except Lang2PolicyError as exc:
             self.say("rejected", str(text)[:200], str(exc))
             return None
@@ -131,12 +141,15 @@ class Conductor:
         self.say("received", instruction, {"route": route})
         return instruction, route
 
+    def _choose(self, instruction: str) -> str:
+        if self.route_setting == "skill":
+            return "skill"
+        return choose_planner(instruction, self.route_setting)
+
     def _run(self, instruction: str, route: str) -> PlanResult:
+        runs = {"code": self._run_code, "reward": self._run_reward, "skill": self._run_skill}
         try:
-            if route == "reward":
-                result = self._run_reward(instruction)
-            else:
-                result = self._run_code(instruction)
+            result = runs[route](instruction)
         except Exception as exc:  # the host must survive any planning error
             result = PlanResult(instruction, route, "failed", f"{type(exc).__name__}: {exc}")
         finally:
@@ -184,6 +197,14 @@ class Conductor:
         state = "done" if run.ok else "failed"
         return PlanResult(instruction, "reward", state, detail, reward_plan=plan, reward_run=run)
 
+    def _run_skill(self, instruction: str) -> PlanResult:
+        self._stopped.clear()
+        self._stop_reason = ""
+        self.reward.cancel()  # the arm is the skill's now
+        run = self.skills.run(instruction, lambda line: self.say("running", instruction, line))
+        detail = {"route": "skill", **run.detail}
+        return PlanResult(instruction, "skill", "done" if run.ok else "failed", detail)
+
     # ------------------------------------------------------------------ stop
     def stop_pending(self) -> str:
         """The reason of a stop during the running instruction ("" while none)."""
@@ -201,6 +222,8 @@ class Conductor:
             return  # already handled (the stop request, then the safety node's report)
         self.end_motion(reason)
         self.reward.cancel()
+        if self.skills is not None and self.running("skill"):
+            self.skills.cancel()
         self.say("stopped", "", reason)
 
     def request_stop(self, reason: str) -> None:
@@ -222,6 +245,15 @@ class Conductor:
 
     def close(self) -> None:
         self.reward.executor.close()
+
+
+def _check_route_setting(setting: str, skills: SkillExecutor | None) -> None:
+    """A clear error for an unknown setting, or for ``skill`` without a skill executor."""
+    if setting == "skill":
+        if skills is None:
+            raise ConfigError("route 'skill' needs a skill policy (a VLA); none is configured")
+        return
+    choose_planner("", setting)
 
 
 def _plan_line(plan) -> str:

@@ -80,3 +80,13 @@ class RewardExecutor(Protocol):
 
     def close(self) -> None:
         """Release what the executor holds (threads, renderers)."""
+
+
+class SkillExecutor(Protocol):
+    """Where a language skill runs on a learned policy (a VLA): the slot for skill plans."""
+
+    def run(self, instruction: str, on_line) -> RewardRun:
+        """Run the skill the instruction names until it ends; ``on_line`` takes progress."""
+
+    def cancel(self) -> None:
+        """End the running skill (a stop)."""
