@@ -13,9 +13,11 @@ import pytest
 import serial
 
 from lang2policy.errors import InvalidCommandError
-from lang2policy.robots.feetech.bus import FeetechBus, PortError, ServoError, ServoTimeout
-from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator
+from lang2policy.robots.feetech.bus import FeetechBus
+from lang2policy.robots.feetech.bus_errors import PortError, ServoError, ServoTimeout
+from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.feetech.protocol import Address, ErrorBit, encode_u16
+from lang2policy.robots.feetech.servo_plant import KinematicPlant
 
 pytestmark = pytest.mark.timeout(20)
 

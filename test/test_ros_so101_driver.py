@@ -20,7 +20,8 @@ from waiting import wait_for  # noqa: E402
 
 from lang2policy.errors import ConfigError, Lang2PolicyError  # noqa: E402
 from lang2policy.graph import topics  # noqa: E402
-from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator  # noqa: E402
+from lang2policy.robots.feetech.emulator import ServoBusEmulator  # noqa: E402
+from lang2policy.robots.feetech.servo_plant import KinematicPlant  # noqa: E402
 from lang2policy.robots.so101.calibration import JOINTS  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 

@@ -8,8 +8,10 @@ import pytest
 import yaml
 
 from lang2policy.errors import ConfigError
-from lang2policy.robots.feetech.bus import FeetechBus, ServoTimeout
-from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator
+from lang2policy.robots.feetech.bus import FeetechBus
+from lang2policy.robots.feetech.bus_errors import ServoTimeout
+from lang2policy.robots.feetech.emulator import ServoBusEmulator
+from lang2policy.robots.feetech.servo_plant import KinematicPlant
 from lang2policy.robots.so101 import Calibration, SO101Robot, guided_calibration
 from lang2policy.robots.so101.calibration import JOINTS, RAD_PER_TICK, with_joint
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from lang2policy.robots.feetech.bus import FeetechBus
-from lang2policy.robots.feetech.emulator import KinematicPlant, ServoBusEmulator
+from lang2policy.robots.feetech.emulator import ServoBusEmulator
+from lang2policy.robots.feetech.servo_plant import KinematicPlant
 from lang2policy.robots.so101 import guided
 from lang2policy.robots.so101.calibration import JOINTS, Calibration
 

@@ -32,7 +32,8 @@ from trajectory_msgs.msg import JointTrajectory
 from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.graph.topics import JOINT_STATES, TRAJECTORY
-from lang2policy.robots.feetech.bus import FeetechBus, FeetechError
+from lang2policy.robots.feetech.bus import FeetechBus
+from lang2policy.robots.feetech.bus_errors import FeetechError
 from lang2policy.robots.so101.backend import SO101Robot
 from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.ros import convert

@@ -3,15 +3,8 @@
 The emulator is imported from ``lang2policy.robots.feetech.emulator`` when needed.
 """
 
-from lang2policy.robots.feetech.bus import (
-    BusStats,
-    FeetechBus,
-    FeetechError,
-    PortError,
-    ServoError,
-    ServoState,
-    ServoTimeout,
-)
+from lang2policy.robots.feetech.bus import BusStats, FeetechBus
+from lang2policy.robots.feetech.bus_errors import FeetechError, PortError, ServoError, ServoTimeout
 from lang2policy.robots.feetech.protocol import (
     CENTER_TICK,
     TICKS_PER_TURN,
@@ -23,6 +16,7 @@ from lang2policy.robots.feetech.protocol import (
     radians_to_ticks,
     ticks_to_radians,
 )
+from lang2policy.robots.feetech.servo_state import ServoState
 
 __all__ = [
     "CENTER_TICK",

@@ -18,14 +18,12 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
-from lang2policy.errors import InvalidCommandError, Lang2PolicyError
+from lang2policy.errors import InvalidCommandError
+from lang2policy.robots.feetech.bus_errors import PortError, ServoError, ServoTimeout
 from lang2policy.robots.feetech.protocol import (
     BROADCAST_ID,
-    LOAD_FULL_SCALE,
-    LOAD_SIGN_BIT,
     MAX_TICK,
     POSITION_SIGN_BIT,
-    SPEED_SIGN_BIT,
     Address,
     StatusPacket,
     StatusParser,
@@ -38,33 +36,12 @@ from lang2policy.robots.feetech.protocol import (
     sync_write_packet,
     write_packet,
 )
-
-_STATE_START = Address.PRESENT_POSITION
-_STATE_LENGTH = Address.MOVING - Address.PRESENT_POSITION + 1  # position .. moving, 11 bytes
-
-
-class FeetechError(Lang2PolicyError):
-    """Root of the Feetech bus errors."""
-
-
-class PortError(FeetechError):
-    """The serial port cannot be opened or was lost; the message says what to check."""
-
-
-class ServoTimeout(FeetechError):
-    """Servos did not answer (or only with corrupt packets) after every retry."""
-
-    def __init__(self, message: str, servo_ids: tuple[int, ...]) -> None:
-        super().__init__(message)
-        self.servo_ids = servo_ids
-
-
-class ServoError(FeetechError):
-    """A servo answered but refused a command (e.g. torque while overheated)."""
-
-    def __init__(self, message: str, servo_ids: tuple[int, ...]) -> None:
-        super().__init__(message)
-        self.servo_ids = servo_ids
+from lang2policy.robots.feetech.servo_state import (
+    STATE_LENGTH,
+    STATE_START,
+    ServoState,
+    decode_state,
+)
 
 
 @dataclass
@@ -81,38 +58,6 @@ class BusStats:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class ServoState:
-    """One servo's readout. Speed in ticks/s, load as a signed fraction of maximum torque."""
-
-    servo_id: int
-    position: int
-    speed: int
-    load: float
-    voltage: float
-    temperature: int
-    moving: bool
-    errors: int
-
-    @property
-    def error_names(self) -> tuple[str, ...]:
-        return error_names(self.errors)
-
-
-def decode_state(servo_id: int, data: bytes, errors: int) -> ServoState:
-    """Registers 56..66 (position .. moving) -> ``ServoState``."""
-    return ServoState(
-        servo_id=servo_id,
-        position=decode_signed(data[0:2], POSITION_SIGN_BIT),
-        speed=decode_signed(data[2:4], SPEED_SIGN_BIT),
-        load=decode_signed(data[4:6], LOAD_SIGN_BIT) / LOAD_FULL_SCALE,
-        voltage=data[6] / 10.0,
-        temperature=data[7],
-        moving=bool(data[Address.MOVING - _STATE_START]),
-        errors=errors,
-    )
 
 
 _HINT = (
@@ -281,7 +226,7 @@ class FeetechBus:
 
     def read_state(self, servo_ids: Iterable[int]) -> dict[int, ServoState]:
         """Position, speed, load, voltage, temperature, moving and error bits in one SYNC_READ."""
-        raw = self.sync_read(_STATE_START, _STATE_LENGTH, servo_ids)
+        raw = self.sync_read(STATE_START, STATE_LENGTH, servo_ids)
         return {
             sid: decode_state(sid, data, self.last_errors.get(sid, 0)) for sid, data in raw.items()
         }

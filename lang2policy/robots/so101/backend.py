@@ -16,7 +16,9 @@ import time
 
 import numpy as np
 
-from lang2policy.robots.feetech.bus import FeetechBus, FeetechError, ServoState, ServoTimeout
+from lang2policy.robots.feetech.bus import FeetechBus
+from lang2policy.robots.feetech.bus_errors import FeetechError, ServoTimeout
+from lang2policy.robots.feetech.servo_state import ServoState
 from lang2policy.robots.robot import Observation, Robot
 from lang2policy.robots.safety import JointLimits
 from lang2policy.robots.sim_robot import MAX_TRACKING_DEVIATION
