@@ -41,6 +41,9 @@ LIMIT_MARGIN = 0.05  # rad (opening) kept from the ends of a joint's range
 class SetupError(Lang2PolicyError):
     """A back-end or the probe could not be brought up (exit status 2)."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(f"setup error: {message}")
+
 
 class Probe(Protocol):
     """What the scenario needs of the probe node (``ros.parity_probe.ParityProbe``)."""
