@@ -9,12 +9,8 @@ remaining motion-time budget. Any failure ends with the arm told to hold still.
 
 from __future__ import annotations
 
-import platform
-import signal
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from lang2policy.errors import (
     InvalidIntentError,
@@ -24,8 +20,24 @@ from lang2policy.errors import (
 )
 from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted
 from lang2policy.sandbox.ast_check import check_source
+from lang2policy.sandbox.child_messages import (
+    check_ready,
+    collect_output,
+    error_outcome,
+    error_reply,
+    exit_outcome,
+    short_args,
+    skill_message,
+)
 from lang2policy.sandbox.gate_edits import ArgumentEdits, speed_cap
+from lang2policy.sandbox.limits import SandboxLimits
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
+from lang2policy.sandbox.plan_state import (
+    TEXT_LIMIT,
+    PlanEnded,
+    PlanState,
+    motion_budget_outcome,
+)
 from lang2policy.sandbox.policy import Decision, PolicyRequest, PrivilegePolicy
 from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout, ProtocolError
 from lang2policy.skills.backend import SkillBackend
@@ -34,57 +46,7 @@ from lang2policy.skills.spec import Skill
 
 AskUser = Callable[[PolicyRequest, Decision], bool]
 IntentObserver = Callable[[IntentRecord], None]
-_ERROR_KINDS = {"runtime", "syntax", "memory", "recursion", "denied", "invalid", "skill", "limit"}
-_TEXT_LIMIT = 2000
 MAX_RESTARTS = 8  # corrections one skill call may take before the plan gives it up
-
-
-def default_required_layers() -> tuple[str, ...]:
-    """OS layers a run refuses to go without: seccomp where we have a tested table."""
-    if sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64"):
-        return ("rlimits", "seccomp")
-    return ("rlimits",)
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Per-plan resource limits of the child (the privilege policy holds the skill budgets)."""
-
-    # Seconds the plan may spend outside motion: the child's compute and the host's planning
-    # of every call (IK, paths, decisions), refused or not. Time the arm moves is counted by
-    # the policy's motion budget instead.
-    wall_seconds: float = 10.0
-    cpu_seconds: float = 10.0
-    memory_mb: int = 1024
-    max_output_bytes: int = 16 * 1024  # printed text kept; 8x this in total ends the plan
-    max_message_bytes: int = 1 << 20
-    startup_seconds: float = 20.0
-    required_layers: tuple[str, ...] = field(default_factory=default_required_layers)
-
-
-class _PlanEnded(Exception):
-    """Raised inside the conversation to end the plan with a given outcome."""
-
-    def __init__(self, outcome: PlanOutcome) -> None:
-        super().__init__(outcome.message)
-        self.outcome = outcome
-
-
-@dataclass
-class _PlanState:
-    policy: PrivilegePolicy
-    intents: list[IntentRecord] = field(default_factory=list)
-    output: list[str] = field(default_factory=list)
-    output_kept: int = 0
-    output_seen: int = 0
-    output_truncated: bool = False
-    layers: dict[str, str] = field(default_factory=dict)
-    motion_seconds: float = 0.0
-    motion_wall: float = 0.0  # wall seconds of motion since the wall deadline was last moved
-
-    def take_motion_wall(self) -> float:
-        seconds, self.motion_wall = self.motion_wall, 0.0
-        return seconds
 
 
 class SandboxRunner:
@@ -132,7 +94,7 @@ class SandboxRunner:
             except PolicyWideningError as exc:
                 outcome = PlanOutcome("rejected", f"the plan's policy widens the base: {exc}")
             else:
-                outcome = self._run_child_safely(source, _PlanState(policy))
+                outcome = self._run_child_safely(source, PlanState(policy))
         if not outcome.ok:
             self.backend.hold()
         outcome.said = self.backend.said()[said_before:]
@@ -159,7 +121,7 @@ class SandboxRunner:
         return None
 
     # ------------------------------------------------------------------ the child
-    def _run_child_safely(self, source: str, state: _PlanState) -> PlanOutcome:
+    def _run_child_safely(self, source: str, state: PlanState) -> PlanOutcome:
         """Never let a host-side bug escape as an exception with the arm mid-plan."""
         try:
             return self._run_child(source, state)
@@ -171,12 +133,12 @@ class SandboxRunner:
             outcome.intents, outcome.layers = state.intents, state.layers
             return outcome
 
-    def _run_child(self, source: str, state: _PlanState) -> PlanOutcome:
+    def _run_child(self, source: str, state: PlanState) -> PlanOutcome:
         limits = self.limits
         with ChildProcess(limits.max_message_bytes) as child:
             try:
                 outcome = self._converse(child, source, state)
-            except _PlanEnded as ended:
+            except PlanEnded as ended:
                 outcome = ended.outcome
             except ChildTimeout:
                 outcome = PlanOutcome(
@@ -188,19 +150,21 @@ class SandboxRunner:
             except ProtocolError as exc:
                 outcome = PlanOutcome("protocol", str(exc))
             except ChildExited:
-                outcome = self._exit_outcome(child.exit_status(wait=1.0), child.stderr_tail())
+                outcome = exit_outcome(
+                    child.exit_status(wait=1.0), child.stderr_tail(), limits.cpu_seconds
+                )
         outcome.intents, outcome.layers = state.intents, state.layers
         outcome.output = "".join(state.output)
         outcome.motion_seconds = state.motion_seconds
         return outcome
 
-    def _converse(self, child: ChildProcess, source: str, state: _PlanState) -> PlanOutcome:
+    def _converse(self, child: ChildProcess, source: str, state: PlanState) -> PlanOutcome:
         limits = self.limits
         child.send(
             {
                 "type": "start",
                 "code": source,
-                "skills": [self._skill_message(s) for s in self.skills.values()],
+                "skills": [skill_message(s) for s in self.skills.values()],
                 "limits": {
                     "cpu_seconds": limits.cpu_seconds,
                     "memory_mb": limits.memory_mb,
@@ -209,7 +173,7 @@ class SandboxRunner:
             }
         )
         ready = child.receive(time.monotonic() + limits.startup_seconds)
-        self._check_ready(ready, state)
+        check_ready(ready, state, limits.required_layers)
         deadline = time.monotonic() + limits.wall_seconds
         while True:
             message = child.receive(deadline)
@@ -220,56 +184,16 @@ class SandboxRunner:
                 if self.on_intent is not None:
                     self.on_intent(state.intents[-1])
             elif kind == "print":
-                self._collect_output(message, state)
+                collect_output(message, state, limits.max_output_bytes)
             elif kind == "done":
                 return PlanOutcome("ok", "the program finished")
             elif kind == "error":
-                return self._error_outcome(message)
+                return error_outcome(message)
             else:
                 raise ProtocolError(f"unexpected '{kind}' message from the child")
 
-    @staticmethod
-    def _skill_message(skill: Skill) -> dict:
-        return {
-            "name": skill.name,
-            "params": [p.name for p in skill.params],
-            "returns": skill.returns,
-            "doc": skill.doc,
-        }
-
-    def _check_ready(self, message: dict, state: _PlanState) -> None:
-        layers = message.get("layers")
-        if message["type"] != "ready" or not isinstance(layers, dict):
-            raise ProtocolError("the child did not report ready")
-        state.layers = {str(k)[:40]: str(v)[:200] for k, v in list(layers.items())[:8]}
-        missing = [n for n in self.limits.required_layers if state.layers.get(n) != "on"]
-        if missing:
-            detail = "; ".join(f"{n}: {state.layers.get(n, 'not reported')}" for n in missing)
-            raise _PlanEnded(
-                PlanOutcome("crashed", f"required sandbox layers are not active ({detail})")
-            )
-
-    def _collect_output(self, message: dict, state: _PlanState) -> None:
-        text = message.get("text")
-        if not isinstance(text, str):
-            raise ProtocolError("a print message without text")
-        state.output_seen += len(text)
-        budget = self.limits.max_output_bytes
-        if state.output_seen > 8 * budget:
-            raise _PlanEnded(
-                PlanOutcome(
-                    "limit", f"the program printed more than {8 * budget} bytes", limit="output"
-                )
-            )
-        keep = text[: max(0, budget - state.output_kept)]
-        state.output_kept += len(keep)
-        if len(keep) < len(text) and not state.output_truncated:
-            keep += "\n[output truncated]\n"
-            state.output_truncated = True
-        state.output.append(keep)
-
     # ------------------------------------------------------------------ intents
-    def _handle_call(self, message: dict, state: _PlanState) -> dict:
+    def _handle_call(self, message: dict, state: PlanState) -> dict:
         call_id, name, args = message.get("id"), message.get("skill"), message.get("args")
         if not isinstance(call_id, int) or not isinstance(name, str) or not isinstance(args, dict):
             raise ProtocolError(
@@ -279,31 +203,31 @@ class SandboxRunner:
         budgets = state.policy.budgets
         if len(state.intents) >= budgets.max_skill_calls:
             state.intents.append(IntentRecord(name[:64], {}, "budget"))
-            raise _PlanEnded(
+            raise PlanEnded(
                 PlanOutcome(
                     "limit",
                     f"the plan made more than {budgets.max_skill_calls} skill calls",
                     limit="skill_calls",
                 )
             )
-        record = IntentRecord(name[:64], _short_args(args), "invalid")
+        record = IntentRecord(name[:64], short_args(args), "invalid")
         state.intents.append(record)
         try:
             skill, bound = self._bind(name, args)
             request = self._gate(skill, bound, state, record)
         except MotionAborted as exc:  # a stop while the host planned the call
-            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
+            raise PlanEnded(PlanOutcome("stopped", str(exc)[:TEXT_LIMIT])) from exc
         except Lang2PolicyError as exc:  # bad arguments, unknown objects, unplannable targets
-            record.error = str(exc)[:_TEXT_LIMIT]
-            return _error_reply(call_id, "invalid", record.error)
+            record.error = str(exc)[:TEXT_LIMIT]
+            return error_reply(call_id, "invalid", record.error)
         if request is None:
-            return _error_reply(call_id, "denied", record.error)
+            return error_reply(call_id, "denied", record.error)
         return self._execute(call_id, skill, bound, request, state, record)
 
     def _check_cancelled(self) -> None:
         reason = self.cancelled()
         if reason:
-            raise _PlanEnded(PlanOutcome("stopped", str(reason)[:_TEXT_LIMIT]))
+            raise PlanEnded(PlanOutcome("stopped", str(reason)[:TEXT_LIMIT]))
 
     def _bind(self, name: str, args: dict) -> tuple[Skill, dict]:
         skill = self.skills.get(name)
@@ -327,7 +251,7 @@ class SandboxRunner:
 
     # ------------------------------------------------------------------ the gate
     def _gate(
-        self, skill: Skill, bound: dict, state: _PlanState, record: IntentRecord
+        self, skill: Skill, bound: dict, state: PlanState, record: IntentRecord
     ) -> PolicyRequest | None:
         """Decide the call that will actually run: the program's arguments with the person's
         edits applied, its path from where the arm is now. New (pending) edits that the policy
@@ -347,7 +271,7 @@ class SandboxRunner:
         skill: Skill,
         bound: dict,
         edited: PolicyRequest,
-        state: _PlanState,
+        state: PlanState,
     ) -> PolicyRequest:
         """Accept, cap or refuse the pending edits by the policy's decision on ``edited``."""
         decision = state.policy.decide(edited)
@@ -369,7 +293,7 @@ class SandboxRunner:
         edits.refuse_pending(decision.reason)
         return before
 
-    def _decide(self, request: PolicyRequest, state: _PlanState, record: IntentRecord) -> Decision:
+    def _decide(self, request: PolicyRequest, state: PlanState, record: IntentRecord) -> Decision:
         decision = state.policy.decide(request)
         record.rule, record.reason = decision.rule, decision.reason
         if decision.allowed:
@@ -378,7 +302,7 @@ class SandboxRunner:
         if decision.fallback == "stop":
             record.decision = "denied"
             record.error = f"stopped by rule '{decision.rule}': {decision.reason}"
-            raise _PlanEnded(PlanOutcome("stopped", record.error))
+            raise PlanEnded(PlanOutcome("stopped", record.error))
         if decision.fallback == "ask" and self.ask_user is not None:
             if self.ask_user(request, decision):
                 record.decision = "approved"
@@ -389,7 +313,7 @@ class SandboxRunner:
         else:
             record.error = f"{request.skill} denied by rule '{decision.rule}': "
         record.decision = "denied"
-        record.error = (record.error + decision.reason)[:_TEXT_LIMIT]
+        record.error = (record.error + decision.reason)[:TEXT_LIMIT]
         return decision
 
     # ------------------------------------------------------------------ execution
@@ -403,24 +327,24 @@ class SandboxRunner:
                 request = self._regate(skill, bound, state, record)
                 if request is None:
                     self.backend.hold()
-                    return _error_reply(call_id, "denied", record.error)
+                    return error_reply(call_id, "denied", record.error)
                 continue
             except Lang2PolicyError as exc:
                 self.backend.hold()
-                record.error = str(exc)[:_TEXT_LIMIT]
-                return _error_reply(call_id, "skill", record.error)
+                record.error = str(exc)[:TEXT_LIMIT]
+                return error_reply(call_id, "skill", record.error)
             record.ok = True
             return {"type": "result", "id": call_id, "ok": True, "value": value}
         self.backend.hold()
         record.error = f"{skill.name}: corrected more than {MAX_RESTARTS} times; given up"
-        return _error_reply(call_id, "skill", record.error)
+        return error_reply(call_id, "skill", record.error)
 
     def _regate(self, skill, bound, state, record) -> PolicyRequest | None:
         self.restarts += 1
         try:
             return self._gate(skill, bound, state, record)
         except MotionAborted as exc:
-            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
+            raise PlanEnded(PlanOutcome("stopped", str(exc)[:TEXT_LIMIT])) from exc
 
     def _execute_once(self, skill: Skill, request: PolicyRequest, state, record) -> object:
         """One execution of an allowed call. Robot time is charged to the motion budget; the
@@ -430,7 +354,7 @@ class SandboxRunner:
         if skill.category == "motion":
             time_limit = state.policy.budgets.max_motion_seconds - state.motion_seconds
             if time_limit <= 0:
-                raise _PlanEnded(self._motion_budget_outcome(state))
+                raise PlanEnded(motion_budget_outcome(state))
         started, wall_started = self.backend.clock(), time.monotonic()
         moved = False
         try:
@@ -442,10 +366,10 @@ class SandboxRunner:
             raise
         except MotionTimeExceeded as exc:
             moved = True
-            record.error = str(exc)[:_TEXT_LIMIT]
-            raise _PlanEnded(self._motion_budget_outcome(state)) from exc
+            record.error = str(exc)[:TEXT_LIMIT]
+            raise PlanEnded(motion_budget_outcome(state)) from exc
         except MotionAborted as exc:
-            raise _PlanEnded(PlanOutcome("stopped", str(exc)[:_TEXT_LIMIT])) from exc
+            raise PlanEnded(PlanOutcome("stopped", str(exc)[:TEXT_LIMIT])) from exc
         finally:
             robot_seconds = self.backend.clock() - started
             record.motion_seconds += robot_seconds
@@ -453,66 +377,8 @@ class SandboxRunner:
             if moved and skill.category == "motion":
                 state.motion_wall += time.monotonic() - wall_started
 
-    @staticmethod
-    def _motion_budget_outcome(state: _PlanState) -> PlanOutcome:
-        budget = state.policy.budgets.max_motion_seconds
-        return PlanOutcome(
-            "limit",
-            f"the plan's motion time budget of {budget:g} s is used up",
-            limit="motion_time",
-        )
-
-    # ------------------------------------------------------------------ endings
-    @staticmethod
-    def _error_outcome(message: dict) -> PlanOutcome:
-        kind = message.get("kind")
-        if kind not in _ERROR_KINDS:
-            raise ProtocolError(f"unknown error kind from the child: {str(kind)[:40]}")
-        line = message.get("line")
-        line = line if isinstance(line, int) and not isinstance(line, bool) else None
-        text = str(message.get("message", ""))[:_TEXT_LIMIT]
-        exc_type = str(message.get("exc_type", ""))[:100]
-        if kind == "memory":
-            return PlanOutcome(
-                "limit", text or "out of memory", line, exc_type=exc_type, limit="memory"
-            )
-        if kind == "recursion":
-            kind = "runtime"
-        return PlanOutcome(
-            kind, f"{exc_type}: {text}" if kind == "runtime" else text, line, exc_type=exc_type
-        )
-
-    def _exit_outcome(self, status: int | None, stderr: str) -> PlanOutcome:
-        if status is None:
-            return PlanOutcome("protocol", "the child closed its message channel and was killed")
-        if status == -signal.SIGXCPU or status == -signal.SIGKILL:
-            return PlanOutcome(
-                "limit",
-                f"the program used more than {self.limits.cpu_seconds:g} s of CPU",
-                limit="cpu",
-            )
-        if status == -signal.SIGSYS:
-            return PlanOutcome("crashed", "the child made a forbidden system call and was killed")
-        tail = stderr.strip().splitlines()[-3:]
-        detail = f"; stderr: {' | '.join(tail)[:500]}" if tail else ""
-        return PlanOutcome(
-            "crashed", f"the sandbox child exited unexpectedly (status {status}){detail}"
-        )
-
-
-def _error_reply(call_id: int, kind: str, message: str) -> dict:
-    return {
-        "type": "result",
-        "id": call_id,
-        "ok": False,
-        "error": {"kind": kind, "message": message},
-    }
-
 
 def _points(points) -> tuple[tuple[float, float, float], ...]:
     return tuple(tuple(float(v) for v in p) for p in points)
 
 
-def _short_args(args: dict) -> dict:
-    """A bounded copy of raw (unvalidated) arguments for the record."""
-    return {str(k)[:40]: repr(v)[:80] for k, v in list(args.items())[:8]}
