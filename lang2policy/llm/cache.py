@@ -19,15 +19,20 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from lang2policy.errors import ConfigError, ReplayMissError
 from lang2policy.llm.client import LLMClient, check_reply, log_reply
 from lang2policy.llm.config import LLMConfig
-from lang2policy.llm.exchange import LLMReply, LLMRequest, PromptOrMessages, build_request
+from lang2policy.llm.exchange import (
+    CallOptions,
+    LLMReply,
+    LLMRequest,
+    PromptOrMessages,
+    build_request,
+)
 from lang2policy.wire_json import MessageError, decode_json_object
 
 log = logging.getLogger("lang2policy.llm")
@@ -137,25 +142,10 @@ class CachingClient:
         self.cache, self.mode, self.config, self.live = cache, mode, config, live
 
     def complete(
-        self,
-        prompt_or_messages: PromptOrMessages,
-        *,
-        stop: Sequence[str] | str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        grammar: str | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        self, prompt_or_messages: PromptOrMessages, **options: Unpack[CallOptions]
     ) -> LLMReply:
         """Like ``LLMClient.complete``; ``reply.cached`` tells whether the file answered."""
-        request = build_request(
-            self.config,
-            prompt_or_messages,
-            stop=stop,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            grammar=grammar,
-            response_format=response_format,
-        )
+        request = build_request(self.config, prompt_or_messages, **options)
         reply = self._lookup(request) if self.mode != "record" else None
         if reply is None:
             if self.mode == "replay":

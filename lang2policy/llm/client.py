@@ -11,8 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import openai
 
@@ -24,7 +23,13 @@ from lang2policy.errors import (
     LLMUnavailableError,
 )
 from lang2policy.llm.config import LLMConfig
-from lang2policy.llm.exchange import LLMReply, LLMRequest, PromptOrMessages, build_request
+from lang2policy.llm.exchange import (
+    CallOptions,
+    LLMReply,
+    LLMRequest,
+    PromptOrMessages,
+    build_request,
+)
 
 log = logging.getLogger("lang2policy.llm")
 
@@ -46,14 +51,7 @@ class LLMClient:
         )
 
     def complete(
-        self,
-        prompt_or_messages: PromptOrMessages,
-        *,
-        stop: Sequence[str] | str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        grammar: str | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        self, prompt_or_messages: PromptOrMessages, **options: Unpack[CallOptions]
     ) -> LLMReply:
         """Send one prompt (completion mode) or message list (chat mode) and return the answer.
 
@@ -65,15 +63,7 @@ class LLMClient:
         Raises an ``LLMError`` subclass on failure, ``LLMResponseError`` for an empty or
         truncated answer.
         """
-        request = build_request(
-            self.config,
-            prompt_or_messages,
-            stop=stop,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            grammar=grammar,
-            response_format=response_format,
-        )
+        request = build_request(self.config, prompt_or_messages, **options)
         reply = self.send(request)
         log_reply(reply, request)
         check_reply(reply, request)

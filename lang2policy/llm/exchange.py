@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from lang2policy.errors import LLMRequestError
 from lang2policy.llm.config import LLMConfig
@@ -108,32 +108,30 @@ class LLMReply:
         )
 
 
+class CallOptions(TypedDict, total=False):
+    """What one call may set over the config (absent or None: the config's value): ``stop``,
+    ``max_tokens`` and ``temperature``; ``grammar`` (GBNF) and ``response_format`` constrain
+    the answer on servers that support them."""
+
+    stop: Sequence[str] | str | None
+    max_tokens: int | None
+    temperature: float | None
+    grammar: str | None
+    response_format: Mapping[str, Any] | None
+
+
 class LLM(Protocol):
     """What a planner needs: ``LLMClient`` and ``CachingClient`` both are one."""
 
     config: LLMConfig
 
     def complete(
-        self,
-        prompt_or_messages: PromptOrMessages,
-        *,
-        stop: Sequence[str] | str | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        grammar: str | None = None,
-        response_format: Mapping[str, Any] | None = None,
+        self, prompt_or_messages: PromptOrMessages, **options: Unpack[CallOptions]
     ) -> LLMReply: ...
 
 
 def build_request(
-    config: LLMConfig,
-    prompt_or_messages: PromptOrMessages,
-    *,
-    stop: Sequence[str] | str | None = None,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    grammar: str | None = None,
-    response_format: Mapping[str, Any] | None = None,
+    config: LLMConfig, prompt_or_messages: PromptOrMessages, **options: Unpack[CallOptions]
 ) -> LLMRequest:
     """Resolve one call against ``config``: per-call values win over the config's defaults.
 
@@ -141,6 +139,12 @@ def build_request(
     ``grammar`` (GBNF) and ``response_format`` constrain the answer on servers that support
     them (llama.cpp: both; OpenAI: ``response_format`` in chat mode).
     """
+    known = list(CallOptions.__annotations__)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"unknown LLM call options {unknown}; known: {known}")
+    stop, max_tokens = options.get("stop"), options.get("max_tokens")
+    temperature = options.get("temperature")
     if isinstance(stop, str):
         stop = [stop]
     prompt, messages = _split_input(config.mode, prompt_or_messages)
@@ -152,8 +156,8 @@ def build_request(
         stop=tuple(config.stop if stop is None else stop),
         max_tokens=int(config.max_tokens if max_tokens is None else max_tokens),
         temperature=float(config.temperature if temperature is None else temperature),
-        grammar=grammar,
-        response_format=response_format,
+        grammar=options.get("grammar"),
+        response_format=options.get("response_format"),
     )
 
 
