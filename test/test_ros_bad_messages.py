@@ -222,7 +222,7 @@ def wait_until_ready(probe: Probe, nodes: dict[str, NodeProcess], recordings: Pa
     )
     probe.answer(
         probe.mark(),
-        lambda s: "node" not in s and s["state"] == "rejected",
+        lambda s: topics.status_node(s) == topics.PLANNER_NODE and s["state"] == "rejected",
         planner,
         resend=lambda: probe.publish(topics.INSTRUCTION.name, " "),
     )
@@ -282,7 +282,11 @@ def test_the_planner_drops_bad_safety_lines_and_still_stops_and_answers(graph):
     since = probe.mark()
     stop = {"node": "safety", "state": "stopped", "reason": "stop requested"}
     probe.publish(topics.SAFETY.name, json.dumps(stop))
-    stopped = probe.answer(since, lambda s: "node" not in s and s["state"] == "stopped", planner)
+    stopped = probe.answer(
+        since,
+        lambda s: topics.status_node(s) == topics.PLANNER_NODE and s["state"] == "stopped",
+        planner,
+    )
     assert "stop" in stopped["detail"], stopped
     since = probe.mark()
     probe.publish(topics.INSTRUCTION.name, "   ")
