@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from lang2policy.errors import ConfigError, ReplayMissError
-from lang2policy.llm.client import LLMClient, check_reply, log_reply
+from lang2policy.llm.client import LLMClient, answer
 from lang2policy.llm.config import LLMConfig
 from lang2policy.llm.exchange import (
     CallOptions,
     LLMReply,
     LLMRequest,
     PromptOrMessages,
-    build_request,
 )
 from lang2policy.wire_json import MessageError, decode_json_object
 
@@ -145,15 +144,16 @@ class CachingClient:
         self, prompt_or_messages: PromptOrMessages, **options: Unpack[CallOptions]
     ) -> LLMReply:
         """Like ``LLMClient.complete``; ``reply.cached`` tells whether the file answered."""
-        request = build_request(self.config, prompt_or_messages, **options)
+        return answer(self.config, prompt_or_messages, options, self._send)
+
+    def _send(self, request: LLMRequest) -> LLMReply:
+        """The recorded reply to ``request``, or (recording) the live one, then recorded."""
         reply = self._lookup(request) if self.mode != "record" else None
         if reply is None:
             if self.mode == "replay":
                 raise self._miss_error(request)
             reply = self.live.send(request)
             self.cache.put(request, reply)
-        log_reply(reply, request)
-        check_reply(reply, request)
         return reply
 
     def _lookup(self, request: LLMRequest) -> LLMReply | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any, Unpack
 
 import openai
@@ -63,11 +64,7 @@ class LLMClient:
         Raises an ``LLMError`` subclass on failure, ``LLMResponseError`` for an empty or
         truncated answer.
         """
-        request = build_request(self.config, prompt_or_messages, **options)
-        reply = self.send(request)
-        log_reply(reply, request)
-        check_reply(reply, request)
-        return reply
+        return answer(self.config, prompt_or_messages, options, self.send)
 
     def send(self, request: LLMRequest) -> LLMReply:
         """The live call, with retries; no log line, no answer checks (``complete`` adds them)."""
@@ -186,6 +183,17 @@ class LLMClient:
         return LLMRequestError(
             f"the LLM server at {url} rejected the request ({_describe(exc)}); nothing to retry"
         )
+
+
+def answer(config: LLMConfig, prompt_or_messages: PromptOrMessages, options: CallOptions,
+           send: Callable[[LLMRequest], LLMReply]) -> LLMReply:
+    """One ``complete`` call of any client: the request resolved against ``config``, the reply
+    that ``send`` gets for it, logged in one line and checked (empty or truncated answers)."""
+    request = build_request(config, prompt_or_messages, **options)
+    reply = send(request)
+    log_reply(reply, request)
+    check_reply(reply, request)
+    return reply
 
 
 def check_reply(reply: LLMReply, request: LLMRequest) -> None:

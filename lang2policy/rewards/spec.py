@@ -242,11 +242,18 @@ def _no_unknown_keys(data: Mapping, allowed: set[str], where: str) -> None:
         raise RewardSpecError(f"{where}: unknown keys {shown}{more}; allowed: {sorted(allowed)}")
 
 
+def _json_object(raw: object, where: str, keys: set[str], expected: str) -> dict:
+    """``raw``, refused unless it is a JSON object with no keys but ``keys``; the error says
+    what was ``expected`` there."""
+    if not isinstance(raw, dict):
+        raise RewardSpecError(f"{where}: expected {expected}")
+    _no_unknown_keys(raw, keys, where)
+    return raw
+
+
 def _term(raw: object, index: int, objects: Sequence[str], notes: list[str]) -> TermSpec:
     where = f"terms[{index}]"
-    if not isinstance(raw, dict):
-        raise RewardSpecError(f"{where}: expected an object with 'term', 'weight', 'params'")
-    _no_unknown_keys(raw, _TERM_KEYS, where)
+    raw = _json_object(raw, where, _TERM_KEYS, "an object with 'term', 'weight', 'params'")
     name = raw.get("term")
     if not isinstance(name, str) or name not in TERMS:
         raise RewardSpecError(f"{where}.term: unknown term {name!r}; valid terms: {sorted(TERMS)}")
@@ -295,18 +302,15 @@ def _success(
 ) -> tuple[list[Condition], float]:
     if raw is None:
         return [], HOLD.default
-    if not isinstance(raw, dict):
-        raise RewardSpecError("spec.success: expected {'all': [conditions], 'hold': seconds}")
-    _no_unknown_keys(raw, {"all", "hold"}, "spec.success")
+    expected = "{'all': [conditions], 'hold': seconds}"
+    raw = _json_object(raw, "spec.success", {"all", "hold"}, expected)
     items = raw.get("all", [])
     if not isinstance(items, list):
         raise RewardSpecError("spec.success.all: expected a list of conditions")
     conditions = []
     for i, item in enumerate(items):
         where = f"spec.success.all[{i}]"
-        if not isinstance(item, dict):
-            raise RewardSpecError(f"{where}: expected {{'term': id, 'below': tolerance}}")
-        _no_unknown_keys(item, _CONDITION_KEYS, where)
+        item = _json_object(item, where, _CONDITION_KEYS, "{'term': id, 'below': tolerance}")
         term_id = item.get("term")
         if not isinstance(term_id, str) or term_id not in ids:
             raise RewardSpecError(

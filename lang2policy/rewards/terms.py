@@ -31,6 +31,8 @@ Measure = Callable[[Features, Mapping[str, Any]], np.ndarray]
 
 @dataclass(frozen=True)
 class Weight:
+    """A term's weight: its default and the range a spec may set it in."""
+
     default: float
     low: float = 0.0
     high: float = 100.0
@@ -38,6 +40,9 @@ class Weight:
 
 @dataclass(frozen=True)
 class Term:
+    """One reward term of the library: its name, what it measures and in which unit, its
+    parameters and weight, and the function that measures it on rollout features."""
+
     name: str
     doc: str
     unit: str

@@ -48,6 +48,8 @@ class ObjectSizes:
 
 @dataclass(frozen=True)
 class CameraConfig:
+    """A camera of the scene: where it is and what it looks at (world frame)."""
+
     pos: tuple[float, float, float]
     # Point the camera looks at (world frame); ignored when ``xyaxes`` is set.
     target: tuple[float, float, float] = (0.0, 0.0, 0.0)
