@@ -119,11 +119,8 @@ class PlannerNode(ReadOnlyParameters):
         self.conductor.corrections.correct(message.data)
 
     def _on_objects(self, message: MarkerArray) -> None:
-        try:
-            objects = convert.objects_from_markers(message)
-        except ValueError as exc:
-            self.get_logger().warning(f"ignored {topics.OBJECTS.name}: {exc}",
-                                      throttle_duration_sec=5.0)
+        objects = self._decoded(convert.objects_from_markers, message, topics.OBJECTS.name)
+        if objects is None:
             return
         self.conductor.update_objects(
             {n: tuple(float(v) for v in o.position) for n, o in objects.items()},
