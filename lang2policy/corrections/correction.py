@@ -19,6 +19,7 @@ MAX_NAME = 80  # characters of an object name in a correction
 MAX_OFFSET = 0.15  # m per axis: more than this is a new goal, not a correction
 SPEED_RANGE = (0.005, 1.0)  # m/s, for absolute speeds
 FACTOR_RANGE = (0.05, 5.0)
+EDIT_FIELDS = ("factor", "speed", "target", "replaces", "offset")  # what an edit carries
 
 
 class CorrectionError(Lang2PolicyError):
@@ -61,13 +62,9 @@ class Correction:
 
     def edit(self) -> dict[str, Any]:
         """The edit as JSON data: the kind's own fields, without the text."""
-        fields = {
-            "factor": self.factor,
-            "speed": self.speed,
-            "target": self.target,
-            "replaces": self.replaces,
-            "offset": list(self.offset) if self.offset is not None else None,
-        }
+        fields = {name: getattr(self, name) for name in EDIT_FIELDS}
+        if self.offset is not None:
+            fields["offset"] = list(self.offset)
         return {k: v for k, v in fields.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +77,7 @@ class Correction:
             raise CorrectionError(
                 f"a correction needs a 'kind' in {list(KINDS_OF_CORRECTION)}; got {data!r:.200}"
             )
-        unknown = set(data) - {"kind", "text", "factor", "speed", "offset", "target", "replaces"}
+        unknown = set(data) - {"kind", "text", *EDIT_FIELDS}
         if unknown:
             raise CorrectionError(f"unknown correction fields {sorted(unknown)}")
         offset = data.get("offset")

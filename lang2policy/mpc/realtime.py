@@ -143,13 +143,9 @@ class RealtimeMPC:
         self.stop()
 
     # ----------------------------------------------------------------- inputs
-    def update_state(
-        self,
-        time: float,
-        joint_positions: Mapping[str, float],
-        objects: Mapping[str, ObjectState],
-        joint_velocities: Mapping[str, float] | None = None,
-    ) -> None:
+    def update_state(self, time: float, joint_positions: Mapping[str, float],
+                     objects: Mapping[str, ObjectState],
+                     joint_velocities: Mapping[str, float] | None = None) -> None:
         """Hand over a measured state (action space, by name; extra joints are ignored).
 
         Raises ``InvalidStateError`` (and keeps the previous state) for a missing or non-finite
@@ -259,6 +255,7 @@ class RealtimeMPC:
 
     @property
     def status(self) -> str:
+        """One of ``STATUSES``: idle, running, or how the last task ended."""
         return self.board.status
 
     @property

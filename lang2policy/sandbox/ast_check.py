@@ -88,6 +88,8 @@ MAX_NESTING = 60
 
 @dataclass(frozen=True)
 class Violation:
+    """One thing the static check refuses, and the line it is on (0: the whole program)."""
+
     line: int
     message: str
 

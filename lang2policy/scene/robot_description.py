@@ -41,9 +41,9 @@ class WorkspaceConfig:
 class ObjectSizes:
     """Object dimensions scaled to the arm (an SO-101 handles smaller blocks than a Panda)."""
 
-    block_half: float
-    bowl_radius: float
-    bowl_height: float
+    block_half: float  # half a block's edge (m)
+    bowl_radius: float  # radius of a bowl (m)
+    bowl_height: float  # height of a bowl (m)
 
 
 @dataclass(frozen=True)

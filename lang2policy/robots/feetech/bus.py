@@ -14,12 +14,13 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from lang2policy.errors import InvalidCommandError
 from lang2policy.robots.feetech.bus_errors import PortError, ServoError, ServoTimeout
+from lang2policy.robots.feetech.counters import Counters
 from lang2policy.robots.feetech.protocol import (
     BROADCAST_ID,
     MAX_TICK,
@@ -45,7 +46,7 @@ from lang2policy.robots.feetech.servo_state import (
 
 
 @dataclass
-class BusStats:
+class BusStats(Counters):
     """Counters for tests and logs; ``timeouts`` counts expected replies that never came valid."""
 
     transactions: int = 0
@@ -55,9 +56,6 @@ class BusStats:
     unexpected: int = 0
     garbage_bytes: int = 0
     failures: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 _HINT = (
@@ -78,6 +76,8 @@ class FeetechBus:
         *,
         serial_factory: Callable[..., Any] | None = None,
     ) -> None:
+        """``timeout``: seconds to wait for each reply; ``retries``: resends of a request whose
+        replies did not all come valid; ``serial_factory`` replaces ``serial.Serial`` (tests)."""
         if timeout <= 0 or retries < 0:
             raise ValueError(f"timeout must be > 0 and retries >= 0, got {timeout}, {retries}")
         self.port = port

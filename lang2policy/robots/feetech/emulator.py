@@ -33,10 +33,11 @@ import time
 import tty
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 
 from lang2policy import cli_types
+from lang2policy.robots.feetech.counters import Counters
 from lang2policy.robots.feetech.protocol import (
     InstructionPacket,
     InstructionParser,
@@ -46,15 +47,14 @@ from lang2policy.robots.feetech.servo_plant import KinematicPlant, ServoPlant
 
 
 @dataclass
-class EmulatorStats:
+class EmulatorStats(Counters):
+    """What the emulator saw and did: requests, replies, and the faults it injected."""
+
     requests: int = 0
     replies: int = 0
     dropped: int = 0
     corrupted: int = 0
     bad_requests: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class ServoBusEmulator:
