@@ -205,7 +205,7 @@ def test_the_parsers_take_good_seeds():
     assert launcher.build_parser().parse_args(["--seed", "4294967295"]).seed == 2**32 - 1
     assert bench_parser("parity").parse_args(["--seed", "7"]).seed == 7
     args = launcher.build_parser().parse_args(["--objects", "red block,blue bowl"])
-    assert args.objects == "red block,blue bowl"
+    assert args.objects == ("red block", "blue bowl")  # checked and split by the options table
 
 
 def test_emulator_seed_is_checked_before_the_bus_starts():

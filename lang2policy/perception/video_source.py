@@ -112,11 +112,11 @@ class FrameSource:
     def __init__(
         self,
         device: Device,
-        width: int = 0,
+        width: int = 0,  # 0: the device's own (as are height, fps and fourcc)
         height: int = 0,
         fps: float = 0.0,
-        fourcc: str = "",
-        loop: bool = False,
+        fourcc: str = "",  # e.g. "MJPG": compressed frames, more of them over USB 2
+        loop: bool = False,  # a file starts again at its end
     ) -> None:
         self.device, self.loop = device, loop
         self._request = (width, height, fps, fourcc)

@@ -90,8 +90,8 @@ MAX_NESTING = 60
 class Violation:
     """One thing the static check refuses, and the line it is on (0: the whole program)."""
 
-    line: int
-    message: str
+    line: int  # 1-based; 0 for the program as a whole
+    message: str  # what is refused and why, for the LLM's repair prompt
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"

@@ -103,6 +103,8 @@ class SimSkillBackend:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.world: World = session.world  # the scene model (sim, or the graph's mirror)
+        self.description: RobotDescription = session.world.description
         self._said: list[str] = []
         self._push_plan: tuple[tuple, PushPlan] | None = None
         self._queries: dict[str, Callable[..., object]] = {
@@ -118,17 +120,9 @@ class SimSkillBackend:
 
     # ------------------------------------------------------------ session parts
     @property
-    def world(self) -> World:
-        return self.session.world
-
-    @property
     def motion(self) -> MotionPrimitives:
         """The session's motion primitives (``Session.reset`` makes new ones)."""
         return self.session.primitives
-
-    @property
-    def description(self) -> RobotDescription:
-        return self.session.world.description
 
     # ------------------------------------------------------------ SkillBackend
     def object_names(self) -> list[str]:

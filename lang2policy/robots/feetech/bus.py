@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from lang2policy.errors import InvalidCommandError
@@ -49,13 +48,13 @@ from lang2policy.robots.feetech.servo_state import (
 class BusStats(Counters):
     """Counters for tests and logs; ``timeouts`` counts expected replies that never came valid."""
 
-    transactions: int = 0
-    retries: int = 0
-    corrupt: int = 0
-    timeouts: int = 0
-    unexpected: int = 0
-    garbage_bytes: int = 0
-    failures: int = 0
+    transactions: int = 0  # requests sent, retries included
+    retries: int = 0  # requests sent again after a bad or missing reply
+    corrupt: int = 0  # replies whose checksum or framing was wrong
+    timeouts: int = 0  # expected replies that never came valid
+    unexpected: int = 0  # valid replies from a servo that was not asked
+    garbage_bytes: int = 0  # bytes skipped before a packet header
+    failures: int = 0  # transactions that failed after every retry
 
 
 _HINT = (
@@ -121,9 +120,7 @@ class FeetechBus:
         self.open()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- single servo ----------------------------------------------------------------------------

@@ -34,7 +34,6 @@ import tty
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
 from lang2policy import cli_types
 from lang2policy.robots.feetech.counters import Counters
@@ -112,9 +111,7 @@ class ServoBusEmulator:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- faults and inspection -------------------------------------------------------------------
