@@ -15,6 +15,7 @@ from lang2policy.bench.parity_analysis import (
     resample,
     verdict,
 )
+from lang2policy.graph import topics
 
 
 def build_report(sim: dict, hw: dict, arm_bound: float, gripper_bound: float) -> dict:
@@ -59,9 +60,9 @@ def format_text(report: dict) -> str:
     lines += [f"Joint names ({same}): sim {names['sim']}", f"{'':<17}hw  {names['hw']}", ""]
     lines.append(f"Rates{'':<29}{'sim':>24}{'hw':>24}")
     for key, label in (
-        ("joint_states_received", "/joint_states (receive times)"),
-        ("joint_states_stamps", "/joint_states (stamps)"),
-        ("objects_received", "/sim/objects (receive times)"),
+        ("joint_states_received", f"{topics.JOINT_STATES.name} (receive times)"),
+        ("joint_states_stamps", f"{topics.JOINT_STATES.name} (stamps)"),
+        ("objects_received", f"{topics.SIM_OBJECTS.name} (receive times)"),
     ):
         cells = []
         for side in ("sim", "hw"):

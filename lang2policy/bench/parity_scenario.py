@@ -163,7 +163,7 @@ def _scenario(backend: str, probe: Probe, children: list[Child], timings: Timing
         children,
     )
     if backend == "sim":
-        _wait(lambda: samples.clock is not None, 10, "/clock", children)
+        _wait(lambda: samples.clock is not None, 10, topics.CLOCK.name, children)
     with samples.lock:
         samples.joint.clear()
         samples.objects.clear()

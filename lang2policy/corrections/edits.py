@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from lang2policy.corrections.correction import Correction, CorrectionError
+from lang2policy.graph import topics
 
 Positions = Mapping[str, Sequence[float]]
 
@@ -19,7 +20,7 @@ def not_an_edit(correction: Correction) -> CorrectionError:
     if correction.kind == "stop":
         return CorrectionError(
             "'stop' is not an edit: halt the robot (the safety node's "
-            "/lang2policy/stop), then give a new instruction"
+            f"{topics.STOP.name}), then give a new instruction"
         )
     return CorrectionError(
         f"'{correction.text}' is a plan-level correction: re-plan it with "
