@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from lang2policy.errors import LLMResponseError
 from lang2policy.llm.exchange import LLM, LLMReply
 from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_program
+from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, fill
 from lang2policy.text_quote import one_line
 
@@ -76,12 +77,19 @@ class CodeAsPoliciesPlanner:
     (0: none). LLM failures propagate as ``LLMError``.
     """
 
-    def __init__(self, llm: LLM, prompts: PromptSet | None = None, max_depth: int = 2) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        prompts: PromptSet | None = None,
+        max_depth: int = 2,
+        grounding: GroundingSettings | None = None,
+    ) -> None:
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
         self.llm = llm
         self.prompts = prompts or PromptSet.load()
         self.max_depth = max_depth
+        self.grounding = grounding or GroundingSettings.off()
 
     def generate(
         self, instruction: str, objects: list[str], history: list[tuple[str, str]]

@@ -28,6 +28,7 @@ __all__ = [
     "SETTINGS",
     "check_instruction",
     "choose_planner",
+    "is_question",
     "text_problem",
     "utf8_problem",
 ]
@@ -63,6 +64,11 @@ def choose_planner(instruction: str, setting: str = "auto") -> str:
     if _QUESTION.search(text) or _SEQUENCE.search(text):
         return "code"
     return "reward" if _CONTINUOUS.search(text) else "code"
+
+
+def is_question(instruction: str) -> bool:
+    """True for a question ("where is the red block?"): nothing to move, an answer to say."""
+    return bool(_QUESTION.search(" ".join(str(instruction or "").split())))
 
 
 def check_instruction(text: str) -> str:

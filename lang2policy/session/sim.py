@@ -37,5 +37,9 @@ class SimSession:
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
         names = self.world.reset(seed, objects)
         self.robot.forget_last_command()
-        self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world)
+        self.reset_primitives()
         return names
+
+    def reset_primitives(self) -> None:
+        """Fresh motion primitives (after the world's state was set from outside)."""
+        self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world)
