@@ -1,6 +1,6 @@
 """The Code-as-Policies tabletop benchmark: splits, seeded episodes, success checks on
-constructed states, the oracle track on a sample of episodes, and the LLM track with the real
-planner on the local model."""
+constructed states, the oracle track on a sample of episodes, the LLM tracks (grounding on and
+off) from a scripted LLM, and with the real planner on the local model."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 
 import mujoco
 import pytest
+from bench_llm_support import ScriptedCodeLLM
 
 from lang2policy.bench import cap
 from lang2policy.bench.cap_checks import Task, blocks_of
@@ -242,20 +243,64 @@ def test_oracle_track_on_a_sample():
     json.dumps(report)
 
 
+def test_llm_tracks_with_grounding_on_and_off_side_by_side():
+    """Both grounding settings on the same episodes, from a scripted LLM that answers each
+    instruction with its reference program: both LLM tracks per family, split and phrasing,
+    with planning latency, in the report and the text."""
+    with_scenes = SimSession("so101")
+    episodes = cap.make_episodes(with_scenes, 2, 0, ["pick_place"])
+    llm = ScriptedCodeLLM({e.instruction: e.reference for e in episodes})
+    report = cap.run("so101", "scripted", 2, 0, progress=False, families=["pick_place"], client=llm)
+    assert report["tracks"] == ["oracle", "llm", "llm-off"]
+    assert [r["instruction"] for r in report["episodes"]] == [e.instruction for e in episodes]
+    for track in ("llm", "llm-off"):
+        assert report[track]["successes"] == 2, cap.format_text(report)
+        assert set(report["phrasings"]) == {"SI", "UI"}
+        assert report["phrasings"]["UI"][track]["episodes"] == 1
+        assert report["families"][0]["phrasings"]["SI"][track]["successes"] == 1
+        summary = report["llm_summary"][track]
+        assert summary["latency"]["llm_seconds"]["p50"] > 0
+        assert summary["latency"]["planning_seconds"]["p90"] > 0
+        assert summary["verdicts"] == {"goal_reached": 2}
+    text = cap.format_text(report)
+    assert "LLM tracks by phrasing split" in text
+    grounding_table = text[text.index("LLM tracks by phrasing split") :]
+    assert "llm-off" in grounding_table.splitlines()[1]
+    assert "pick_place" in grounding_table and "2/2 100%" in grounding_table
+    assert "llm: planning per instruction: LLM p50" in text
+    assert "llm-off: planning per instruction: LLM p50" in text
+    json.dumps(report)
+    off_only = cap.run(
+        "so101",
+        "scripted",
+        1,
+        0,
+        oracle=False,
+        progress=False,
+        families=["pick_place"],
+        grounding="off",
+        client=llm,
+    )
+    assert off_only["tracks"] == ["llm-off"] and "llm" not in off_only["episodes"][0]
+    with pytest.raises(ConfigError, match="grounding"):
+        cap.run("so101", "scripted", 1, 0, progress=False, grounding="maybe", client=llm)
+
+
 @pytest.mark.llm
 @pytest.mark.slow
 def test_llm_track_runs_the_real_planner_on_the_local_model():
-    """Both tracks on the same episodes: the real planner with the local Gemma model beside the
-    reference programs (the model is weak, so only the wiring and the records are asserted)."""
+    """The tracks on the same episodes: the real planner with the local Gemma model, grounded
+    and not, beside the reference programs (only the wiring and the records are asserted)."""
     report = cap.run(
         "so101", "local", episodes=1, seed=0, oracle=True, progress=False, families=["pick_place"]
     )
-    assert report["tracks"] == ["oracle", "llm"]
+    assert report["tracks"] == ["oracle", "llm", "llm-off"]
     assert report["oracle"]["successes"] == 1
-    record = report["episodes"][0]["llm"]
-    assert record["llm_calls"] >= 1 and record["code"]
-    assert isinstance(record["success"], bool)
-    assert report["llm_summary"]["mean_llm_calls"] >= 1
+    for track in ("llm", "llm-off"):
+        record = report["episodes"][0][track]
+        assert record["llm_calls"] >= 1 and record["code"]
+        assert isinstance(record["success"], bool)
+        assert report["llm_summary"][track]["mean_llm_calls"] >= 1
     assert report["llm_spec"] == "local"
     text = cap.format_text(report)
     assert "LLM local" in text.splitlines()[0]

@@ -142,3 +142,12 @@ PHRASINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
 }
+
+
+# Phrasing splits alone (pooled over attributes): seen and unseen instruction phrasings.
+PHRASING_NAMES = ("SI", "UI")
+
+
+def phrasing(record: dict) -> str:
+    """``SI`` or ``UI``: the phrasing side of an episode record's split (``SA-UI`` -> ``UI``)."""
+    return record["split"].rsplit("-", 1)[1]

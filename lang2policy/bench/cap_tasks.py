@@ -99,20 +99,7 @@ def make_episode(session, task_family: TaskFamily, seed: int, index: int) -> Epi
     templates = task_family.phrasings(split)
     template = str(templates[int(rng.integers(len(templates)))])
     instruction = template.format(**task.params)
-    for _ in range(_LAYOUT_TRIES):
-        reset_seed = int(rng.integers(0, 2**31 - 1))
-        try:
-            session.reset(reset_seed, list(task.objects))
-        except ConfigError:  # these objects did not fit with this seed
-            continue
-        world = session.world
-        if task_family.scene_ok(session, task) and not task_family.check(world, task).success:
-            break
-    else:
-        raise ConfigError(
-            f"{task_family.name}: no layout of {list(task.objects)} on {description.name} "
-            f"leaves room for the task in {_LAYOUT_TRIES} tries"
-        )
+    reset_seed = seeded_layout(session, task_family, task, rng)
     return Episode(
         family=task_family.name,
         category=task_family.category,
@@ -125,6 +112,25 @@ def make_episode(session, task_family: TaskFamily, seed: int, index: int) -> Epi
         params=dict(task.params),
         reset_seed=reset_seed,
         reference=task_family.reference(task, description),
+    )
+
+
+def seeded_layout(session, task_family: TaskFamily, task: Task, rng: np.random.Generator) -> int:
+    """The first seed drawn from ``rng`` whose layout of ``task.objects`` leaves room for the
+    task and does not already satisfy it (``session`` is left in that layout)."""
+    description = session.world.description
+    for _ in range(_LAYOUT_TRIES):
+        reset_seed = int(rng.integers(0, 2**31 - 1))
+        try:
+            session.reset(reset_seed, list(task.objects))
+        except ConfigError:  # these objects did not fit with this seed
+            continue
+        world = session.world
+        if task_family.scene_ok(session, task) and not task_family.check(world, task).success:
+            return reset_seed
+    raise ConfigError(
+        f"{task_family.name}: no layout of {list(task.objects)} on {description.name} "
+        f"leaves room for the task in {_LAYOUT_TRIES} tries"
     )
 
 

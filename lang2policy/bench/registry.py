@@ -20,6 +20,7 @@ from lang2policy.bench import (
     intents,
     l2r,
     mpc,
+    paraphrase,
     parity,
     pickplace,
     sim_speed,
@@ -70,6 +71,14 @@ BENCHES: dict[str, Bench] = {
             cap.add_arguments,
             cap.run_args,
             cap.format_text,
+        ),
+        Bench(
+            "paraphrase",
+            "30 paraphrased pick-and-place instructions: reach rate and planning latency, "
+            "grounding on and off",
+            paraphrase.add_arguments,
+            paraphrase.run_args,
+            paraphrase.format_text,
         ),
         Bench(
             "intents",
