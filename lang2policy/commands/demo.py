@@ -91,9 +91,11 @@ def run_language_demo(
         if result.program is not None:
             for line in printable(result.program.code).splitlines():
                 say(f"[demo]   | {line}")
-        outcome = result.outcome
-        say(f"[demo]   {outcome.kind}" + ("" if outcome.ok else f": {one_line(outcome.message)}"))
-        outcomes.append({"instruction": instruction, "outcome": outcome.kind})
+        verdict = planned.detail["verdict"]
+        why = "" if planned.ok else f": {one_line(str(planned.detail['message']))}"
+        say(f"[demo]   {verdict.replace('_', ' ')}{why}")
+        outcomes.append({"instruction": instruction, "outcome": result.outcome.kind,
+                         "verdict": verdict})
     session.world.step_seconds(0.5)
     path = recorder.save(out)
     recorder.renderer.close()

@@ -238,7 +238,17 @@ def _code_lines(report: dict) -> list[str]:
         ]
         if outcome.get("said"):
             lines.append("said: " + one_line(" | ".join(outcome["said"])))
+        lines.append(_verdict_line(result))
     return lines
+
+
+def _verdict_line(result: dict) -> str:
+    """The honest outcome: judged by the plan's goal in the simulator, not by the program
+    having finished."""
+    verdict = str(result.get("verdict", "failed")).replace("_", " ")
+    goal = f" ({one_line(str(result['goal']))})" if result.get("goal") else ""
+    why = "" if result.get("ok") else f" - {one_line(str(result.get('reason', '')))}"
+    return f"verdict: {one_line(verdict)}{goal}{why}"
 
 
 def _reward_lines(report: dict) -> list[str]:
@@ -273,4 +283,4 @@ def main_exit_code(report: dict) -> int:
     if report.get("route") == "reward":
         return 0 if report["ok"] else 1
     results = report.get("steps") or [report["result"]]
-    return 0 if all(r["outcome"]["ok"] for r in results) else 1
+    return 0 if all(r["ok"] for r in results) else 1

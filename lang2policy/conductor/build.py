@@ -7,13 +7,14 @@ one here) and the reward executor (the controller node or an in-process MPC).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lang2policy.conductor.conductor import Conductor
 from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor
 from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.planning.correcting import CorrectionRouter
+from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.loop import PlanLoop
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxRunner
@@ -30,17 +31,21 @@ class ConductorSettings:
     route: str = "auto"  # code | reward | auto
     memory: Path | None = None  # corrections memory (JSONL); None = off
     memory_threshold: float = 0.8  # cosine similarity to recall
+    grounding: GroundingSettings = field(default_factory=GroundingSettings)  # code plans
 
 
-def build_plan_loop(backend: SimSkillBackend, llm: str) -> PlanLoop:
+def build_plan_loop(
+    backend: SimSkillBackend, llm: str, grounding: GroundingSettings | None = None
+) -> PlanLoop:
     """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
-    policy of the backend's robot, the sandbox runner."""
+    policy of the backend's robot, the sandbox runner, grounded as ``grounding`` says."""
     from lang2policy.llm import make_client
     from lang2policy.planning import CodeAsPoliciesPlanner
 
+    grounding = grounding or GroundingSettings()
     policy = default_policy(backend.description, known_skills=SKILLS)
-    planner = CodeAsPoliciesPlanner(make_client(llm))
-    return PlanLoop(planner, SandboxRunner(backend, policy), backend)
+    planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding)
+    return PlanLoop(planner, SandboxRunner(backend, policy), backend, grounding)
 
 
 def build_conductor(
@@ -50,7 +55,7 @@ def build_conductor(
     reward: RewardExecutor,
 ) -> Conductor:
     """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``."""
-    planning = build_plan_loop(code.backend, settings.llm)
+    planning = build_plan_loop(code.backend, settings.llm, settings.grounding)
 
     def reward_planner(objects):
         from lang2policy.l2r.planner import RewardPlanner

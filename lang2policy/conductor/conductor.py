@@ -87,6 +87,7 @@ class Conductor:
         self._stop_reason = ""
         self._worker: threading.Thread | None = None
         self.planning.cancelled = self._stopped.is_set
+        self.planning.on_event = lambda state, detail: self.say(state, self.instruction, detail)
         self.planning.runner.cancelled = self.stop_pending
         self.corrections = CorrectionDesk(self, router)
 
@@ -167,16 +168,15 @@ class Conductor:
             instruction, on_status=lambda line: self.say("running", instruction, line)
         )
         self.code.finish()
-        outcome = result.outcome
         detail = {
             "route": "code",
-            "outcome": outcome.kind,
-            "message": outcome.message,
+            **_verdict_detail(result),
             "attempts": result.attempts,
             "code": result.program.code if result.program else "",
+            "said": list(result.outcome.said),
             "relations": scene_readout(self.code.session)["relations"],
         }
-        return PlanResult(instruction, "code", "done" if outcome.ok else "failed", detail, result)
+        return PlanResult(instruction, "code", "done" if result.ok else "failed", detail, result)
 
     def _run_reward(self, instruction: str) -> PlanResult:
         self.say("running", instruction, f"planning: {instruction}")
@@ -245,6 +245,17 @@ class Conductor:
 
     def close(self) -> None:
         self.reward.executor.close()
+
+
+def _verdict_detail(result: InstructionResult) -> dict[str, Any]:
+    """The honest outcome: the verdict by the plan's goal, and why when it is not success."""
+    outcome, verdict = result.outcome, result.verdict
+    if verdict is None:  # nothing ran (the LLM failed)
+        return {"verdict": "failed", "goal": "", "outcome": outcome.kind,
+                "message": outcome.message}
+    message = outcome.message if verdict.ok or not verdict.reason else verdict.reason
+    return {"verdict": verdict.verdict, "goal": verdict.goal.describe(),
+            "outcome": outcome.kind, "message": message}
 
 
 def _check_route_setting(setting: str, skills: SkillExecutor | None) -> None:

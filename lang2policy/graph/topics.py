@@ -69,6 +69,8 @@ STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE)
 PLANNER_STATES = (
     "received",  # detail: {"route": ...}
     "running",  # detail: a progress line
+    "plan",  # detail: the plan about to run: {"route": "code", "code", "goal"} or the spec
+    "said",  # detail: one line the robot says
     "remembered",  # detail: the remembered corrections applied
     "correction",  # detail: {"text", "kind", "edit", "action", "notes"[, "error"]}
     "done",

@@ -32,7 +32,13 @@ SUCCESS_VERDICTS = ("goal_reached", "answered")
 VERDICTS = ("goal_reached", "goal_not_reached", "answered", "refused", "failed")
 _PUT = "put_first_on_second"
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (x, y) was moved
-_INTO = r"\b(in|into|inside|onto|on|on top of|to|in to|on to)\b"
+_INTO = re.compile(r"\b(in|into|inside|onto|on|on top of|to|in to|on to)\s+(the\s+)?$")
+# Words that make a named object a reference ("the block closest to the green bowl"), not the
+# thing to move.
+_REFERRING = re.compile(
+    r"\b(closest|nearest|farthest|furthest|near|next|beside|behind|left|right|of|from|by|"
+    r"with|than|to)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -51,15 +57,18 @@ class Relation:
 class Goal:
     """The success condition of one plan."""
 
-    kind: str  # "relations" | "moved" | "answer"
+    kind: str  # "relations" | "into" | "moved" | "answer"
     relations: tuple[Relation, ...] = ()
-    moved: tuple[str, ...] = ()  # objects that must move ("moved"; empty: the arm must move)
+    moved: tuple[str, ...] = ()  # "moved": objects that must move (empty: the arm);
+    # "into": the destination something must arrive in or on
 
     def describe(self) -> str:
         if self.kind == "relations":
             return " and ".join(str(r) for r in self.relations)
         if self.kind == "answer":
             return "nothing to move: answer the question"
+        if self.kind == "into":
+            return f"something_in({self.moved[0]!r})"
         what = ", ".join(repr(n) for n in self.moved) or "the arm"
         return f"moved({what})"
 
@@ -83,14 +92,19 @@ def state_goal(instruction: str, code: str, objects: Sequence[str], kinds: dict[
     -> "block" | "bowl")."""
     if is_question(instruction):
         return Goal("answer")
+    text = " ".join(instruction.lower().split())
     named = objects_named(instruction, objects)
-    asked = _asked_relation(instruction, named, kinds)
-    if asked is not None:
-        return Goal("relations", (asked,))
+    destination = _destination(text, named)
+    subject = _subject(text, named, destination)
+    if subject is not None and destination is not None:
+        relation = "in" if kinds.get(destination) == "bowl" else "on"
+        return Goal("relations", (Relation(subject, relation, destination),))
     aimed = _program_relations(code, objects, kinds)
     if aimed:
         return Goal("relations", tuple(aimed))
-    return Goal("moved", moved=tuple(named))
+    if destination is not None:
+        return Goal("into", moved=(destination,))
+    return Goal("moved", moved=(subject,) if subject else ())
 
 
 def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
@@ -102,6 +116,16 @@ def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
     if goal.kind == "answer":
         return Verdict("answered", goal)
     moves = [i for i in outcome.intents if i.ok and _is_motion(i.skill)]
+    if goal.kind == "into":
+        arrived = _arrived(world, goal.moved[0], before)
+        if arrived:
+            return Verdict("goal_reached", goal)
+        return Verdict(
+            "goal_not_reached",
+            goal,
+            _not_reached([goal.describe()], moves, outcome),
+            [goal.describe()],
+        )
     if goal.kind == "relations":
         unmet = [str(r) for r in goal.relations if not _holds(world, r)]
         if not unmet:
@@ -127,16 +151,24 @@ def objects_named(text: str, objects: Sequence[str]) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
-def _asked_relation(instruction: str, named: list[str], kinds: dict[str, str]):
-    """The relation of "<verb> the A in/on/to the B" when the instruction names two objects."""
-    if len(named) != 2:
-        return None
-    a, b = named
-    text = " ".join(instruction.lower().split())
-    between = text[text.find(a.lower()) + len(a) : text.find(b.lower())]
-    if not re.search(_INTO, between):
-        return None
-    return Relation(a, "in" if kinds.get(b) == "bowl" else "on", b)
+def _destination(text: str, named: list[str]) -> str | None:
+    """The last named object that follows "in/into/on/onto/to (the)": where things go."""
+    for name in reversed(named):
+        at = text.rfind(name.lower())
+        if at > 0 and _INTO.search(text[:at]):
+            return name
+    return None
+
+
+def _subject(text: str, named: list[str], destination: str | None) -> str | None:
+    """The first named object when nothing before it refers to another one ("put the red
+    block ..." but not "put the block closest to the red block ...")."""
+    for name in named:
+        if name == destination:
+            continue
+        before = text[: text.find(name.lower())]
+        return None if _REFERRING.search(before) else name
+    return None
 
 
 def _program_relations(code: str, objects: Sequence[str], kinds: dict[str, str]):
@@ -151,8 +183,9 @@ def _program_relations(code: str, objects: Sequence[str], kinds: dict[str, str])
             continue
         args = [a.value for a in node.args[:2] if isinstance(a, ast.Constant)]
         if len(args) == 2 and all(isinstance(v, str) and v in objects for v in args):
-            relations.append(Relation(args[0], "in" if kinds.get(args[1]) == "bowl" else "on",
-                                      args[1]))
+            relations.append(
+                Relation(args[0], "in" if kinds.get(args[1]) == "bowl" else "on", args[1])
+            )
     return relations
 
 
@@ -163,6 +196,19 @@ def _holds(world, relation: Relation) -> bool:
         return world.is_on(relation.a, relation.b)
     except Exception:  # an object that left the scene: the relation does not hold
         return False
+
+
+def _arrived(world, destination: str, before: dict) -> list[str]:
+    """Objects that moved and now rest in (or on) ``destination``."""
+    found = []
+    for name in world.present:
+        if name != destination and _moved(world, name, before):
+            relation = Relation(
+                name, "in" if world.object_kind(destination) == "bowl" else "on", destination
+            )
+            if _holds(world, relation):
+                found.append(name)
+    return found
 
 
 def _moved(world, name: str, before: dict) -> bool:

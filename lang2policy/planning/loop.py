@@ -1,15 +1,24 @@
-"""A code plan's loop: plan an instruction, run the program in the sandbox, repair once.
+"""A code plan's loop: plan, check on a copy, run, judge by the goal, re-plan once.
 
-``PlanLoop.handle(instruction)`` asks the planner for a program, runs it with the
-``SandboxRunner`` (the only way a program runs), and, when the outcome is not ok, gives the LLM
-the failed program and the sandbox's structured feedback for one corrected program, which runs
-too. An LLM failure (unreachable server, timeout, replay miss, cut-off answer) becomes an
-outcome of kind ``rejected`` that says so; nothing runs then and the arm is not moved.
+``PlanLoop.handle(instruction)``:
 
-Successful instructions join ``history`` as (instruction, code): the main code, then one comment
-line per object the program moved saying where it was before, e.g.
-``# (the red block was at [0.21, 0.06, 0.01])``. The planner shows the history before the
-next instruction, so "now put it back" and "undo that" can be answered with positions.
+1. asks the planner for a program and states its goal (``goals.state_goal``: the relation the
+   person asked for, or what the program aims at, or "nothing to move" for a question);
+2. with ``grounding.dry_run``, runs it first on a simulated copy of the scene (``DryRun``): a
+   program that fails there, or does not reach its goal there, never moves the arm;
+3. runs it with the ``SandboxRunner`` (the only way a program runs) and judges the outcome by
+   the goal in the world (``goals.judge``): goal reached, finished but goal not reached,
+   answered, refused or failed;
+4. when it did not succeed, gives the LLM the program, the sandbox's feedback and the verdict's
+   reason for one corrected program, which goes through 2-3 too.
+
+An LLM failure (unreachable server, timeout, replay miss, cut-off answer) becomes an outcome of
+kind ``rejected`` that says so; nothing runs then and the arm is not moved.
+
+Only plans that reached their goal (or answered) join ``history`` as (instruction, code): the
+main code, then one comment line per object the program moved saying where it was before,
+e.g. ``# (the red block was at [0.21, 0.06, 0.01])``. Failed, refused and repaired-into-``say``
+plans never become examples for the next instruction.
 """
 
 from __future__ import annotations
@@ -21,12 +30,16 @@ import numpy as np
 
 from lang2policy.errors import Lang2PolicyError, LLMError
 from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
+from lang2policy.planning.dry_run import DryRun
+from lang2policy.planning.goals import Goal, Verdict, judge, state_goal
+from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SkillBackend
 from lang2policy.text_quote import one_line
 
 Status = Callable[[str], None]
+Event = Callable[[str, object], None]  # ("plan" | "said", detail)
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
 
 
@@ -34,18 +47,22 @@ MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) 
 class InstructionResult:
     instruction: str
     program: GeneratedProgram | None  # None when the LLM failed; the outcome explains
-    outcome: PlanOutcome  # final outcome (after the one repair attempt, if any)
+    outcome: PlanOutcome  # final outcome (after the one re-plan, if any)
     attempts: int  # 1 or 2
-    first_outcome: PlanOutcome | None = None  # the failed first attempt when a repair ran
+    first_outcome: PlanOutcome | None = None  # the failed first attempt when a re-plan ran
+    verdict: Verdict | None = None  # judged by the goal; None when nothing ran
 
     @property
     def ok(self) -> bool:
-        return self.outcome.ok
+        return self.verdict.ok if self.verdict is not None else False
 
     def as_dict(self) -> dict:
         return {
             "instruction": self.instruction,
             "ok": self.ok,
+            "verdict": self.verdict.verdict if self.verdict else "failed",
+            "goal": self.verdict.goal.describe() if self.verdict else "",
+            "reason": self.verdict.reason if self.verdict else self.outcome.headline(),
             "program": None if self.program is None else self.program.as_dict(),
             "outcome": self.outcome.as_dict(),
             "attempts": self.attempts,
@@ -53,16 +70,33 @@ class InstructionResult:
         }
 
 
+@dataclass
+class Attempt:
+    """One program, its goal, and how its run went."""
+
+    program: GeneratedProgram
+    goal: Goal
+    outcome: PlanOutcome
+    verdict: Verdict
+
+
 class PlanLoop:
-    """Keeps history; plans, runs through the sandbox, repairs once."""
+    """Keeps history; plans, checks, runs through the sandbox, judges, re-plans once."""
 
     def __init__(
-        self, planner: CodeAsPoliciesPlanner, runner: SandboxRunner, backend: SkillBackend
+        self,
+        planner: CodeAsPoliciesPlanner,
+        runner: SandboxRunner,
+        backend: SkillBackend,
+        grounding: GroundingSettings | None = None,
     ) -> None:
         self.planner, self.runner, self.backend = planner, runner, backend
+        self.grounding = grounding or GroundingSettings.off()
         self.history: list[tuple[str, str]] = []
-        # Asked after a failed run: True (e.g. the person said stop) skips the repair attempt.
+        # Asked after a failed run: True (e.g. the person said stop) skips the re-plan.
         self.cancelled: Callable[[], bool] = lambda: False
+        self.on_event: Event = lambda _state, _detail: None  # the plan before it runs; said
+        self._dry_run = DryRun(runner.policy, runner.limits) if self.grounding.dry_run else None
 
     def reset(self) -> None:
         """Forget the history (a new scene)."""
@@ -79,40 +113,67 @@ class PlanLoop:
         except LLMError as exc:
             status("failed: the LLM call failed")
             return InstructionResult(instruction, None, _llm_failure(exc), attempts=1)
-        outcome = self._run(program, status)
-        if outcome.ok:
-            return self._succeeded(instruction, program, outcome, before, 1, None, status)
+        first = self._attempt(instruction, program, objects, before, status)
+        if first.verdict.ok:
+            return self._succeeded(instruction, first, before, 1, None, status)
         if self.cancelled():
-            status(f"cancelled: {outcome.headline()}")
-            return InstructionResult(instruction, program, outcome, attempts=1)
-        status(f"repairing after: {outcome.headline()}")
+            status(f"cancelled: {first.verdict.reason}")
+            return InstructionResult(instruction, program, first.outcome, 1, None, first.verdict)
+        status(f"repairing after: {first.verdict.reason}")
         try:
-            repaired = self.planner.repair(
-                instruction, objects, history, program, outcome.feedback()
-            )
+            repaired = self.planner.repair(instruction, objects, history, program, _feedback(first))
         except LLMError as exc:
             status("failed: the LLM call for the repair failed")
-            final = _llm_failure(exc, f"no repair was run after: {outcome.headline()};")
-            return InstructionResult(instruction, program, final, 2, outcome)
-        second = self._run(repaired, status)
-        if second.ok:
-            return self._succeeded(instruction, repaired, second, before, 2, outcome, status)
-        status(f"failed: {second.headline()}")
-        return InstructionResult(instruction, repaired, second, 2, outcome)
+            final = _llm_failure(exc, f"no repair was run after: {first.verdict.reason};")
+            return InstructionResult(instruction, program, final, 2, first.outcome, first.verdict)
+        second = self._attempt(instruction, repaired, objects, before, status)
+        if second.verdict.ok:
+            return self._succeeded(instruction, second, before, 2, first.outcome, status)
+        status(f"failed: {second.verdict.reason}")
+        return InstructionResult(
+            instruction, repaired, second.outcome, 2, first.outcome, second.verdict
+        )
 
-    def _run(self, program: GeneratedProgram, status: Status) -> PlanOutcome:
+    def _attempt(self, instruction, program, objects, before, status: Status) -> Attempt:
+        """State the goal, check on a copy (``dry_run``), run on the arm, judge."""
+        world = self.backend.world
+        kinds = {name: world.object_kind(name) for name in objects}
+        goal = state_goal(instruction, program.code, objects, kinds)
+        if self._dry_run is not None:
+            checked = self._check_on_copy(program, goal, before, status)
+            if checked is not None:
+                return checked
+        self.on_event("plan", {"route": "code", "code": program.code, "goal": goal.describe()})
         status(
             f"running the program ({program.code.count(chr(10))} lines, "
             f"{len(program.functions)} generated functions, {program.llm_calls} LLM calls in "
             f"{program.llm_seconds:.1f} s)"
         )
-        return self.runner.run(program.code)
+        outcome = self.runner.run(program.code)
+        for line in outcome.said:
+            self.on_event("said", line)
+        self.backend.session.sync()  # the graph's mirror: the world as it is now
+        return Attempt(program, goal, outcome, judge(goal, outcome, self.backend.world, before))
 
-    def _succeeded(self, instruction, program, outcome, before, attempts, first, status):
+    def _check_on_copy(self, program, goal: Goal, before, status: Status) -> Attempt | None:
+        """The attempt as it ended on the simulated copy when it would not succeed there (the
+        arm does not move); None when the copy reached the goal."""
+        status("checking the program on a simulated copy of the scene")
+        outcome, copy = self._dry_run.run(program.code, self.backend.world)
+        verdict = judge(goal, outcome, copy, before)
+        if verdict.ok:
+            return None
+        verdict.reason = f"on a simulated copy (the arm did not move): {verdict.reason}"
+        return Attempt(program, goal, outcome, verdict)
+
+    def _succeeded(self, instruction, attempt: Attempt, before, attempts, first, status):
         moved = self._moved_lines(before)
-        self.history.append((instruction, "\n".join([program.main.strip("\n"), *moved])))
-        status(f"done: {outcome.headline()}")
-        return InstructionResult(instruction, program, outcome, attempts, first)
+        code = "\n".join([attempt.program.main.strip("\n"), *moved])
+        self.history.append((instruction, code))
+        status(f"done: {attempt.verdict.verdict.replace('_', ' ')}: {attempt.goal.describe()}")
+        return InstructionResult(
+            instruction, attempt.program, attempt.outcome, attempts, first, attempt.verdict
+        )
 
     def _positions(self, objects: list[str]) -> dict[str, np.ndarray]:
         positions = {}
@@ -136,6 +197,14 @@ class PlanLoop:
                 where = ", ".join(f"{v:.2f}" for v in start)
                 lines.append(f"# (the {one_line(name)} was at [{where}])")
         return lines
+
+
+def _feedback(attempt: Attempt) -> str:
+    """What the re-plan prompt quotes: the sandbox's feedback, or the unmet goal."""
+    feedback = attempt.outcome.feedback()
+    if attempt.outcome.ok or attempt.verdict.reason not in feedback:
+        feedback = "\n".join(x for x in (feedback, f"not done: {attempt.verdict.reason}") if x)
+    return feedback
 
 
 def _llm_failure(exc: LLMError, what: str = "no program was run:") -> PlanOutcome:
