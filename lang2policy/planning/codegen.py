@@ -24,11 +24,15 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.text_quote import one_line
+
+if TYPE_CHECKING:
+    from lang2policy.planning.code_grammar import CodeGrammars
 
 # What the sandbox's namespace provides besides the skills (lang2policy/sandbox/child.py).
 SANDBOX_NAMES = frozenset(
@@ -37,7 +41,8 @@ SANDBOX_NAMES = frozenset(
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*$")
 
 # Asks the LLM: (prompt, stop sequences, max tokens, lenient) -> answer text; a lenient call
-# returns an answer cut off at max tokens instead of raising.
+# returns an answer cut off at max tokens instead of raising. With code grammars the generator
+# also passes ``grammar=<GBNF>`` (a keyword), which the planner's ask sends to the LLM.
 Ask = Callable[[str, tuple[str, ...], int, bool], str]
 
 FUNCTION_STOP = ("\n#", "\n\n\n")
@@ -176,13 +181,27 @@ class GeneratedFunctions:
 
 class FunctionGenerator:
     """Fills in the undefined functions of a program with the function-writing prompt and the
-    parsing sub-prompts, level by level up to ``max_depth`` levels below the main code."""
+    parsing sub-prompts, level by level up to ``max_depth`` levels below the main code.
+    ``grammars`` (``code_grammar.code_grammars`` of the scene): decode function bodies and
+    parsing code under them."""
 
     def __init__(
-        self, ask: Ask, function_prompt: str, parsers: dict[str, str], max_depth: int
+        self,
+        ask: Ask,
+        function_prompt: str,
+        parsers: dict[str, str],
+        max_depth: int,
+        grammars: CodeGrammars | None = None,
     ) -> None:
         self.ask, self.function_prompt = ask, function_prompt
         self.parsers, self.max_depth = parsers, max_depth
+        self.grammars = grammars
+
+    def _ask(self, prompt: str, stop: tuple[str, ...], max_tokens: int, grammar: str) -> str:
+        """A lenient call, under ``grammar`` when the generator has grammars."""
+        if self.grammars is None:
+            return self.ask(prompt, stop, max_tokens, True)
+        return self.ask(prompt, stop, max_tokens, True, grammar=grammar)  # type: ignore[call-arg]
 
     def generate(self, main: str, objects: list[str]) -> GeneratedFunctions:
         result = GeneratedFunctions()
@@ -232,7 +251,8 @@ class FunctionGenerator:
         # renames the function or invents parameters.
         start = f"def {name}({', '.join(parameter_names(source, name))}):\n"
         prompt = f"{self.function_prompt.rstrip()}\n\n# define function: {site}.\n{start}"
-        answer = self.ask(prompt, FUNCTION_STOP, FUNCTION_MAX_TOKENS, True)
+        grammar = self.grammars.function if self.grammars else ""
+        answer = self._ask(prompt, FUNCTION_STOP, FUNCTION_MAX_TOKENS, grammar)
         return function_definitions(start + answer)
 
     def _parse(self, name: str, query: str, objects: list[str]) -> str | None:
@@ -240,7 +260,8 @@ class FunctionGenerator:
         # it cannot end the comment line of the sub-prompt.
         description = one_line(query.rstrip("."))
         prompt = f"{self.parsers[name].rstrip()}\nobjects = {list(objects)!r}\n# {description}.\n"
-        body = clean_code(self.ask(prompt, PARSE_STOP, PARSE_MAX_TOKENS, True))
+        grammar = self.grammars.program if self.grammars else ""
+        body = clean_code(self._ask(prompt, PARSE_STOP, PARSE_MAX_TOKENS, grammar))
         try:
             tree = ast.parse(body)
         except SyntaxError:

@@ -1,0 +1,281 @@
+"""Grounded decoding of policy code (issue 15, item 1): the GBNF grammar built from the skill
+catalog and the scene, the same rules checked after decoding (``check_program``), and the
+planner's hook that decodes under the grammar where the endpoint supports it.
+
+The grammar is run by llama.cpp itself (``llama_sampler_init_grammar`` on the local model's
+vocabulary, no weights): a text is accepted when every token of it passes the grammar sampler
+and the end of text is allowed after it.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import math
+import re
+
+import numpy as np
+import pytest
+
+from lang2policy.bench.cap_splits import EPISODE_SPLITS
+from lang2policy.bench.cap_tasks import FAMILIES
+from lang2policy.llm.config import LLMConfig
+from lang2policy.llm.exchange import LLMReply
+from lang2policy.planning.cap import CodeAsPoliciesPlanner
+from lang2policy.planning.code_grammar import check_program, code_grammars, identifier_rules
+from lang2policy.planning.grounding import GroundingSettings
+from lang2policy.planning.prompts import PromptSet, default_prompt_dir
+from lang2policy.scene.robot_description import available_robots, load_robot_description
+
+SCENE = ["red block", "green block", "yellow bowl", "blue bowl"]
+PARSERS = ("parse_obj_name", "parse_position")
+
+
+# ---------------------------------------------------------------- llama.cpp's grammar engine
+@pytest.fixture(scope="module")
+def vocab():
+    llama_cpp = pytest.importorskip("llama_cpp")
+    try:
+        from lang2policy.llm.local_server import local_model_path
+
+        path = local_model_path()
+    except Exception as exc:  # no packaged model: nothing to run the grammar on
+        pytest.skip(f"no local model for its vocabulary: {exc}")
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    assert model, "the local model's vocabulary did not load"
+    yield llama_cpp.llama_model_get_vocab(model)
+    llama_cpp.llama_model_free(model)
+
+
+def _tokens(llama_cpp, vocab, text: str) -> list[int]:
+    data = text.encode()
+    buffer = (llama_cpp.llama_token * (len(data) + 8))()
+    count = llama_cpp.llama_tokenize(vocab, data, len(data), buffer, len(buffer), False, False)
+    return list(buffer[:count])
+
+
+def rejected_at(vocab, grammar: str, text: str) -> str | None:
+    """None when llama.cpp's grammar sampler accepts all of ``text`` and then the end; else
+    the rest of the text from the first token it refuses (``"<end>"``: it wanted more)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+    assert sampler, "llama.cpp could not compile the grammar"
+    eos, done = llama_cpp.llama_vocab_eos(vocab), 0
+    try:
+        for token in [*_tokens(llama_cpp, vocab, text), eos]:
+            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+            array = llama_cpp.llama_token_data_array(data, 1, -1, False)
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+            if math.isinf(data[0].logit):
+                return text[done:] or "<end>"
+            if token == eos:
+                return None
+            llama_cpp.llama_sampler_accept(sampler, token)
+            piece = ctypes.create_string_buffer(64)
+            size = llama_cpp.llama_token_to_piece(vocab, token, piece, 64, 0, False)
+            done += len(piece.raw[:size].decode(errors="replace"))
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+    return None
+
+
+def program_ok(vocab, objects, code: str) -> str | None:
+    return rejected_at(vocab, code_grammars(objects, PARSERS).program, code.rstrip("\n") + "\n#")
+
+
+# ---------------------------------------------------------------- the prompts' own programs
+def _examples(text: str) -> list[tuple[list[str], str]]:
+    """(objects, code) of every example program of a prompt file: the lines between a comment
+    and the next comment or ``objects =`` line; a program followed by ``# error:`` (the repair
+    example's failing one) is left out."""
+    examples, objects, code = [], [], []
+    lines = text.splitlines()
+    for line in [*lines, "# end"]:
+        if line.startswith(("#", "objects =")):
+            if code and not line.startswith("# error:"):
+                examples.append((objects, "\n".join(code) + "\n"))
+            code = []
+            if line.startswith("objects ="):
+                objects = ast.literal_eval(line.split("=", 1)[1].strip())
+        elif line.strip():
+            code.append(line)
+    return examples
+
+
+def test_every_example_program_of_the_prompts_is_in_the_grammar(vocab):
+    folder = default_prompt_dir()
+    examples = _examples((folder / "main.txt").read_text())
+    examples += _examples((folder / "parse_obj_name.txt").read_text())
+    assert len(examples) >= 18
+    refused = {
+        code: rejected_at_
+        for objects, code in examples
+        if (rejected_at_ := program_ok(vocab, objects, code))
+    }
+    assert refused == {}
+
+
+def test_every_helper_body_of_the_function_prompt_is_in_the_grammar(vocab):
+    text = (default_prompt_dir() / "fgen.txt").read_text()
+    bodies = re.findall(r"^def [^\n]*\n((?:    [^\n]*\n)+)", text, re.M)
+    assert len(bodies) >= 6
+    grammar = code_grammars(SCENE, PARSERS).function
+    for body in bodies:
+        assert rejected_at(vocab, grammar, body + "\n#") is None, body
+
+
+@pytest.mark.parametrize(
+    ("code", "where"),
+    [
+        ("put_first_on_second('red block', 'pink bowl')", "pink bowl"),  # not on the table
+        ("x = 'purple block'", "purple block"),  # an object-like literal anywhere
+        ("pick('red block', 0.1, 3)", ", 3)"),  # pick takes obj, speed
+        ("put_first_on_second('red block')", ")"),  # the target is required
+        ("put_first_on_second('red block', colour='blue')", "='blue'"),  # no such keyword
+        ("get_corner_pos('top middle')", "middle"),  # not a corner
+        ("for = 3", " = 3"),  # a keyword is no name
+        ("say('hi'", "\n#"),  # unclosed: the program cannot end
+    ],
+)
+def test_the_grammar_refuses_what_is_not_grounded(vocab, code, where):
+    rest = program_ok(vocab, SCENE, code)
+    assert rest is not None and (where in rest or rest == where), rest
+
+
+def test_the_grammar_admits_helpers_loops_and_free_text(vocab):
+    code = (
+        "blocks = get_block_names()\n"
+        "for i, block in enumerate(blocks):\n"
+        "    if is_obj_visible('pink bowl'):\n"
+        "        say(f'moving {block}')\n"
+        "    elif i > 0:\n"
+        "        spot = get_obj_pos('yellow bowl') + np.array([0.0, 0.05, 0])\n"
+        "        put_first_on_second(block, spot)\n"
+        "    else:\n"
+        "        put_first_on_second(obj=block, target='blue bowl', speed=0.1)\n"
+        "block = parse_obj_name('the block left of the pink bowl')\n"
+        "move_to(get_corner_pos(corner='top left'))\n"
+        "go_home()\n"
+    )
+    assert program_ok(vocab, SCENE, code) is None
+    problems = check_program(code, SCENE, PARSERS)  # the helper is for the generator to write
+    assert len(problems) == 1 and problems[0].startswith("'get_block_names' is not a skill")
+
+
+def test_identifiers_leave_out_exactly_the_excluded_words(vocab):
+    rules = "\n".join(['root ::= ident "#"', *identifier_rules("ident", ["pick", "pi", "in"])])
+    for word in ("pi", "pick", "in"):
+        assert rejected_at(vocab, rules, word + "#") is not None, word
+    for word in ("p", "pic", "picks", "pick_block", "i", "inx", "x1", "_in"):
+        assert rejected_at(vocab, rules, word + "#") is None, word
+
+
+# ---------------------------------------------------------------- check_program
+def _oracle_programs():
+    for robot in available_robots():
+        description = load_robot_description(robot)
+        for family in FAMILIES:
+            for index, split in enumerate(EPISODE_SPLITS):
+                rng = np.random.default_rng([index, len(family.name)])
+                task = family.draw(rng, split.attributes, description.workspace.max_objects)
+                yield (
+                    f"{robot}-{family.name}-{split.name}",
+                    task.objects,
+                    family.reference(task, description),
+                )
+
+
+def test_every_oracle_program_of_bench_cap_passes_the_check():
+    programs = list(_oracle_programs())
+    assert len(programs) >= 2 * 7 * 4
+    problems = {name: check_program(code, objects) for name, objects, code in programs}
+    assert {name: p for name, p in problems.items() if p} == {}
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("put_first_on_second('red block', 'pink bowl')", "no 'pink bowl' on the table"),
+        ("bowl = 'pink bowl'\npick(bowl)", "'pink bowl' names no object on the table"),
+        ("pick_and_place('red block', 'blue bowl')", "'pick_and_place' is not a skill"),
+        ("pick('red block', 0.1, 3)", "pick() takes at most 2 arguments"),
+        ("put_first_on_second('red block')", "put_first_on_second() is missing target"),
+        ("go_home(speeed=0.1)", "go_home() has no argument 'speeed'"),
+        ("pick('red block', obj='green block')", "pick() got 'obj' twice"),
+        ("get_corner_pos('top middle')", "not one of 'top left'"),
+        ("put_first_on_second('red block',", "does not parse"),
+        ("", "the program is empty"),
+    ],
+)
+def test_check_program_rejects_with_a_reason(code, reason):
+    problems = check_program(code, SCENE)
+    assert any(reason in p for p in problems), problems
+
+
+def test_free_text_may_name_anything():
+    code = (
+        "say('I see no pink bowl, only the yellow bowl')\n"
+        "if is_obj_visible('pink bowl'):\n"
+        "    say(f'the pink bowl is at {get_obj_pos(\"yellow bowl\")}')\n"
+        "block = parse_obj_name('the block closest to the pink bowl')\n"
+    )
+    assert check_program(code, SCENE, PARSERS) == []
+
+
+# ---------------------------------------------------------------- the planner's hook
+class RecordingLLM:
+    """Answers in order and keeps each call's options (the grammar among them)."""
+
+    def __init__(self, answers: list[str], mode: str) -> None:
+        self.config = LLMConfig(model="m", base_url="http://127.0.0.1:1/v1", mode=mode)
+        self.answers, self.options = list(answers), []
+
+    def complete(self, prompt, **options) -> LLMReply:
+        self.options.append(options)
+        return LLMReply(self.answers.pop(0), "stop", None, None, 0.0, "m")
+
+
+def _planner(llm, grammar: bool = True) -> CodeAsPoliciesPlanner:
+    grounding = GroundingSettings(grammar=grammar, candidates=1, retrieved_examples=0)
+    return CodeAsPoliciesPlanner(llm, PromptSet.load(), max_depth=1, grounding=grounding)
+
+
+def test_a_completion_endpoint_decodes_main_code_and_helpers_under_the_grammar():
+    llm = RecordingLLM(
+        ["for b in get_block_names():\n    pick(b)", "    return []\n"], "completion"
+    )
+    program = _planner(llm).generate("pick up the blocks", SCENE, [])
+    grammars = code_grammars(SCENE, PromptSet.load().parsers)
+    assert [o.get("grammar") for o in llm.options] == [grammars.program, grammars.function]
+    assert "'red block'" in grammars.program and "'pink bowl'" not in grammars.program
+    assert program.problems == []
+
+
+def test_a_chat_endpoint_gets_no_grammar_and_the_program_is_checked_after():
+    llm = RecordingLLM(["put_first_on_second('red block', 'pink bowl')"], "chat")
+    program = _planner(llm).generate("put the red block in the pink bowl", SCENE, [])
+    assert "grammar" not in llm.options[0]
+    assert any("no 'pink bowl' on the table" in p for p in program.problems)
+
+
+def test_grammar_off_changes_nothing():
+    llm = RecordingLLM(["put_first_on_second('red block', 'pink bowl')"], "completion")
+    program = _planner(llm, grammar=False).generate("put it in the pink bowl", SCENE, [])
+    assert "grammar" not in llm.options[0] and program.problems == []
+
+
+# ---------------------------------------------------------------- the real local model
+@pytest.mark.llm
+@pytest.mark.slow
+def test_the_local_model_under_the_grammar_names_only_objects_present():
+    from lang2policy.llm import make_client
+
+    objects = ["gray block", "yellow bowl"]
+    planner = _planner(make_client("local"))
+    program = planner.generate("put the gray block in the pink bowl", objects, [])
+    assert program.problems == [], program.code
+    named = re.findall(r"'([a-z]+ (?:block|bowl))'", program.code)
+    assert set(named) <= set(objects), program.code
