@@ -69,6 +69,14 @@ def _add_run(commands) -> None:
         "auto: chosen from the first instruction (lang2policy.planning.route)",
     )
     runp.add_argument(
+        "--grounding",
+        default="on",
+        choices=["on", "off"],
+        help="code plans: on (grammar from the scene and skills, scored candidates, retrieved "
+        "examples, a dry run before moving; default) | off (free decoding). The goal is "
+        "checked either way",
+    )
+    runp.add_argument(
         "--duration",
         type=float,
         help="reward route: at most this many simulated seconds per instruction",
@@ -230,6 +238,7 @@ def _run(args: argparse.Namespace) -> int:
         video=args.video,
         follow_ups=tuple(args.instructions[1:]),
         route=args.route,
+        grounding=args.grounding,
         duration=args.duration,
     )
     say = (lambda line: None) if args.json else print

@@ -94,15 +94,17 @@ def test_bench_intents_json(capsys):
 
 
 REPLAY = "replay:test/fixtures/llm/cap_session.jsonl"  # recorded from the local Gemma model
+UNGROUNDED = ("--grounding", "off")  # the prompts the fixture was recorded with
 
 
 def test_run_plans_and_executes_an_instruction_from_replayed_llm_answers(capsys, tmp_path):
     objects = "red block,blue block,blue bowl,green bowl"
     video = tmp_path / "run.mp4"
     args = ["run", "put the red block in the blue bowl", "--objects", objects, "--seed", "1"]
-    assert main([*args, "--llm", REPLAY, "--video", str(video), "--json"]) == 0
+    assert main([*args, "--llm", REPLAY, *UNGROUNDED, "--video", str(video), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["result"]["outcome"]["kind"] == "ok"
+    assert report["result"]["verdict"] == "goal_reached"
     assert "put_first_on_second" in report["result"]["program"]["code"]
     assert "red block in blue bowl" in report["scene"]["relations"]
     assert video.stat().st_size > 10_000
@@ -111,7 +113,8 @@ def test_run_plans_and_executes_an_instruction_from_replayed_llm_answers(capsys,
 def test_run_rejects_bad_instructions_and_reports_llm_misses(capsys):
     assert main(["run", "   ", "--llm", REPLAY]) == 2
     assert "instruction is empty" in capsys.readouterr().err
-    assert main(["run", "do a backflip", "--llm", REPLAY, "--objects", "red block"]) == 1
+    backflip = ["run", "do a backflip", "--objects", "red block"]
+    assert main([*backflip, "--llm", REPLAY, *UNGROUNDED]) == 1
     out = capsys.readouterr().out
     assert "rejected" in out and "LLM call failed" in out
 

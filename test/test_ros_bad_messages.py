@@ -180,6 +180,7 @@ def graph():
                 "planner_node",
                 [
                     f"llm:=replay:{FIXTURE}",
+                    "grounding:=off",
                     "objects:=red block,blue block,blue bowl,green bowl",
                     "seed:=1",
                     "execute:=local",

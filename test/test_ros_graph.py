@@ -199,6 +199,7 @@ def graph(tmp_path_factory):
         rclpy.init(context=context)
         overrides = [
             Parameter("llm", value=f"replay:{FIXTURE}"),
+            Parameter("grounding", value="off"),  # the prompts the fixture was recorded with
             Parameter("route", value="code"),
             Parameter("execute", value="graph"),
             Parameter("memory", value=str(memory_path)),

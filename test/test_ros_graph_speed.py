@@ -190,6 +190,7 @@ def graph():
         "planner_node",
         "use_sim_time:=true",
         f"llm:=replay:{FIXTURE}",
+        "grounding:=off",
         "route:=code",
         "execute:=graph",
         "memory:=''",

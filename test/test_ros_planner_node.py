@@ -42,6 +42,7 @@ def graph():
         rclpy.init(context=context)
         overrides = [
             Parameter("llm", value=f"replay:{FIXTURE}"),
+            Parameter("grounding", value="off"),  # the prompts the fixture was recorded with
             Parameter("objects", value=OBJECTS),
             Parameter("seed", value=1),
             Parameter("execute", value="local"),  # test_ros_graph.py covers the graph's arm

@@ -43,7 +43,7 @@ def so101_graph(tmp_path: Path) -> Run:
     return Run(
         *("--robot", "so101-hw", "--emulate", "--port", str(tmp_path / "so101")),
         *("--seed", "1", "--objects", OBJECTS, "--headless"),
-        *("--llm", f"{LLM_MODE}:{FIXTURE}", "--route", "code"),
+        *("--llm", f"{LLM_MODE}:{FIXTURE}", "--route", "code", "--grounding", "off"),
         domain_id=DOMAIN_ID,
         extra_env={"HOME": str(tmp_path)},  # no corrections memory from a user
     )

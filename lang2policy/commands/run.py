@@ -28,6 +28,7 @@ from lang2policy.conductor import (
 )
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.graph.topics import StatusEvent
+from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.route import check_instruction, choose_planner
 from lang2policy.sandbox.outcome import printable
 from lang2policy.session.readout import scene_readout
@@ -49,6 +50,7 @@ class RunRequest:
     camera: str = "front"
     follow_ups: tuple[str, ...] = ()  # later instructions, planned with what runs as context
     route: str = "code"  # "code", "reward" or "auto"
+    grounding: str = "on"  # code plans: "on" | "off" (GroundingSettings.named)
     duration: float | None = None  # reward route: cap of each step, simulated seconds
 
     @property
@@ -102,7 +104,8 @@ def sim_conductor(request: RunRequest, route: str, say: Callable[[str], None],
     elif request.video is not None:
         recorder = session.record(request.camera)
     reward = InProcessMPC(session, seed=request.seed, duration=request.duration, on_step=capture)
-    settings = ConductorSettings(llm=request.llm, route=route)
+    grounding = GroundingSettings.named(request.grounding)
+    settings = ConductorSettings(llm=request.llm, route=route, grounding=grounding)
     conductor = build_conductor(settings, PrintedOutlet(say, prefix), code, reward)
     return SimRun(session, objects, conductor, recorder)
 

@@ -110,7 +110,8 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "perception_node": _perception_overrides(options),
         "safety_node": {},
         "controller_node": {},
-        "planner_node": {"llm": options.llm, "route": options.route},
+        "planner_node": {"llm": options.llm, "route": options.route,
+                         "grounding": options.grounding},
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
     }

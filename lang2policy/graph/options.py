@@ -21,6 +21,7 @@ from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
 from lang2policy.graph.rules import (
     DRIVERS,
+    GROUNDING,
     MODES,
     PERCEPTION_MODES,
     RECORD_MODES,
@@ -124,6 +125,9 @@ OPTIONS: tuple[Option, ...] = (
            flag="--llm"),
     Option("route", "auto", "plan kind: auto (chosen per instruction) | code (policy code) | "
            "reward (reward parameters)", choices=ROUTES, flag="--route"),
+    Option("grounding", "on", "code plans: on (grammar, scored candidates, retrieved examples, a "
+           "dry run before moving) | off (free decoding; the goal is checked either way)",
+           choices=GROUNDING, flag="--grounding"),
     Option("rtf", 1.0, "real-time factor of the simulation", NUMBER, launch=("sim",),
            flag="--rtf"),
     Option("cameras", True, "false: the sim renders no camera images", FLAG, launch=("sim",),

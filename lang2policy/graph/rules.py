@@ -19,6 +19,7 @@ PERCEPTION_MODES = ("ground_truth", "camera")
 RECORD_MODES = ("episode", "session")
 DRIVERS = ("ros2_control", "so101")
 ROUTES = ("auto", "code", "reward")  # the plan kind: chosen per instruction, or fixed
+GROUNDING = ("on", "off")  # code plans grounded in the scene and catalog, or decoded freely
 LLM_KINDS = ("local", "openai")
 LLM_FILE_KINDS = ("replay", "record", "cache")
 DEFAULT_PORT = "/tmp/lang2policy-so101"  # the emulator's port link when none is given
@@ -34,6 +35,7 @@ class GraphOptionRules:
         choice("perception", self.perception_mode, PERCEPTION_MODES)
         choice("record_mode", self.record_mode, RECORD_MODES)
         choice("route", self.route, ROUTES)
+        choice("grounding", self.grounding, GROUNDING)
         check_llm(self.llm)
         if self.record is not None and not str(self.record).strip():
             raise ConfigError("record: give an output directory, or None to not record")

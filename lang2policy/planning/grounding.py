@@ -35,6 +35,13 @@ class GroundingSettings:
             raise ValueError(f"retrieved_examples must be 0..32, got {self.retrieved_examples}")
 
     @classmethod
+    def named(cls, name: str) -> GroundingSettings:
+        """``"on"`` (the defaults) or ``"off"`` (the baseline), as a parameter or flag says."""
+        if name not in ("on", "off"):
+            raise ValueError(f"grounding must be 'on' or 'off', got {name!r}")
+        return cls() if name == "on" else cls.off()
+
+    @classmethod
     def off(cls) -> GroundingSettings:
         """Today's planner: free decoding, one program, the fixed examples, no checks (the
         goal is still checked: an honest status is not a grounding option)."""

@@ -36,6 +36,7 @@ from lang2policy.conductor import (
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
 from lang2policy.graph.topics import StatusEvent
+from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.graph_arm import GraphArm
@@ -70,9 +71,17 @@ class PlannerNode(ReadOnlyParameters):
             llm=self._param("llm", "local", "local | openai | replay:FILE | record:FILE"),
             reward_llm=self._param("reward_llm", "", 'LLM of the reward planner; "" = llm'),
             route=self._param("route", "auto", "code | reward | auto (choose per instruction)"),
+            grounding=self._grounding(),
             memory=Path(memory) if memory else None,
             memory_threshold=self._number("memory_threshold", 0.8, "similarity to recall"),
         )
+
+    def _grounding(self) -> GroundingSettings:
+        name = self._param("grounding", "on", "on | off: code plans grounded in the scene")
+        try:
+            return GroundingSettings.named(name)
+        except ValueError as exc:
+            raise ConfigError(f"parameter {exc}") from None
 
     def _code_executor(self):
         robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
