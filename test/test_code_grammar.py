@@ -22,7 +22,7 @@ from lang2policy.bench.cap_tasks import FAMILIES
 from lang2policy.llm.config import LLMConfig
 from lang2policy.llm.exchange import LLMReply
 from lang2policy.planning.cap import CodeAsPoliciesPlanner
-from lang2policy.planning.code_grammar import check_program, code_grammars, identifier_rules
+from lang2policy.planning.code_grammar import check_program, code_grammars, word_rules
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, default_prompt_dir
 from lang2policy.scene.robot_description import available_robots, load_robot_description
@@ -165,12 +165,18 @@ def test_the_grammar_admits_helpers_loops_and_free_text(vocab):
     assert len(problems) == 1 and problems[0].startswith("'get_block_names' is not a skill")
 
 
-def test_identifiers_leave_out_exactly_the_excluded_words(vocab):
-    rules = "\n".join(['root ::= ident "#"', *identifier_rules("ident", ["pick", "pi", "in"])])
+def test_names_leave_out_the_excluded_words_and_give_call_names_their_arguments(vocab):
+    rules = "\n".join(['root ::= var "#"', *word_rules("var", ["pick", "pi", "in"])])
     for word in ("pi", "pick", "in"):
         assert rejected_at(vocab, rules, word + "#") is not None, word
     for word in ("p", "pic", "picks", "pick_block", "i", "inx", "x1", "_in"):
         assert rejected_at(vocab, rules, word + "#") is None, word
+    calls = word_rules("name", [], {"pick": '"(" [0-9] ")"'})
+    rules = "\n".join(['root ::= name "#"', 'call ::= "(" [a-z]* ")"', *calls])
+    for text in ("pick(1)", "pic", "pic(x)", "picks(ab)", "x"):
+        assert rejected_at(vocab, rules, text + "#") is None, text
+    for text in ("pick(ab)", "pick"):  # a call name gets its own arguments, always
+        assert rejected_at(vocab, rules, text + "#") is not None, text
 
 
 # ---------------------------------------------------------------- check_program
@@ -243,15 +249,44 @@ def _planner(llm, grammar: bool = True) -> CodeAsPoliciesPlanner:
     return CodeAsPoliciesPlanner(llm, PromptSet.load(), max_depth=1, grounding=grounding)
 
 
-def test_a_completion_endpoint_decodes_main_code_and_helpers_under_the_grammar():
+def test_a_grounded_free_answer_costs_no_grammar_decode():
     llm = RecordingLLM(
         ["for b in get_block_names():\n    pick(b)", "    return []\n"], "completion"
     )
     program = _planner(llm).generate("pick up the blocks", SCENE, [])
+    assert [o.get("grammar") for o in llm.options] == [None, None]
+    assert program.problems == [] and "def get_block_names" in program.code
+
+
+def test_an_ungrounded_answer_is_decoded_again_under_the_grammar():
+    llm = RecordingLLM(
+        [
+            "put_first_on_second('red block', 'pink bowl')",  # no pink bowl here
+            "put_first_on_second('red block', 'yellow bowl')",  # under the grammar
+        ],
+        "completion",
+    )
+    program = _planner(llm).generate("put the red block in the pink bowl", SCENE, [])
     grammars = code_grammars(SCENE, PromptSet.load().parsers)
-    assert [o.get("grammar") for o in llm.options] == [grammars.program, grammars.function]
+    assert [o.get("grammar") for o in llm.options] == [None, grammars.program]
     assert "'red block'" in grammars.program and "'pink bowl'" not in grammars.program
+    assert program.main == "put_first_on_second('red block', 'yellow bowl')"
     assert program.problems == []
+
+
+def test_a_helper_body_that_breaks_the_rules_is_decoded_again_under_the_function_grammar():
+    llm = RecordingLLM(
+        [
+            "for b in get_block_names():\n    pick(b)",
+            "    return ['pink block']\n",
+            "    return [n for n in get_obj_names() if n.endswith('block')]\n",
+        ],
+        "completion",
+    )
+    program = _planner(llm).generate("pick up the blocks", SCENE, [])
+    grammars = code_grammars(SCENE, PromptSet.load().parsers)
+    assert [o.get("grammar") for o in llm.options] == [None, None, grammars.function]
+    assert "n.endswith('block')" in program.code and program.problems == []
 
 
 def test_a_chat_endpoint_gets_no_grammar_and_the_program_is_checked_after():

@@ -18,8 +18,10 @@ quoted strings:
   (``say``'s text, ``is_obj_visible``) and as the description of a parsing helper
   (``parse_obj_name``); anywhere else a string literal is an object present, a catalog choice
   or an object kind (``'block'``: ``name.endswith('block')``, ``block.replace('block', 'bowl')``);
-- any other call is a helper function, named by an identifier that is no skill, keyword or
-  name the sandbox forbids (``identifier_rules``): the function generator writes it.
+- any other call is a helper function, named by an identifier that is no skill: skills and
+  helpers share one trie of names (``word_rules``), so a skill name gets only its own
+  arguments; the function generator writes the helpers. Assigned names (``var``) are no
+  keyword, skill or name the sandbox forbids.
 
 ``program_grammar`` is for the main code (and the parsing sub-prompts); it ends with ``#``, the
 start of the prompt's next comment, which the stop sequence ``"\\n#"`` cuts off.
@@ -30,7 +32,7 @@ rules, checked on any program after the fact, are ``code_grammar_check.check_pro
 from __future__ import annotations
 
 import keyword
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -45,8 +47,8 @@ __all__ = [
     "check_program",
     "code_grammars",
     "function_grammar",
-    "identifier_rules",
     "program_grammar",
+    "word_rules",
 ]
 
 MAX_DEPTH = 4  # nested blocks (a def body is one); deeper statements are simple ones only
@@ -64,8 +66,9 @@ unary ::= ("not " | "-")? primary
 nunary ::= ("not " | "-")? nprimary
 primary ::= (natom | str) trailer*
 nprimary ::= natom trailer*
-natom ::= num | "True" | "False" | "None" | skill | named | list | paren | lambda
-named ::= ident ("(" args? ")")?
+natom ::= num | "True" | "False" | "None" | name | list | paren | lambda
+ident ::= [a-z_] [a-z0-9_]*
+call ::= "(" args? ")"
 args ::= arg (", " arg)*
 arg ::= (ident "=")? expr | "*" nexpr
 trailer ::= "[" slice "]" | "." ident ("(" args? ")")?
@@ -73,7 +76,7 @@ slice ::= expr (":" expr?)? | ":" expr?
 list ::= "[" (expr ((", " expr)* | " for " targets " in " disj (" if " disj)?))? "]"
 paren ::= "(" expr (", " expr)* ")"
 lambda ::= "lambda " targets ": " expr
-targets ::= ident (", " ident)*
+targets ::= var (", " var)*
 binop ::= " " (arith | compare | "and" | "or") " "
 arith ::= "+" | "-" | "*" | "/" | "//" | "%" | "**"
 compare ::= "==" | "!=" | "<" | ">" | "<=" | ">=" | "in" | "not in" | "is" | "is not"
@@ -83,18 +86,27 @@ targ ::= text | fstr | nexpr
 text ::= "'" [^'\\\n]* "'"
 fstr ::= "f'" ([^'\\\n{}] | "{" fexpr "}")* "'"
 fexpr ::= "\", \".join(" fref ")" | fref
-fref ::= (fskill | ident ("(" (fref (", " fref)*)? ")")?) ("." ident ("(" ")")?)* ("[" [0-9]+ "]")*
-assign ::= targets " = " expr | ident ("[" slice "]")+ " = " expr | ident " " [-+*/] "= " expr
+fref ::= fhead ("." ident ("(" ")")?)* ("[" [0-9]+ "]")*
+fhead ::= sk-nullary | ident ("(" (fref (", " fref)*)? ")")?
+assign ::= targets " = " expr | var ("[" slice "]")+ " = " expr | var " " [-+*/] "= " expr
 """
 
 
 @dataclass(frozen=True)
 class CodeGrammars:
     """The grammars of one scene: ``program`` (main code, parsing sub-prompts) and
-    ``function`` (a helper's body after its ``def`` line)."""
+    ``function`` (a helper's body after its ``def`` line); ``problems`` checks the same rules
+    on code decoded without them."""
 
     program: str
     function: str
+    objects: tuple[str, ...] = ()
+    free_text_calls: tuple[str, ...] = ()
+
+    def problems(self, code: str) -> list[str]:
+        """``check_program`` for this scene, undefined helper calls allowed (the function
+        generator writes them): empty when the code keeps the grammar's rules."""
+        return check_program(code, self.objects, self.free_text_calls, helpers=True)
 
 
 @lru_cache(maxsize=64)
@@ -102,7 +114,9 @@ def _cached(objects: tuple[str, ...], free_text_calls: tuple[str, ...]) -> CodeG
     shared = _shared_rules(objects, free_text_calls)
     program = ['root ::= top ("\\n"? top)* "#"', "top ::= s0-0 | def"]
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
-    return CodeGrammars("\n".join(program + shared), "\n".join(function + shared))
+    return CodeGrammars(
+        "\n".join(program + shared), "\n".join(function + shared), objects, free_text_calls
+    )
 
 
 def code_grammars(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> CodeGrammars:
@@ -124,9 +138,11 @@ def function_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()
 def _shared_rules(objects: tuple[str, ...], free_text_calls: tuple[str, ...]) -> list[str]:
     rules = [line for line in _EXPRESSIONS.strip().splitlines()]
     rules += _string_rules(objects)
-    rules += _call_rules(free_text_calls)
+    calls = _call_rules(free_text_calls)
+    rules += [f"{n} ::= {body}" for n, body in calls.items() if n.startswith("sk-")]
     rules += _statement_rules()
-    rules += identifier_rules("ident", RESERVED)
+    rules += word_rules("var", RESERVED)
+    rules += word_rules("name", (), {k: v for k, v in calls.items() if not k.startswith("sk-")})
     return rules
 
 
@@ -154,60 +170,59 @@ def _argument(param: Param) -> str:
     return "nexpr"
 
 
-def _separated(items: list[tuple[str, bool]]) -> str:
-    """``items`` (rule, optional) joined by ", ", each optional one present or not, in order."""
+def _keywords(params: Sequence[Param]) -> tuple[str, bool]:
+    """(GBNF, may be empty) for ``params`` as ``name=value`` keywords in catalog order, the
+    required ones always, joined by ", "; the GBNF itself admits at least one."""
+    items = [(f"{gbnf_literal(p.name + '=')} {_argument(p)}", not p.required) for p in params]
     alternatives = []
     for first, (rule, optional) in enumerate(items):
         rest = " ".join(f'(", " {r})?' if o else f'", " {r}' for r, o in items[first + 1 :])
-        alternatives.append(f"{rule} {rest}".strip())
+        alternatives.append("(" + " ".join(filter(None, [rule, rest])) + ")")
         if not optional:
-            break
-    else:
-        alternatives.append("")
-    shown = [f"({a})" for a in alternatives if a]
-    body = " | ".join(shown)
-    return f"({body})?" if "" in alternatives else f"({body})"
+            return "(" + " | ".join(alternatives) + ")", False
+    return "(" + " | ".join(alternatives) + ")", True
+
+
+def _arguments(params: Sequence[Param]) -> tuple[str, bool]:
+    """(GBNF, may be empty) for the arguments of ``params`` from the first on: it positional
+    and then the rest the same way, or all of them as keywords (``_keywords``). Left-factored:
+    llama.cpp keeps one stack per open alternative, so the forms share their common start."""
+    keywords, empty = _keywords(params)
+    rest, rest_empty = _arguments(params[1:]) if len(params) > 1 else ("", True)
+    positional = _argument(params[0])
+    if rest:
+        positional += f' (", " {rest})' + ("?" if rest_empty else "")
+    return f"({positional} | {keywords})", empty
 
 
 def _skill_rule(skill: Skill) -> str:
-    """``name(``, the first k parameters positional (k = 0..n: a positional argument never
-    skips one), then the others as keywords in catalog order (the required ones always), ``)``."""
-    params = skill.params
-    if not params:
-        return gbnf_literal(f"{skill.name}()")
-    forms = []
-    for positional in range(len(params) + 1):
-        items = [(_argument(p), False) for p in params[:positional]]
-        items += [
-            (f"{gbnf_literal(p.name + '=')} {_argument(p)}", not p.required)
-            for p in params[positional:]
-        ]
-        forms.append(_separated(items))
-    inner = " | ".join(dict.fromkeys(forms))
-    return f'{gbnf_literal(skill.name + "(")} ({inner}) ")"'
+    """``(``, the first k parameters positional (a positional argument never skips one), then
+    the others as keywords in catalog order (the required ones always), ``)``."""
+    if not skill.params:
+        return '"()"'
+    inner, empty = _arguments(skill.params)
+    return f'"(" {inner}{"?" if empty else ""} ")"'
 
 
-def _call_rules(free_text_calls: tuple[str, ...]) -> list[str]:
-    names = {name: f"sk-{name.replace('_', '-')}" for name in SKILLS}
-    rules = [f"{names[n]} ::= {_skill_rule(s)}" for n, s in SKILLS.items()]
-    calls = list(names.values())
-    if free_text_calls:
-        rules.append(f'ftcall ::= {_alternation(free_text_calls)} "(" text (", " arg)* ")"')
-        calls.append("ftcall")
-    rules.append("skill ::= " + " | ".join(calls))
+def _call_rules(free_text_calls: tuple[str, ...]) -> dict[str, str]:
+    """``sk-<skill>`` rules (a skill's argument list, parentheses included) and, by function
+    name, what follows the name of each skill and free-text call."""
+    rules = {f"sk-{n.replace('_', '-')}": _skill_rule(s) for n, s in SKILLS.items()}
+    follow = {n: f"sk-{n.replace('_', '-')}" for n in SKILLS}
+    follow.update({n: '"(" (text | expr) (", " arg)* ")"' for n in free_text_calls})
     nullary = [
         f"{n}()"
         for n, s in SKILLS.items()
         if s.category == "query" and not any(p.required for p in s.params)
     ]
-    rules.append(f"fskill ::= {_alternation(nullary)}")
-    return rules
+    rules["sk-nullary"] = _alternation(nullary)  # fskill: what an f-string may call
+    return {**rules, **follow}
 
 
 def _statement_rules() -> list[str]:
     """Statements at each depth, in a def body (``f`` 1) or not (0): ``s<f>-<depth>``."""
     rules = [
-        'def ::= "def " ident "(" params? "):\\n" b1-1',
+        'def ::= "def " var "(" params? "):\\n" b1-1',
         'params ::= param (", " param)*',
         'param ::= ident ("=" nexpr)? | "*" ident | "**" ident',
     ]
@@ -233,21 +248,36 @@ def _statement_rules() -> list[str]:
     return rules
 
 
-def identifier_rules(name: str, excluded: Iterable[str]) -> list[str]:
+def word_rules(
+    name: str, excluded: Iterable[str], calls: Mapping[str, str] | None = None
+) -> list[str]:
     """GBNF rules ``name`` for lower-case identifiers ([a-z_][a-z0-9_]*) other than the words
-    of ``excluded``: a trie of those words, where leaving the trie (a letter no excluded word
-    continues with) admits any rest, and ending inside it is allowed unless on a whole word."""
-    words = sorted({w for w in excluded if w and w[0] in _FIRST and set(w) <= set(_CHARS)})
+    of ``excluded``, each followed by its argument list when it is a key of ``calls`` (which
+    rule follows it) and by an optional ``call`` (a helper's arguments) when not.
+
+    One trie of the words: leaving it (a letter no word continues with) admits any rest, and
+    ending inside it is allowed unless on an excluded word. A call name reached through the
+    trie gets only its own arguments, so a skill cannot be called as if it were a helper.
+    llama.cpp tries every alternative as a stack against each token of the vocabulary, so the
+    names share one trie rather than one alternative each (a skill's ``"put_first_on_second("``
+    literal next to an identifier rule costs twice)."""
+    calls = dict(calls or {})
+    after = " call?" if calls else ""  # a plain identifier, or any helper's call
+    words = sorted(
+        {w for w in [*excluded, *calls] if w and w[0] in _FIRST and set(w) <= set(_CHARS)}
+    )
     prefixes = sorted({w[:i] for w in words for i in range(len(w) + 1)})
     ids = {p: f"{name}-{i}" if p else name for i, p in enumerate(prefixes)}
-    rules = [f"{name}-tail ::= [{_CHARS}]*"]
+    rules = [f"{name}-tail ::= [{_CHARS}]*{after}"]
     for prefix in prefixes:
         nexts = sorted({w[len(prefix)] for w in words if w.startswith(prefix) and w != prefix})
         alternatives = [f'"{c}" {ids[prefix + c]}' for c in nexts]
         others = "".join(c for c in (_CHARS if prefix else _FIRST) if c not in nexts)
-        if others:
-            alternatives.append(f"[{others}] {name}-tail")
-        body = " | ".join(alternatives) or '""'
-        ends = prefix and prefix not in words
-        rules.append(f"{ids[prefix]} ::= ({body})" + ("?" if ends else ""))
+        alternatives.append(f"[{others}] {name}-tail")
+        body = " | ".join(alternatives)
+        if prefix in calls:
+            body += " | " + calls[prefix]
+        elif prefix and prefix not in words:  # a whole identifier: it may end here
+            body = f"{body} | call?" if calls else f"({body})?"
+        rules.append(f"{ids[prefix]} ::= {body}")
     return rules
