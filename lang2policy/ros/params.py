@@ -22,6 +22,14 @@ class ReadOnlyParameters(Node):
         descriptor = ParameterDescriptor(description=description, read_only=True)
         return self.declare_parameter(name, default, descriptor).value
 
+    def _switch(self, name: str, default, description: str):
+        """A read-only parameter that may arrive as text or as a boolean (a bare ``on``/``off``
+        on the command line is YAML for true/false)."""
+        descriptor = ParameterDescriptor(
+            description=description, read_only=True, dynamic_typing=True
+        )
+        return self.declare_parameter(name, default, descriptor).value
+
     def _robot(self) -> str:
         """The read-only ``robot`` parameter: the robot description the node loads."""
         return self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")

@@ -77,7 +77,9 @@ class PlannerNode(ReadOnlyParameters):
         )
 
     def _grounding(self) -> GroundingSettings:
-        name = self._param("grounding", "on", "on | off: code plans grounded in the scene")
+        """``grounding``: on | off (ROS reads a bare on/off as a boolean: both are taken)."""
+        value = self._switch("grounding", "on", "on | off: code plans grounded in the scene")
+        name = ("on" if value else "off") if isinstance(value, bool) else str(value)
         try:
             return GroundingSettings.named(name)
         except ValueError as exc:
