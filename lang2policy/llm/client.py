@@ -120,6 +120,13 @@ class LLMClient:
         }
         if request.stop:
             kwargs["stop"] = list(request.stop)
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.logprobs is not None:
+            if request.mode == "chat":  # chat: a flag plus how many alternatives per token
+                kwargs.update(logprobs=True, top_logprobs=request.logprobs)
+            else:
+                kwargs["logprobs"] = request.logprobs
         extra: dict[str, Any] = {}
         if request.grammar is not None:
             extra["grammar"] = request.grammar
@@ -247,6 +254,7 @@ def _parse(raw: Any, request: LLMRequest, latency_s: float) -> LLMReply:
     choice = raw.choices[0]
     text = choice.message.content if request.mode == "chat" else choice.text
     usage = getattr(raw, "usage", None)
+    token_logprobs = _token_logprobs(choice, request.mode)
     return LLMReply(
         text=text or "",
         finish_reason=choice.finish_reason,
@@ -254,7 +262,22 @@ def _parse(raw: Any, request: LLMRequest, latency_s: float) -> LLMReply:
         completion_tokens=getattr(usage, "completion_tokens", None),
         latency_s=latency_s,
         model=getattr(raw, "model", None) or request.model,
+        logprob=sum(token_logprobs) if token_logprobs else None,
+        logprob_tokens=len(token_logprobs) if token_logprobs else None,
     )
+
+
+def _token_logprobs(choice: Any, mode: str) -> list[float]:
+    """The answer's token log-probabilities as the server reported them (none: ``[]``):
+    completion mode ``logprobs.token_logprobs``, chat mode ``logprobs.content[i].logprob``."""
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is None:
+        return []
+    if mode == "chat":
+        values = [getattr(token, "logprob", None) for token in logprobs.content or ()]
+    else:
+        values = list(getattr(logprobs, "token_logprobs", None) or ())
+    return [float(v) for v in values if isinstance(v, int | float)]
 
 
 def _describe(exc: Exception) -> str:

@@ -35,6 +35,10 @@ class LLMRequest:
     # a GBNF grammar (llama.cpp servers) or an OpenAI ``response_format`` (e.g. a JSON schema).
     grammar: str | None = None
     response_format: Mapping[str, Any] | None = None
+    # Also part of the key only when set: ``logprobs`` asks for the answer's token
+    # log-probabilities (scoring candidate programs), ``seed`` fixes a sampled answer.
+    logprobs: int | None = None
+    seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (also what the cache stores; it holds no secrets)."""
@@ -48,6 +52,9 @@ class LLMRequest:
             body["grammar"] = self.grammar
         if self.response_format is not None:
             body["response_format"] = dict(self.response_format)
+        for name in ("logprobs", "seed"):
+            if getattr(self, name) is not None:
+                body[name] = getattr(self, name)
         return body
 
     @classmethod
@@ -63,6 +70,8 @@ class LLMRequest:
             temperature=float(data["temperature"]),
             grammar=data.get("grammar"),
             response_format=data.get("response_format"),
+            logprobs=data.get("logprobs"),
+            seed=data.get("seed"),
         )
 
     def key(self) -> str:
@@ -84,8 +93,13 @@ class LLMReply:
     latency_s: float
     model: str
     cached: bool = False
+    # The answer's log-likelihood (sum of its tokens' natural-log probabilities) and how many
+    # tokens it sums, when the request asked for ``logprobs`` and the server reported them.
+    logprob: float | None = None
+    logprob_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        likelihood = {"logprob": self.logprob, "logprob_tokens": self.logprob_tokens}
         return {
             "text": self.text,
             "finish_reason": self.finish_reason,
@@ -93,6 +107,7 @@ class LLMReply:
             "completion_tokens": self.completion_tokens,
             "latency_s": round(self.latency_s, 4),
             "model": self.model,
+            **(likelihood if self.logprob is not None else {}),
         }
 
     @classmethod
@@ -105,19 +120,25 @@ class LLMReply:
             latency_s=latency_s,
             model=data.get("model", ""),
             cached=cached,
+            logprob=data.get("logprob"),
+            logprob_tokens=data.get("logprob_tokens"),
         )
 
 
 class CallOptions(TypedDict, total=False):
     """What one call may set over the config (absent or None: the config's value): ``stop``,
     ``max_tokens`` and ``temperature``; ``grammar`` (GBNF) and ``response_format`` constrain
-    the answer on servers that support them."""
+    the answer on servers that support them; ``logprobs`` (how many top alternatives per
+    token; 1 is enough) asks for the answer's log-likelihood (``LLMReply.logprob``) and
+    ``seed`` fixes a sampled (temperature > 0) answer, where the server honours them."""
 
     stop: Sequence[str] | str | None
     max_tokens: int | None
     temperature: float | None
     grammar: str | None
     response_format: Mapping[str, Any] | None
+    logprobs: int | None
+    seed: int | None
 
 
 class LLM(Protocol):
@@ -158,6 +179,8 @@ def build_request(
         temperature=float(config.temperature if temperature is None else temperature),
         grammar=options.get("grammar"),
         response_format=options.get("response_format"),
+        logprobs=options.get("logprobs"),
+        seed=options.get("seed"),
     )
 
 

@@ -34,7 +34,8 @@ LOCAL_MODEL_ALIAS = "gemma-3-270m"
 # A few-shot Code-as-Policies prompt is ~4k tokens; the model's own limit is 32k.
 LOCAL_N_CTX = 8192
 
-# Runs llama_cpp.server, and ends it when our process is gone (its parent changes) even if
+# Runs llama_cpp.server (answering ``logprobs`` for generated tokens: llama_logprobs), and
+# ends it when our process is gone (its parent changes) even if
 # atexit never ran (SIGKILL, SIGTERM), so no orphaned server keeps its memory.
 _LAUNCHER = """\
 import os, runpy, sys, threading, time
@@ -44,6 +45,8 @@ def watch_parent():
         time.sleep(1.0)
     os._exit(0)
 threading.Thread(target=watch_parent, daemon=True).start()
+from lang2policy.llm.llama_logprobs import install
+install()
 sys.argv[0] = "llama_cpp.server"
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
@@ -170,8 +173,8 @@ class LocalModelServer:
             "n_threads": self.n_threads,
             "n_threads_batch": self.n_threads,
             # The server's default keeps the logits of every prompt token (n_ctx x 262k-vocab
-            # floats): about 5x slower prompt evaluation and GBs of memory. Nothing here asks
-            # for logprobs.
+            # floats): about 5x slower prompt evaluation and GBs of memory. The generated
+            # tokens' logprobs come from the launcher's patch (``llama_logprobs``) instead.
             "logits_all": False,
         }
         args = [str(part) for name, value in options.items() for part in (f"--{name}", value)]
