@@ -4,8 +4,11 @@ mode runs as a subprocess with lines piped to stdin, as a script would use it.
 In-test peers: a planner stand-in (a test double for the planner's status replies only: it
 records /lang2policy/instruction and /lang2policy/correction and answers received / running /
 done, or failed for texts with "fail", on /lang2policy/status; a text with "slowly" keeps
-running until a correction comes) and a real std_srvs/Trigger server on /lang2policy/stop that
-publishes the safety state, as the safety node does.
+running until a correction comes; a text with "yellow bowl" gets the grounded planner's
+statuses: the plan about to run, what the robot says and a final verdict), a perception
+stand-in publishing two objects on /lang2policy/objects when asked to, and a real
+std_srvs/Trigger server on /lang2policy/stop that publishes the safety state, as the safety
+node does.
 
 The interactive prompt is driven the way a person would, in tmux (skipped without tmux).
 """
@@ -31,6 +34,7 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
@@ -38,7 +42,11 @@ from lang2policy.graph import topics  # noqa: E402
 pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[1]
-DOMAIN_ID = 1 + (os.getpid() + 141) % 200
+# L2P_TEST_DOMAIN_ID pins the domain (agents sharing a machine keep apart); else from the pid
+DOMAIN_ID = int(os.environ.get("L2P_TEST_DOMAIN_ID") or 1 + (os.getpid() + 141) % 200)
+MOVE = "put_first_on_second('red block', 'yellow bowl')"
+GOAL = "is_in('red block', 'yellow bowl')"
+OBJECTS = {"red block": (0.4, 0.1, 0.02), "yellow bowl": (0.5, -0.12, 0.0)}
 
 
 class Peers:
@@ -56,6 +64,20 @@ class Peers:
         self.status = self.node.create_publisher(String, topics.STATUS.name, 10)
         self.safety = self.node.create_publisher(String, topics.SAFETY.name, 10)
         self.node.create_service(Trigger, topics.STOP.name, self._on_stop)
+        self.send_objects = threading.Event()
+        self.objects = self.node.create_publisher(MarkerArray, topics.OBJECTS.name, 1)
+        self.node.create_timer(0.1, self._publish_objects)
+
+    def _publish_objects(self) -> None:
+        """Perception's stand-in: the objects, 10 times a second, once ``send_objects`` is set."""
+        if not self.send_objects.is_set():
+            return
+        markers = MarkerArray()
+        for index, (name, (x, y, z)) in enumerate(OBJECTS.items()):
+            marker = Marker(id=index, text=name, action=Marker.ADD)
+            marker.pose.position.x, marker.pose.position.y, marker.pose.position.z = x, y, z
+            markers.markers.append(marker)
+        self.objects.publish(markers)
 
     def _on_instruction(self, message: String) -> None:
         self.instructions.append(message.data)
@@ -69,13 +91,16 @@ class Peers:
             self.corrected.set()
 
     def _say(self, state: str, text: str, detail: object) -> None:
-        payload = {"state": state, "instruction": text, "detail": detail}
+        payload = {"node": "planner", "state": state, "instruction": text, "detail": detail}
         self.status.publish(String(data=json.dumps(payload)))
 
     def _answer(self, text: str) -> None:
         # the real planner takes seconds to plan; the double waits for the terminal instead
         wait_for(self.status.get_subscription_count, 10, "the terminal's status subscription")
         self._say("received", text, {"route": "code"})
+        if "yellow bowl" in text:
+            self._answer_grounded(text)
+            return
         self._say("running", text, f"running the program for: {text}")
         if "slowly" in text:
             self.slow_task.set()
@@ -89,6 +114,20 @@ class Peers:
             )
         else:
             self._say("done", text, {"route": "code", "outcome": "ok"})
+
+    def _answer_grounded(self, text: str) -> None:
+        """The grounded planner's statuses; 'ghost' gives a program that only says something
+        (with a line that tries to pass for a status) and does not reach its goal."""
+        only_says = "ghost" in text
+        code = "say('I see no blue bowl')\noutcome: ok" if only_says else MOVE
+        said = ["I see no blue bowl"] if only_says else []
+        self._say("plan", text, {"route": "code", "code": code, "goal": GOAL, "score": 0.9})
+        for line in said:
+            self._say("said", text, line)
+        verdict, state = ("goal_not_reached", "failed") if only_says else ("goal_reached", "done")
+        final = {"route": "code", "verdict": verdict, "goal": GOAL, "outcome": "ok"}
+        final.update(message="", attempts=1, code=code, said=said, score=0.9, alternatives=[])
+        self._say(state, text, final)
 
     def _on_stop(self, _request, response):
         self.stop_calls += 1
@@ -236,6 +275,53 @@ def test_a_script_started_before_the_planner_waits_for_it(env):
     assert terminal.returncode == 0, (out, err)
     assert "[planner] done (code): pick up the red block — ok" in out.splitlines()
     assert "no planner listening" not in out
+
+
+def assert_in_order(out: list[str], expected: list[str]) -> None:
+    """Each of ``expected`` is a line of ``out``, in this order (a repeated line is found
+    after the one before it)."""
+    at = -1
+    for line in expected:
+        assert line in out[at + 1 :], (line, out)
+        at = out.index(line, at + 1)
+
+
+def test_objects_the_plan_what_the_robot_says_and_the_verdict_are_shown(env, peers):
+    peers.send_objects.set()
+    good, ghost = "put the red block in the yellow bowl", "put the ghost block in the yellow bowl"
+    lines = f"{good}\n{ghost}\n:scene\n:history\n"
+    code, out, err = run_terminal(env, lines, "--timeout", "30")
+    assert code == 1, (out, err)  # the goal of the second was not reached
+    scene = "objects: red block at [0.40, 0.10, 0.02], yellow bowl at [0.50, -0.12, 0.00]"
+    assert out.count(scene) == 2  # once when first heard, once for :scene
+    assert out.index(scene, out.index("> :scene")) == out.index("> :scene") + 1
+    plan = f"[planner] plan (code): {good} — about to run, goal: {GOAL}, score 0.90"
+    assert out[out.index(plan) + 1] == f"    | {MOVE}"
+    ghost_plan = f"[planner] plan (code): {ghost} — about to run, goal: {GOAL}, score 0.90"
+    start = out.index(ghost_plan)
+    assert out[start + 1 : start + 3] == ["    | say('I see no blue bowl')", "    | outcome: ok"]
+    expected_in_order = [
+        f"> {good}",
+        plan,
+        f"[planner] done (code): {good} — goal reached",
+        f"    goal: {GOAL}",
+        f"> {ghost}",
+        ghost_plan,
+        "robot says: I see no blue bowl",
+        f"[planner] failed (code): {ghost} — finished but goal not reached",
+        f"    goal: {GOAL}",
+        "    robot said: I see no blue bowl",
+        "> :scene",
+        "> :history",
+        f"  1. instruction: {good} -> done: goal reached",
+        f"       | {MOVE}",
+        f"  2. instruction: {ghost} -> failed: finished but goal not reached",
+        "       | say('I see no blue bowl')",
+        "       | outcome: ok",
+    ]
+    assert_in_order(out, expected_in_order)
+    assert not any(line.startswith("outcome") for line in out)
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -44,6 +44,8 @@ def test_do_and_fix_force_the_kind():
         (":resume", CommandKind.RESUME),
         (":reset", CommandKind.RESET),
         (":history", CommandKind.HISTORY),
+        (":scene", CommandKind.SCENE),
+        (":objects", CommandKind.SCENE),
         (":help", CommandKind.HELP),
         (":?", CommandKind.HELP),
         (":quit", CommandKind.QUIT),

@@ -209,3 +209,98 @@ def test_interactive_prompt_sends_lines_and_leaves_on_ctrl_d():
         ("correction", "the blue one"),
         ("service", "stop"),
     ]
+
+
+GOAL = "is_in('red block', 'yellow bowl')"
+SAID_ONLY = "say('I see no blue bowl')\noutcome: ok\nsay('bye')\nsay('really')\n"
+
+
+def grounded_planner(console: Console, text: str) -> None:
+    """The new planner's statuses: plan (the program and its goal), said, and a final verdict;
+    'ghost' in the text gives today's failure (a program that only says something)."""
+    only_says = "ghost" in text
+    code = SAID_ONLY if only_says else "put_first_on_second('red block', 'yellow bowl')"
+    verdict, state = ("goal_not_reached", "failed") if only_says else ("goal_reached", "done")
+    said = ["I see no blue bowl"] if only_says else []
+    final = {"route": "code", "verdict": verdict, "goal": GOAL, "outcome": "ok"}
+    final.update(message="", attempts=1, code=code, said=said, relations=[], alternatives=[])
+    steps = [
+        ("received", {"route": "code"}),
+        ("plan", {"route": "code", "code": code, "goal": GOAL, "score": 0.5}),
+        *[("said", line) for line in said],
+        (state, final),
+    ]
+    for state_, detail in steps:
+        message = {"node": "planner", "state": state_, "instruction": text, "detail": detail}
+        console.on_status(json.dumps(message))
+
+
+def test_scene_before_and_after_objects_and_printed_once_when_they_first_arrive():
+    now = [0.0]
+    console, _, printed = make(clock=lambda: now[0])
+    assert console.handle_line(":scene").lines == [
+        "objects: none heard yet on /lang2policy/objects; perception may not be running"
+    ]
+    console.on_objects({"red block": (0.4, 0.1, 0.02), "yellow\nbowl": [0.5, -0.12, 0.0]})
+    first = "objects: red block at [0.40, 0.10, 0.02], yellow\\nbowl at [0.50, -0.12, 0.00]"
+    assert printed == [first]  # the name from the network stays on its line
+    console.on_objects({"red block": (0.45, 0.1, 0.02)})
+    assert printed == [first]  # later messages only update :scene
+    assert console.handle_line(":scene").lines == ["objects: red block at [0.45, 0.10, 0.02]"]
+    now[0] = 30.0
+    assert console.handle_line(":scene").lines == [
+        "objects: red block at [0.45, 0.10, 0.02] (last heard 30 s ago)"
+    ]
+    console.on_objects({})
+    assert console.scene_lines() == [
+        "objects: none on the table (the last message on /lang2policy/objects named none)"
+    ]
+
+
+def test_the_plan_said_lines_and_verdict_print_before_the_next_line_of_a_script():
+    console, _, printed = make(planner=grounded_planner)
+    lines = ["put the ghost block in the yellow bowl\n", ":history\n"]
+    assert run_non_interactive(console, lines, printed.append, wait=True, timeout=5.0) == 1
+    text = "put the ghost block in the yellow bowl"
+    start = printed.index(f"[planner] plan (code): {text} — about to run, goal: {GOAL}, score 0.50")
+    shown = printed[start + 1 : printed.index("> :history")]
+    # the reply to the typed line may come while the planner already answers
+    assert [line for line in shown if not line.startswith("-> instruction")] == [
+        "    | say('I see no blue bowl')",
+        "    | outcome: ok",  # a program line never reads as the terminal's own
+        "    | say('bye')",
+        "    | say('really')",
+        "robot says: I see no blue bowl",
+        f"[planner] failed (code): {text} — finished but goal not reached",
+        f"    goal: {GOAL}",
+        "    robot said: I see no blue bowl",
+    ]
+    assert not any(line.startswith("outcome") or "— ok" in line for line in printed)
+
+
+def test_history_shows_each_instruction_with_its_program_and_verdict():
+    console, _, _ = make(planner=grounded_planner)
+    for line in ("put the red block in the yellow bowl", "put the ghost block in the bowl"):
+        entry = console.handle_line(line).entry
+        console.wait_outcome(entry, timeout=5.0)
+    console.handle_line(":fix a bit higher")
+    assert console.handle_line(":history").lines == [
+        "  1. instruction: put the red block in the yellow bowl -> done: goal reached",
+        "       | put_first_on_second('red block', 'yellow bowl')",
+        "  2. instruction: put the ghost block in the bowl -> failed: finished but goal not"
+        " reached",
+        "       | say('I see no blue bowl')",
+        "       | outcome: ok",
+        "       | say('bye')",
+        "       | ...[1 more lines]",
+        "  3. correction: a bit higher -> sent",
+    ]
+    assert [entry.verdict for entry in console.history[:2]] == ["goal_reached", "goal_not_reached"]
+    assert console.history[0].ok and not console.history[1].ok
+    assert "last: finished but goal not reached" in console.toolbar()
+
+
+def test_help_names_scene_and_history():
+    console, _, _ = make()
+    help_text = "\n".join(console.handle_line(":help").lines)
+    assert ":scene" in help_text and ":history" in help_text

@@ -238,3 +238,152 @@ def test_correction_replies_read_as_sentences_and_a_correction_of_nothing_starts
         "block, applied to the running program"
     )
     assert model.task_running(now=100.0)
+
+
+GOAL = "is_in('red block', 'yellow bowl')"
+# A program written by the model, with lines that try to pass for the terminal's own
+FORGED_CODE = "say('done')\noutcome: ok\n[planner] done (code): x — ok\rrobot says: hi\n"
+
+
+def test_a_plan_about_to_run_shows_goal_and_program_lines_that_cannot_pass_for_status():
+    model = StatusModel()
+    model.fold(planner("received", {"route": "code"}))
+    detail = {"route": "code", "code": FORGED_CODE, "goal": GOAL, "score": 0.934}
+    event = model.fold(planner("plan", detail))
+    assert (event.state, event.final, event.program) == ("plan", False, FORGED_CODE)
+    assert event.line == (
+        f"[planner] plan (code): {INSTRUCTION} — about to run, goal: {GOAL}, score 0.93"
+    )
+    assert event.more == (
+        "    | say('done')",
+        "    | outcome: ok",
+        "    | [planner] done (code): x — ok\\rrobot says: hi",
+    )
+    assert all("\r" not in line and "\n" not in line for line in event.lines)
+    assert model.task_running(now=100.0)  # the arm is about to move: text corrects it
+    assert f"executing: {INSTRUCTION}" in render_toolbar(toolbar_segments(model))
+
+
+def test_a_long_program_is_cut_and_a_plan_without_goal_says_so():
+    model = StatusModel()
+    code = "\n".join(f"move_to('red block', {i})" for i in range(50))
+    event = model.fold(planner("plan", {"route": "code", "code": code, "score": None}))
+    assert event.line.endswith("about to run, goal: (no goal stated)")
+    assert len(event.more) == 41 and event.more[-1] == "    | ...[10 more lines]"
+
+
+def test_a_reward_plan_shows_its_description_task_and_terms():
+    model = StatusModel()
+    spec = {
+        "task": "lift red block",
+        "terms": [
+            {"term": "reach", "weight": 1.0, "params": {"object": "red block"}},
+            {"term": "lift", "weight": 2.0, "params": {"object": "red block", "height": 0.1}},
+        ],
+    }
+    detail = {"route": "reward", "spec": spec, "description": "lift the red block 10 cm"}
+    event = model.fold(planner("plan", detail))
+    assert event.line == (
+        f"[planner] plan (reward): {INSTRUCTION} — about to run, reward spec: lift the red "
+        "block 10 cm"
+    )
+    assert event.more == (
+        "    | task: lift red block",
+        "    | terms: reach(object='red block'), lift(object='red block', height=0.1) x2",
+    )
+    assert model.plan_kind == "reward" and model.progress.startswith("reward spec: lift")
+
+
+def test_what_the_robot_says_is_one_quoted_line_and_the_task_runs_on():
+    model = StatusModel()
+    model.fold(planner("running", "running the program"))
+    event = model.fold(planner("said", "I see no blue bowl\n[planner] done (code): x — ok"))
+    assert event.lines == ("robot says: I see no blue bowl\\n[planner] done (code): x — ok",)
+    assert not event.final and model.planner_state == "running"
+    assert model.progress.startswith("says: I see no blue bowl")
+
+
+WORDS = {
+    "goal_reached": "goal reached",
+    "goal_not_reached": "finished but goal not reached",
+    "answered": "answered",
+    "refused": "refused",
+    "failed": "failed",
+}
+
+
+def final(verdict: str, state: str, **extra) -> str:
+    detail = {"route": "code", "verdict": verdict, "goal": GOAL, "outcome": "ok"}
+    detail.update({"message": "", "attempts": 1, "code": "pick('red block')", "said": []})
+    return planner(state, {**detail, **extra})
+
+
+@pytest.mark.parametrize(
+    ("verdict", "state", "extra", "what", "ok"),
+    [
+        ("goal_reached", "done", {}, "goal reached", True),
+        (
+            "goal_not_reached",
+            "failed",
+            {"message": "the red block is not in the yellow bowl"},
+            "finished but goal not reached: the red block is not in the yellow bowl",
+            False,
+        ),
+        ("answered", "done", {"goal": ""}, "answered", True),
+        (
+            "refused",
+            "failed",
+            {"outcome": "denied", "message": "outside the workspace"},
+            "refused: outside the workspace",
+            False,
+        ),
+        (
+            "failed",
+            "failed",
+            {"outcome": "skill", "message": "target out of reach"},
+            "failed (skill): target out of reach",
+            False,
+        ),
+    ],
+)
+def test_each_verdict_reads_as_what_happened(verdict, state, extra, what, ok):
+    model = StatusModel()
+    model.fold(planner("received", {"route": "code"}))
+    event = model.fold(final(verdict, state, **extra))
+    assert event.final and event.ok is ok and event.verdict == verdict
+    assert event.line == f"[planner] {state} (code): {INSTRUCTION} — {what}"
+    assert event.program == "pick('red block')"
+    assert model.verdict == verdict and model.last_error == ("" if ok else f"{state}: {what}")
+    segments = toolbar_segments(model)
+    last = [(style, text) for style, text in segments if text.startswith("last: ")]
+    assert last == [("" if ok else "warn", f"last: {WORDS[verdict]}")]
+
+
+def test_a_final_shows_the_goal_and_every_said_line_quoted():
+    model = StatusModel()
+    said = ["I see no blue bowl, only the green block", "ok\noutcome: ok"]
+    event = model.fold(final("goal_not_reached", "failed", said=said))
+    assert event.more == (
+        f"    goal: {GOAL}",
+        "    robot said: I see no blue bowl, only the green block",
+        "    robot said: ok\\noutcome: ok",
+    )
+
+
+def test_a_done_whose_goal_does_not_hold_is_not_ok():
+    """Today's defect: a program that only said something was reported 'done — ok'. Whatever
+    the state word, a stated verdict that did not reach the goal is shown and counted as such."""
+    model = StatusModel()
+    event = model.fold(final("goal_not_reached", "done", said=["I see no blue bowl"]))
+    assert not event.ok
+    assert event.line == f"[planner] done (code): {INSTRUCTION} — finished but goal not reached"
+    assert " — ok" not in event.line and model.last_error
+
+
+def test_a_final_without_a_verdict_reads_as_before_and_clears_the_last_verdict():
+    model = StatusModel()
+    model.fold(final("goal_reached", "done"))
+    event = model.fold(planner("done", {"route": "code", "outcome": "ok", "code": "x()"}))
+    assert event.line == f"[planner] done (code): {INSTRUCTION} — ok" and event.ok
+    assert event.more == () and event.verdict == "" and model.verdict == ""
+    assert "last:" not in render_toolbar(toolbar_segments(model))

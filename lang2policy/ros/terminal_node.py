@@ -3,9 +3,12 @@
 Node ``lang2policy_terminal`` (console script ``terminal_node``). Publishes
 ``/lang2policy/instruction`` and ``/lang2policy/correction`` (std_msgs/String); subscribes
 ``/lang2policy/status`` and ``/lang2policy/safety`` (std_msgs/String JSON) and shows them as
-log lines plus a live bottom toolbar; calls the std_srvs/Trigger services ``/lang2policy/stop``,
-``/lang2policy/resume`` (safety node) and ``/lang2policy_sim/reset`` (sim node). What a typed
-line means is decided by ``lang2policy.terminal`` (``:help`` lists the commands).
+log lines plus a live bottom toolbar (the plan about to run, what the robot says, the verdict),
+and ``/lang2policy/objects`` (visualization_msgs/MarkerArray, perception's objects: printed once
+when they first arrive, and on ``:scene``); calls the std_srvs/Trigger services
+``/lang2policy/stop``, ``/lang2policy/resume`` (safety node) and ``/lang2policy_sim/reset``
+(sim node). What a typed line means is decided by ``lang2policy.terminal`` (``:help`` lists
+the commands).
 
 Interactive (a prompt_toolkit prompt; works over ssh and in tmux, no mouse) when stdin is a
 terminal, else non-interactive: lines are read from stdin, each instruction waits for its final
@@ -35,17 +38,20 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.graph.topics import (
     CORRECTION,
     INSTRUCTION,
+    OBJECTS,
     RESET,
     RESUME,
     SAFETY,
     STATUS,
     STOP,
 )
+from lang2policy.ros.convert import objects_from_markers
 from lang2policy.ros.entry import accept_stop_signals
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.terminal import (
@@ -54,6 +60,7 @@ from lang2policy.terminal import (
     run_interactive,
     run_non_interactive,
 )
+from lang2policy.text_quote import one_line
 
 SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET}
 
@@ -79,10 +86,26 @@ class TerminalNode(ReadOnlyParameters):
         self._correction = self.create_publisher(String, CORRECTION.name, 10)
         for topic in (STATUS.name, SAFETY.name):
             self.create_subscription(String, topic, self._on_status, 50)
+        self.create_subscription(MarkerArray, OBJECTS.name, self._on_objects, 1)
+        self._bad_objects = ""  # the last refused objects message's problem, said once
         self._triggers = {w: self.create_client(Trigger, s.name) for w, s in SERVICES.items()}
 
     def _on_status(self, message: String) -> None:
         self.console.on_status(message.data)
+
+    def _on_objects(self, message: MarkerArray) -> None:
+        """Perception's objects to the console; a malformed message is skipped and said once
+        (perception republishes many times a second)."""
+        try:
+            objects = objects_from_markers(message)
+        except ValueError as exc:
+            problem = one_line(str(exc), 200)
+            if problem != self._bad_objects:
+                self.console.emit(f"! an objects message on {OBJECTS.name} was skipped: {problem}")
+            self._bad_objects = problem
+            return
+        self._bad_objects = ""
+        self.console.on_objects({name: state.position for name, state in objects.items()})
 
     def publish_instruction(self, text: str) -> None:
         self._publish(self._instruction, text, self.instruction_discovery_timeout)

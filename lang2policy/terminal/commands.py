@@ -31,6 +31,7 @@ class CommandKind(StrEnum):
     RESUME = "resume"
     RESET = "reset"
     HISTORY = "history"
+    SCENE = "scene"
     HELP = "help"
     QUIT = "quit"
 
@@ -52,6 +53,8 @@ COLON_COMMANDS: dict[str, CommandKind] = {
     "resume": CommandKind.RESUME,
     "reset": CommandKind.RESET,
     "history": CommandKind.HISTORY,
+    "scene": CommandKind.SCENE,
+    "objects": CommandKind.SCENE,
     "help": CommandKind.HELP,
     "h": CommandKind.HELP,
     "?": CommandKind.HELP,
@@ -62,7 +65,7 @@ COLON_COMMANDS: dict[str, CommandKind] = {
     "fix": CommandKind.CORRECTION,
 }
 
-KNOWN = ":stop, :resume, :reset, :do TEXT, :fix TEXT, :history, :help, :quit"
+KNOWN = ":stop, :resume, :reset, :do TEXT, :fix TEXT, :scene, :history, :help, :quit"
 
 HELP = """\
 Type what the robot should do, in plain language. While a task runs, plain text is sent as a
@@ -72,7 +75,8 @@ correction of it ("a bit higher", "no, the blue one"); otherwise it is a new ins
   :reset              reset the simulated scene
   :do TEXT            send TEXT as a new instruction, even while a task runs
   :fix TEXT           send TEXT as a correction of the running task
-  :history            what was sent from this terminal, and how it ended
+  :scene              the objects on the table and where they are (as perception sees them)
+  :history            each instruction from this terminal: its program and how it ended
   :help               this text
   :quit, Ctrl-D       leave (Ctrl-C too)"""
 

@@ -1,27 +1,36 @@
 """The terminal's dispatcher: typed lines in, messages and service calls out, history kept.
 
 ``Console`` is independent of ROS: it talks to the graph through a ``Backend`` (the
-ROS node implements it) and is fed status messages by whoever subscribes to them. Status
-messages may arrive on another thread; the console's lock and condition make ``handle_line``,
-``on_status`` and ``wait_outcome`` safe to call from different threads.
+ROS node implements it) and is fed status messages and the perceived objects by whoever
+subscribes to them. Those may arrive on another thread; the console's lock and condition make
+``handle_line``, ``on_status``, ``on_objects`` and ``wait_outcome`` safe to call from different
+threads.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lang2policy.graph.topics import OBJECTS
 from lang2policy.instruction_text import text_problem, utf8_problem
 from lang2policy.sandbox.outcome import printable
 from lang2policy.terminal.commands import HELP, CommandKind, TerminalInputError, parse_line
+from lang2policy.terminal.planview import (
+    HISTORY_PROGRAM_LINES,
+    program_lines,
+    scene_line,
+    verdict_words,
+)
 from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
 from lang2policy.terminal.status import Notice, StatusModel, same_text
 from lang2policy.text_quote import one_line
 
 SERVICES = {CommandKind.STOP: "stop", CommandKind.RESUME: "resume", CommandKind.RESET: "reset"}
+STALE_OBJECTS = 5.0  # s after which :scene says how old the objects it shows are
 
 
 @dataclass(frozen=True)
@@ -55,10 +64,17 @@ class HistoryEntry:
     text: str
     outcome: str = "sent"
     ok: bool | None = None  # None until the final answer (instructions) or the service reply
+    program: str = ""  # the code the planner ran for it (or its reward spec's task)
+    verdict: str = ""  # the planner's verdict, when it stated one
 
     def line(self, number: int) -> str:
         text = f" {self.text}" if self.text else ""
         return f"{number:3d}. {self.kind}{':' if text else ''}{text} -> {self.outcome}"
+
+    def lines(self, number: int) -> list[str]:
+        """``line`` and, under it, the first lines of the program (indented, escaped)."""
+        program = program_lines(self.program, " " * 7 + "| ", HISTORY_PROGRAM_LINES)
+        return [self.line(number), *program]
 
 
 @dataclass
@@ -83,10 +99,13 @@ class Console:
         self.backend, self.emit, self.clock = backend, emit, clock
         self.model = StatusModel()
         self.history: list[HistoryEntry] = []
+        self.objects: dict[str, tuple[float, ...]] | None = None  # None until first heard
+        self.objects_at = 0.0
         self._changed = threading.Condition()
 
     def on_status(self, text: str) -> Notice | None:
-        """Fold one status or safety message; print its line (if any) through ``emit``."""
+        """Fold one status or safety message; print its lines (if any) through ``emit``, under
+        the lock, so no other line (the next echo of a script) comes between them."""
         with self._changed:
             event = self.model.fold(text)
             if event is None:
@@ -95,20 +114,58 @@ class Console:
                 self._settle(event)
             elif event.state == "correction":
                 self._acknowledge(event)
+            elif event.state == "plan" and event.source == "planner":
+                self._note_plan(event)
+            for line in event.lines:  # under the lock: a waiter goes on after the last line
+                self.emit(line)
             self._changed.notify_all()
-        self.emit(event.line)
         return event
+
+    def on_objects(self, objects: Mapping[str, Sequence[float]]) -> None:
+        """The objects perception sees now (name -> position); the first time they arrive
+        after start they are printed, later ones only update what ``:scene`` shows."""
+        positions = {name: tuple(float(v) for v in position) for name, position in objects.items()}
+        with self._changed:
+            first = self.objects is None
+            self.objects, self.objects_at = positions, self.clock()
+        if first:
+            self.emit(scene_line(positions, OBJECTS.name))
+
+    def scene_lines(self) -> list[str]:
+        """What ``:scene`` prints: the objects and, when they are old, how old."""
+        with self._changed:
+            line = scene_line(self.objects, OBJECTS.name)
+            age = self.clock() - self.objects_at
+            if self.objects is not None and age > STALE_OBJECTS:
+                line += f" (last heard {age:.0f} s ago)"
+        return [line]
+
+    def _note_plan(self, event: Notice) -> None:
+        """The plan about to run for an open instruction: kept for ``:history``."""
+        entry = self._open_instruction(event)
+        if entry is not None:
+            entry.program = event.program
 
     def _settle(self, event: Notice) -> None:
         """Record the planner's final answer on the oldest open instruction it answers."""
+        entry = self._open_instruction(event)
+        if entry is None:
+            return
+        entry.ok, entry.outcome, entry.verdict = event.ok, event.state, event.verdict
+        if event.verdict:
+            entry.outcome += f": {verdict_words(event.verdict)}"
+        entry.program = event.program or entry.program
+
+    def _open_instruction(self, event: Notice) -> HistoryEntry | None:
+        """The oldest instruction still waiting for its answer that ``event`` is about."""
         for entry in self.history:
             if (
                 entry.kind == CommandKind.INSTRUCTION
                 and entry.ok is None
                 and _answers(event, entry)
             ):
-                entry.ok, entry.outcome = event.ok, event.state
-                return
+                return entry
+        return None
 
     def _acknowledge(self, event: Notice) -> None:
         """The planner took up a correction: say so in its history entry."""
@@ -159,6 +216,8 @@ class Console:
             return Reply(HELP.splitlines())
         if command.kind == CommandKind.HISTORY:
             return Reply(self.history_lines())
+        if command.kind == CommandKind.SCENE:
+            return Reply(self.scene_lines())
         if command.kind in SERVICES:
             return self._call(SERVICES[command.kind])
         return self._send(command.kind, command.text)
@@ -197,7 +256,7 @@ class Console:
         with self._changed:
             if not self.history:
                 return ["(nothing sent yet)"]
-            return [entry.line(i) for i, entry in enumerate(self.history, start=1)]
+            return [line for i, e in enumerate(self.history, start=1) for line in e.lines(i)]
 
     def wait_outcome(self, entry: HistoryEntry, timeout: float) -> bool | None:
         """Block until the planner's final answer to the instruction ``entry``: True for done,

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from lang2policy.terminal.planview import verdict_ok, verdict_words
 from lang2policy.terminal.status import StatusModel
 
 SEPARATOR = " | "
 Segment = tuple[str, str]  # (style: "" | "warn" | "alert", text)
+STATE_LABELS = {"plan": "executing"}  # "plan: ..." would read like the plan kind's segment
 
 
 def toolbar_segments(model: StatusModel) -> list[Segment]:
     """The toolbar as styled pieces, most important first (a narrow terminal cuts the end):
-    safety state, plan kind, planner state and instruction, last error, correction, progress,
-    controller state and rate. Pieces with nothing to say are left out."""
+    safety state, plan kind, planner state and instruction, the last verdict, last error,
+    correction, progress, controller state and rate. Pieces with nothing to say are left out."""
     segments: list[Segment] = [_safety_segment(model), ("", f"plan: {model.plan_kind or '-'}")]
     if model.planner_state:
         style = "warn" if model.planner_state in ("failed", "rejected", "busy") else ""
-        segments.append((style, f"{model.planner_state}: {_clip(model.instruction, 50)}"))
+        label = STATE_LABELS.get(model.planner_state, model.planner_state)
+        segments.append((style, f"{label}: {_clip(model.instruction, 50)}"))
+    if model.verdict:
+        style = "" if verdict_ok(model.verdict) else "warn"
+        segments.append((style, f"last: {verdict_words(model.verdict)}"))
     if model.last_error:
         segments.append(("warn", f"error: {_clip(model.last_error, 60)}"))
     if model.correction:

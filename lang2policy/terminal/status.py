@@ -14,14 +14,22 @@ reported raw; nothing here raises on bad input. Every text shown is made termina
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from lang2policy.graph.topics import CONTROLLER_NODE, PLANNER_NODE, SAFETY_NODE, status_node
-from lang2policy.sandbox.outcome import printable
+from lang2policy.terminal.planview import (
+    final_body,
+    final_what,
+    plan_body,
+    plan_summary,
+    said_line,
+    short,
+    verdict_of,
+    verdict_ok,
+)
 from lang2policy.wire_json import MessageError, decode_status
 
-PLANNER_ACTIVE = frozenset({"received", "planning", "running", "correction", "remembered"})
+PLANNER_ACTIVE = frozenset({"received", "planning", "plan", "running", "correction", "remembered"})
 PLANNER_FINAL = frozenset({"done", "failed", "rejected", "busy"})  # busy: refused, not queued
 CONTROLLER_EVENTS = frozenset({"accepted", "rejected", "cancelled"})  # one message per spec
 CONTROLLER_ERRORS = frozenset({"failed", "timeout", "rejected"})
@@ -34,7 +42,10 @@ class Notice:
     """Something worth a line in the log: who said it, the state, and the line itself.
 
     ``final`` marks the planner's last word on ``instruction`` (done, failed, rejected, busy);
-    ``ok`` is True only for ``done``.
+    ``ok`` is True only for ``done`` (and, when the planner states a verdict, only for one that
+    achieved what was asked). ``more`` holds the lines printed under ``line`` (a program, the
+    goal, what the robot said), each indented; ``program`` is the plan's code (or its reward
+    spec's task) and ``verdict`` the final verdict, for the console's history.
     """
 
     source: str  # planner | controller | safety | <other node> | unknown
@@ -43,6 +54,14 @@ class Notice:
     line: str
     final: bool = False
     ok: bool = False
+    more: tuple[str, ...] = ()
+    program: str = ""
+    verdict: str = ""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Every line to print: ``line`` and then ``more``."""
+        return (self.line, *self.more)
 
 
 @dataclass
@@ -61,6 +80,7 @@ class StatusModel:
     safety_reason: str = ""
     last_error: str = ""
     last_raw: str = ""
+    verdict: str = ""  # the last final status's verdict ("" from a planner that states none)
     sent: str = ""  # an instruction sent and not yet confirmed by the planner
     sent_at: float = 0.0
 
@@ -89,22 +109,22 @@ class StatusModel:
             return self._fold_safety(message)
         if node == PLANNER_NODE:
             return self._fold_planner(message)
-        state, name = _short(message["state"], 40), _short(node, 40)
-        detail = _short(message.get("detail", message.get("reason", "")))
+        state, name = short(message["state"], 40), short(node, 40)
+        detail = short(message.get("detail", message.get("reason", "")))
         return Notice(name, state, "", f"[{name}] {state}" + (f": {detail}" if detail else ""))
 
     def _unrecognised(self, text: object) -> Notice:
-        raw = _short(text[: MAX_RAW * 4] if isinstance(text, str | bytes) else text, MAX_RAW)
+        raw = short(text[: MAX_RAW * 4] if isinstance(text, str | bytes) else text, MAX_RAW)
         self.last_raw = raw
         return Notice("unknown", "", "", f"[status] unrecognised message: {raw}")
 
     def _fold_planner(self, message: dict) -> Notice:
-        state = _short(message["state"], 40)
-        instruction = _short(message.get("instruction", ""), 500)
+        state = short(message["state"], 40)
+        instruction = short(message.get("instruction", ""), 500)
         detail = message.get("detail", "")
         if state in ("busy", "rejected") and self._other_instruction_active(instruction):
             # a refused second instruction does not end the one that runs
-            self.last_error = f"{state}: {instruction}: {_short(detail)}"
+            self.last_error = f"{state}: {instruction}: {short(detail)}"
             return Notice(
                 "planner", state, instruction, _planner_line(state, instruction, detail), final=True
             )
@@ -112,13 +132,22 @@ class StatusModel:
             # A correction keeps a running task running; one of nothing starts nothing.
             if self.planner_state in PLANNER_ACTIVE:
                 self.correction, self.planner_state = instruction, state
-            self.progress = _short(detail) or self.progress
+            self.progress = short(detail) or self.progress
             return Notice("planner", state, instruction, _planner_line(state, instruction, detail))
+        if state == "said":  # the robot speaks; the task runs on
+            self.progress = f"says: {short(detail, 80)}"
+            return Notice("planner", state, instruction, said_line(detail))
         final = state in PLANNER_FINAL
         self.planner_state, self.instruction = state, instruction
         if instruction == self.sent or final:
             self.sent = ""
         self.plan_kind = _route(detail) or self.plan_kind
+        if final:
+            self.verdict = verdict_of(detail)
+            if self.verdict:
+                return self._fold_verdict(state, instruction, detail)
+        if state == "plan":
+            return self._fold_plan(instruction, detail)
         if state == "received":
             self.progress, self.correction = "", ""
         elif state == "done":
@@ -127,17 +156,50 @@ class StatusModel:
             self.progress, self.correction = "", ""
             self.last_error = f"{state}: {_outcome_text(detail)}"
         else:
-            self.progress = _short(detail)
+            self.progress = short(detail)
         line = _planner_line(state, instruction, detail)
         return Notice("planner", state, instruction, line, final=final, ok=state == "done")
+
+    def _fold_plan(self, instruction: str, detail: object) -> Notice:
+        """The plan about to run: its goal (or reward spec) and, under it, the program."""
+        summary = self.progress = plan_summary(detail)
+        line = f"{_head('plan', detail)}: {instruction} — about to run, {summary}"
+        program = ""
+        if isinstance(detail, dict) and _route(detail) != "reward":
+            program = detail.get("code", "") if isinstance(detail.get("code"), str) else ""
+        elif isinstance(detail, dict):
+            program = summary
+        more = tuple(plan_body(detail))
+        return Notice("planner", "plan", instruction, line, more=more, program=program)
+
+    def _fold_verdict(self, state: str, instruction: str, detail: dict) -> Notice:
+        """A final status that states its verdict: shown as it is, with the goal and what the
+        robot said; ``ok`` only for a ``done`` whose verdict achieved what was asked."""
+        ok = state == "done" and verdict_ok(self.verdict)
+        what = final_what(detail, self.verdict)
+        self.correction = ""
+        self.progress = what if ok else ""
+        self.last_error = "" if ok else f"{state}: {what}"
+        code = detail.get("code")
+        return Notice(
+            "planner",
+            state,
+            instruction,
+            f"{_head(state, detail)}: {instruction} — {what}",
+            final=True,
+            ok=ok,
+            more=tuple(final_body(detail)),
+            program=code if isinstance(code, str) else "",
+            verdict=self.verdict,
+        )
 
     def _other_instruction_active(self, instruction: str) -> bool:
         return self.planner_state in PLANNER_ACTIVE and instruction != self.instruction
 
     def _fold_controller(self, message: dict) -> Notice | None:
-        state = _short(message["state"], 40)
-        task = _short(message.get("task") or "")
-        detail = _short(message.get("detail", ""))
+        state = short(message["state"], 40)
+        task = short(message.get("task") or "")
+        detail = short(message.get("detail", ""))
         line = f"[controller] {state}" + (f": {task}" if task else "")
         line += f" ({detail})" if detail else ""
         if state in CONTROLLER_ERRORS:
@@ -152,8 +214,8 @@ class StatusModel:
         return Notice("controller", state, task, line) if changed else None
 
     def _fold_safety(self, message: dict) -> Notice | None:
-        state = _short(message["state"], 40)
-        reason = _short(message.get("reason", ""))
+        state = short(message["state"], 40)
+        reason = short(message.get("reason", ""))
         changed = (state, reason) != (self.safety_state, self.safety_reason)
         self.safety_state, self.safety_reason = state, reason
         if not changed:
@@ -179,16 +241,6 @@ def _decode(text: object) -> dict | None:
         return None
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def _short(value: object, limit: int = 200) -> str:
-    """One line of at most ``limit`` characters for any detail value."""
-    text = printable(" ".join(_text(value).split())) if value not in (None, "") else ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _route(detail: object) -> str:
     route = detail.get("route") if isinstance(detail, dict) else None
     return route if isinstance(route, str) else ""
@@ -197,18 +249,18 @@ def _route(detail: object) -> str:
 def _done_text(detail: object) -> str:
     """What a finished plan achieved: the reward spec's task, or the code outcome's message."""
     if not isinstance(detail, dict):
-        return _short(detail)
+        return short(detail)
     spec = detail.get("spec")
     if isinstance(spec, dict) and spec.get("task"):
-        return f"reward spec: {_short(spec['task'])}"
-    parts = [_short(detail.get(key, "")) for key in ("outcome", "message")]
+        return f"reward spec: {short(spec['task'])}"
+    parts = [short(detail.get(key, "")) for key in ("outcome", "message")]
     return " — ".join(p for p in parts if p)
 
 
 def _outcome_text(detail: object) -> str:
     if isinstance(detail, dict):
-        return _short(detail.get("message") or detail.get("outcome") or detail)
-    return _short(detail)
+        return short(detail.get("message") or detail.get("outcome") or detail)
+    return short(detail)
 
 
 _ACTIONS = {
@@ -222,18 +274,23 @@ _ACTIONS = {
 def _correction_line(detail: dict) -> str:
     """``[planner] correction "no, the blue one": target red block -> blue block, applied to
     the running program`` (or the reason it was not applied)."""
-    said = _short(detail.get("text", ""), 80)
-    edit = _short(detail.get("edit") or detail.get("kind", ""), 80)
+    said = short(detail.get("text", ""), 80)
+    edit = short(detail.get("edit") or detail.get("kind", ""), 80)
     if detail.get("error"):
-        return f'[planner] correction "{said}" not applied: {_short(detail["error"])}'
-    action = _ACTIONS.get(str(detail.get("action")), _short(detail.get("action", ""), 40))
+        return f'[planner] correction "{said}" not applied: {short(detail["error"])}'
+    action = _ACTIONS.get(str(detail.get("action")), short(detail.get("action", ""), 40))
     return f'[planner] correction "{said}": {edit}, {action}'
+
+
+def _head(state: str, detail: object) -> str:
+    """``[planner] <state> (<route>)``."""
+    route = _route(detail)
+    return f"[planner] {state}" + (f" ({route})" if route else "")
 
 
 def _planner_line(state: str, instruction: str, detail: object) -> str:
     """``[planner] <state> (<route>): <instruction> — <what happened>``."""
-    route = _route(detail)
-    head = f"[planner] {state}" + (f" ({route})" if route else "")
+    head = _head(state, detail)
     if state == "done":
         what = _done_text(detail)
     elif state in ("failed", "rejected", "busy"):
@@ -241,11 +298,11 @@ def _planner_line(state: str, instruction: str, detail: object) -> str:
     elif state == "correction" and isinstance(detail, dict):
         return _correction_line(detail)
     elif state == "stopped":
-        return f"{head}: {_short(detail)}"
+        return f"{head}: {short(detail)}"
     elif isinstance(detail, dict):
-        what = _short({k: v for k, v in detail.items() if k != "route"} or "")
+        what = short({k: v for k, v in detail.items() if k != "route"} or "")
     else:
-        what = _short(detail)
+        what = short(detail)
     if state in ("running", "planning") and what:
         return f"{head}: {what}"
     return f"{head}: {instruction}" + (f" — {what}" if what else "")
