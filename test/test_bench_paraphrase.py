@@ -101,7 +101,9 @@ def test_report_has_both_grounding_tracks_per_instruction(session):
             assert 0 < stats["p50"] <= stats["p90"], stats
     first = report["episodes"][0]
     assert first["instruction"] == PARAPHRASES[0].text
-    assert first["llm"]["success"] and first["llm"]["verdict"] == "goal_reached"
+    assert first["llm"]["success"] and first["llm-off"]["success"]
+    second = report["episodes"][1]  # a statement, not a polite question: the planner's own goal
+    assert second["llm"]["verdict"] == second["llm-off"]["verdict"] == "goal_reached"
     assert "put_first_on_second" in first["llm-off"]["code"]
     text = paraphrase.format_text(report)
     assert "llm      reached 2/2 (100%)" in text and "llm-off  reached 2/2 (100%)" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 from lang2policy.bench.cap_llm import LLM_TRACKS, seconds_text
 from lang2policy.bench.cap_splits import PHRASING_NAMES, SPLIT_NAMES
 
-_CELL = 8  # characters per track in a table cell
+_CELL = 7  # characters per track in a table cell
 
 
 def _cell(block: dict, tracks: list[str]) -> str:
