@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,20 +122,30 @@ def run(
     oracle: bool = False,
     progress: bool = True,
     client: LLM | None = None,
+    on_episode: Callable[[dict], None] | None = None,
 ) -> dict:
     """Plan and run the first ``limit`` instructions (all: None) with each grounding setting
     that ``grounding`` selects (and the reference program with ``oracle``); ``client`` stands
-    in for the client ``llm_spec`` would make. Returns the report (JSON-able)."""
+    in for the client ``llm_spec`` would make; ``on_episode`` sees each instruction's record as it
+    finishes. Returns the report (JSON-able)."""
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, not {limit}")
     started = time.perf_counter()
     runner = TrackRunner(robot, llm_spec, oracle, grounding, client)
     chosen = load_paraphrases()[:limit]
     episodes = [make_episode(runner.session, p, seed, i) for i, p in enumerate(chosen)]
-    records = runner.run(episodes, f"paraphrase {robot}", progress)
-    tracks = runner.tracks
+    records = runner.run(episodes, f"paraphrase {robot}", progress, on_episode)
+    wall = time.perf_counter() - started
+    return build_report(robot, llm_spec, seed, runner.tracks, records, wall)
+
+
+def build_report(
+    robot: str, llm_spec: str | None, seed: int, tracks: list[str], records: list[dict], wall: float
+) -> dict:
+    """The report of the instruction ``records`` (each with one result per track in
+    ``tracks``): reach rate and latency per track, and the records."""
     results = {t: success_count(records, t) for t in tracks}
-    for track in runner.llms:
+    for track in (t for t in tracks if t != "oracle"):
         results[track]["latency"] = track_latency([r[track] for r in records])
     return {
         "benchmark": "paraphrase",
@@ -144,7 +155,7 @@ def run(
         "instructions": len(records),
         "tracks": tracks,
         "results": results,
-        "wall_seconds": round(time.perf_counter() - started, 2),
+        "wall_seconds": round(wall, 2),
         "episodes": records,
     }
 
