@@ -149,3 +149,39 @@ def test_lang2policy_run_exits_1_when_the_goal_is_not_reached(verdict_program):
     report = {"result": result}
     assert main_exit_code(report) == 1
     assert any(line.startswith("verdict: goal not reached") for line in _code_lines(report))
+
+
+class ScriptedLLM:
+    """Stands in for the LLM: answers in order (greedy first, then the samples)."""
+
+    def __init__(self, answers: list[str]) -> None:
+        self.answers, self.options = list(answers), []
+
+    def complete(self, prompt, *, stop=None, max_tokens=None, **options):
+        from lang2policy.llm.client import LLMReply
+
+        self.options.append(options)
+        return LLMReply(self.answers.pop(0), "stop", None, None, 0.0, "scripted")
+
+
+def test_scored_candidates_choose_the_program_that_names_the_instructions_objects():
+    from lang2policy.planning.cap import CodeAsPoliciesPlanner
+
+    grounding = GroundingSettings(grammar=False, candidates=3, retrieved_examples=0)
+    llm = ScriptedLLM([WRONG_BOWL, SAY_ONLY, RIGHT])
+    code = SimCodeExecutor(SimSession("so101"))
+    code.reset(2, list(OBJECTS))
+    outlet = Outlet()
+    policy = default_policy(code.backend.description, known_skills=SKILLS)
+    runner = SandboxRunner(code.backend, policy, limits=SandboxLimits(wall_seconds=60))
+    planner = CodeAsPoliciesPlanner(llm, max_depth=0, grounding=grounding)
+    loop = PlanLoop(planner, runner, code.backend, grounding)
+    reward = RewardRoute(SpecHandOff(outlet), lambda objects: None)
+    host = Conductor(outlet, code, loop, reward, CorrectionRouter(None), "code")
+    result = host.handle(PUT)
+    assert result.state == "done" and result.detail["code"].strip() == RIGHT
+    assert result.detail["attempts"] == 1 and len(result.detail["alternatives"]) == 2
+    scores = [result.detail["score"], *(a["score"] for a in result.detail["alternatives"])]
+    assert scores == sorted(scores, reverse=True)  # the chosen one scored highest
+    assert [o.get("temperature") for o in llm.options][1:] == [0.7, 0.7]  # sampled
+    assert outlet.of("plan")[-1]["score"] == result.detail["score"]

@@ -175,6 +175,7 @@ class Conductor:
             "code": result.program.code if result.program else "",
             "said": list(result.outcome.said),
             "relations": scene_readout(self.code.session)["relations"],
+            **_choice_detail(self.planning.choice, result),
         }
         return PlanResult(instruction, "code", "done" if result.ok else "failed", detail, result)
 
@@ -183,6 +184,8 @@ class Conductor:
         plan = self.reward.plan(instruction, self.scene_names(), self.positions, self.headings)
         self.say("running", instruction, _plan_line(plan))
         spec, remembered = self.corrections.recall_into_spec(instruction, plan.spec)
+        about = {"route": "reward", "spec": spec.to_dict(), "description": plan.description}
+        self.say("plan", instruction, about)
         run = self.reward.run(spec, lambda line: self.say("running", instruction, line))
         detail = {
             "route": "reward",
@@ -256,6 +259,14 @@ def _verdict_detail(result: InstructionResult) -> dict[str, Any]:
     message = outcome.message if verdict.ok or not verdict.reason else verdict.reason
     return {"verdict": verdict.verdict, "goal": verdict.goal.describe(),
             "outcome": outcome.kind, "message": message}
+
+
+def _choice_detail(choice, result: InstructionResult) -> dict[str, Any]:
+    """The chosen candidate's score and the others, when the plan loop scored candidates and
+    the program that ran is the chosen one."""
+    if choice is None or result.program is not choice.program:
+        return {"score": None, "alternatives": []}
+    return {"score": choice.score.total, "alternatives": choice.alternatives}
 
 
 def _check_route_setting(setting: str, skills: SkillExecutor | None) -> None:

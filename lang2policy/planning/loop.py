@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError, LLMError
+from lang2policy.planning.candidates import Choice
+from lang2policy.planning.candidates import plan as plan_candidates
 from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
 from lang2policy.planning.dry_run import DryRun
 from lang2policy.planning.goals import Goal, Verdict, judge, state_goal
@@ -97,6 +99,7 @@ class PlanLoop:
         self.cancelled: Callable[[], bool] = lambda: False
         self.on_event: Event = lambda _state, _detail: None  # the plan before it runs; said
         self._dry_run = DryRun(runner.policy, runner.limits) if self.grounding.dry_run else None
+        self.choice: Choice | None = None  # the scored candidates of the last instruction
 
     def reset(self) -> None:
         """Forget the history (a new scene)."""
@@ -109,7 +112,7 @@ class PlanLoop:
         history = list(self.history)
         status(f"planning: {one_line(instruction)}")
         try:
-            program = self.planner.generate(instruction, objects, history)
+            program = self._first_program(instruction, objects, history, status)
         except LLMError as exc:
             status("failed: the LLM call failed")
             return InstructionResult(instruction, None, _llm_failure(exc), attempts=1)
@@ -134,6 +137,19 @@ class PlanLoop:
             instruction, repaired, second.outcome, 2, first.outcome, second.verdict
         )
 
+    def _first_program(self, instruction, objects, history, status: Status) -> GeneratedProgram:
+        """The greedy program, or with ``grounding.candidates`` > 1 the best-scoring of that
+        many (SayCan style: the model's likelihood with the scene's grounding signals)."""
+        self.choice = None
+        if self.grounding.candidates <= 1:
+            return self.planner.generate(instruction, objects, history)
+        self.choice = plan_candidates(self.planner, instruction, objects, history)
+        status(
+            f"chose 1 of {1 + len(self.choice.alternatives)} candidate programs "
+            f"(score {self.choice.score.total:.2f})"
+        )
+        return self.choice.program
+
     def _attempt(self, instruction, program, objects, before, status: Status) -> Attempt:
         """State the goal, check on a copy (``dry_run``), run on the arm, judge."""
         world = self.backend.world
@@ -143,7 +159,8 @@ class PlanLoop:
             checked = self._check_on_copy(program, goal, before, status)
             if checked is not None:
                 return checked
-        self.on_event("plan", {"route": "code", "code": program.code, "goal": goal.describe()})
+        self.on_event("plan", {"route": "code", "code": program.code, "goal": goal.describe(),
+                               **self._scores(program)})
         status(
             f"running the program ({program.code.count(chr(10))} lines, "
             f"{len(program.functions)} generated functions, {program.llm_calls} LLM calls in "
@@ -154,6 +171,13 @@ class PlanLoop:
             self.on_event("said", line)
         self.backend.session.sync()  # the graph's mirror: the world as it is now
         return Attempt(program, goal, outcome, judge(goal, outcome, self.backend.world, before))
+
+    def _scores(self, program: GeneratedProgram) -> dict:
+        """The chosen candidate's score and the alternatives, when candidates were scored."""
+        if self.choice is None or self.choice.program is not program:
+            return {"score": None}
+        return {"score": self.choice.score.total, "reasons": self.choice.score.reasons,
+                "alternatives": self.choice.alternatives}
 
     def _check_on_copy(self, program, goal: Goal, before, status: Status) -> Attempt | None:
         """The attempt as it ended on the simulated copy when it would not succeed there (the
