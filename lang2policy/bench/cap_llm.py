@@ -4,11 +4,12 @@ grounding setting on one shared LLM client, timed per instruction.
 Each ``LLMTrack`` gives an episode's instruction to a fresh ``PlanLoop`` (plan, run through the
 sandbox, repair once) with its ``GroundingSettings``, and records the outcome, the LLM calls
 and the planning latency: seconds inside the LLM (``llm_seconds``, the figure the README's
-"2.7 s mean" is) and wall seconds inside the planner's ``generate``/``repair`` (grammar,
-candidates, scoring and retrieval included: ``planning_seconds``). Running both grounding
-settings on the same seeded scenes in one run measures what grounding changes.
+"2.7 s mean" is) and the instruction's wall seconds but the program's run on the arm
+(``planning_seconds``: grammar, candidates, scoring, retrieval, the dry run on a simulated copy
+and a re-plan included). Running both grounding settings on the same seeded scenes in one run
+measures what grounding changes.
 
-    tracks = llm_tracks(make_client("local"), "both")   # {"llm": on, "llm-off": off}
+    tracks = llm_tracks(make_client("local"), "both", judge)  # {"llm": on, "llm-off": off}
 """
 
 from __future__ import annotations
@@ -78,29 +79,24 @@ class TimedLLM:
         return getattr(self._llm, name)
 
 
-class TimedPlanner:
-    """Wraps a planner; adds up the wall seconds of its ``generate`` and ``repair`` calls
-    (everything else is passed through untimed)."""
+class TimedRunner:
+    """Wraps the sandbox runner; adds up the wall seconds of its ``run`` calls (the program
+    running on the arm). Everything else (its policy and limits, for the dry run) is passed
+    through."""
 
-    def __init__(self, planner) -> None:
-        self._planner = planner
+    def __init__(self, runner: SandboxRunner) -> None:
+        self._runner = runner
         self.seconds = 0.0
 
-    def _timed(self, method: str, *args, **kwargs):
+    def run(self, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return getattr(self._planner, method)(*args, **kwargs)
+            return self._runner.run(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - started
 
-    def generate(self, *args, **kwargs):
-        return self._timed("generate", *args, **kwargs)
-
-    def repair(self, *args, **kwargs):
-        return self._timed("repair", *args, **kwargs)
-
     def __getattr__(self, name: str):
-        return getattr(self._planner, name)
+        return getattr(self._runner, name)
 
 
 def outcome_fields(outcome) -> dict:
@@ -130,21 +126,23 @@ class LLMTrack:
         from lang2policy.planning import CodeAsPoliciesPlanner
 
         self.llm, self.grounding, self.judge = llm, grounding, judge
-        self.planner = TimedPlanner(CodeAsPoliciesPlanner(llm, grounding=grounding))
+        self.planner = CodeAsPoliciesPlanner(llm, grounding=grounding)
 
     def run(self, session: SimSession, episode: Episode, policy: PrivilegePolicy) -> dict:
         from lang2policy.planning import PlanLoop
 
         session.reset(episode.reset_seed, list(episode.objects))
-        backend, runner = sim_runner(session, policy)
+        backend, sandbox = sim_runner(session, policy)
+        runner = TimedRunner(sandbox)
         planning = PlanLoop(self.planner, runner, backend, grounding=self.grounding)
-        calls, seconds, planned = self.llm.calls, self.llm.seconds, self.planner.seconds
+        calls, seconds = self.llm.calls, self.llm.seconds
         started = time.perf_counter()
 
         def timing() -> dict:
+            wall = time.perf_counter() - started
             return {
-                "wall_seconds": round(time.perf_counter() - started, 2),
-                "planning_seconds": round(self.planner.seconds - planned, 3),
+                "wall_seconds": round(wall, 2),
+                "planning_seconds": round(wall - runner.seconds, 3),
                 "llm_calls": self.llm.calls - calls,
                 "llm_seconds": round(self.llm.seconds - seconds, 3),
             }
@@ -219,8 +217,8 @@ def latency(values: list[float]) -> dict:
 
 
 def track_latency(records: list[dict]) -> dict:
-    """Planning latency of one LLM track's episode records: LLM seconds and planner seconds
-    per instruction."""
+    """Planning latency of one LLM track's episode records, per instruction: seconds in the
+    LLM, and all seconds but the program's run on the arm."""
     return {
         "llm_seconds": latency([r["llm_seconds"] for r in records]),
         "planning_seconds": latency([r["planning_seconds"] for r in records]),

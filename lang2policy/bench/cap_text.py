@@ -83,7 +83,7 @@ def _summary_lines(report: dict, track: str) -> list[str]:
     latency = summary["latency"]
     lines = [
         f"{track}: planning per instruction: LLM {seconds_text(latency['llm_seconds'])}; "
-        f"planner {seconds_text(latency['planning_seconds'])}",
+        f"all but the arm's run {seconds_text(latency['planning_seconds'])}",
         f"{'':<{len(track) + 2}}{summary['mean_llm_calls']:.1f} LLM calls, "
         f"{summary['repaired']} re-planned; outcomes: {outcomes}; verdicts: {verdicts}",
     ]

@@ -179,7 +179,7 @@ def format_text(report: dict) -> str:
         if "latency" in result:
             lat = result["latency"]
             lines.append(f"{'':<9}planning per instruction: LLM {seconds_text(lat['llm_seconds'])}")
-            lines.append(f"{'':<9}planner {seconds_text(lat['planning_seconds'])}")
+            lines.append(f"{'':<9}all but the arm's run {seconds_text(lat['planning_seconds'])}")
     lines += ["", "  # " + "".join(f"{t:>9}" for t in tracks) + "  instruction"]
     for r in report["episodes"]:
         marks = "".join(f"{'yes' if r[t]['success'] else 'no':>9}" for t in tracks)
