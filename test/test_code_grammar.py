@@ -227,6 +227,8 @@ def test_free_text_may_name_anything():
         "if is_obj_visible('pink bowl'):\n"
         "    say(f'the pink bowl is at {get_obj_pos(\"yellow bowl\")}')\n"
         "block = parse_obj_name('the block closest to the pink bowl')\n"
+        "if block == 'the block':\n"  # a description, not an object name
+        "    pass\n"
     )
     assert check_program(code, SCENE, PARSERS) == []
 
@@ -249,44 +251,22 @@ def _planner(llm, grammar: bool = True) -> CodeAsPoliciesPlanner:
     return CodeAsPoliciesPlanner(llm, PromptSet.load(), max_depth=1, grounding=grounding)
 
 
-def test_a_grounded_free_answer_costs_no_grammar_decode():
-    llm = RecordingLLM(
-        ["for b in get_block_names():\n    pick(b)", "    return []\n"], "completion"
-    )
-    program = _planner(llm).generate("pick up the blocks", SCENE, [])
-    assert [o.get("grammar") for o in llm.options] == [None, None]
-    assert program.problems == [] and "def get_block_names" in program.code
-
-
-def test_an_ungrounded_answer_is_decoded_again_under_the_grammar():
-    llm = RecordingLLM(
-        [
-            "put_first_on_second('red block', 'pink bowl')",  # no pink bowl here
-            "put_first_on_second('red block', 'yellow bowl')",  # under the grammar
-        ],
-        "completion",
-    )
-    program = _planner(llm).generate("put the red block in the pink bowl", SCENE, [])
+def test_a_completion_endpoint_decodes_main_code_helpers_and_parsers_under_the_grammar():
+    answers = [
+        "for b in get_block_names():\n    put_first_on_second(b, parse_obj_name('the far bowl'))",
+        "    return [n for n in get_obj_names() if n.endswith('block')]\n",
+        "ret_val = 'blue bowl'",
+    ]
+    llm = RecordingLLM(answers, "completion")
+    program = _planner(llm).generate("put the blocks in the far bowl", SCENE, [])
     grammars = code_grammars(SCENE, PromptSet.load().parsers)
-    assert [o.get("grammar") for o in llm.options] == [None, grammars.program]
+    assert [o.get("grammar") for o in llm.options] == [
+        grammars.program,
+        grammars.function,
+        grammars.program,
+    ]
     assert "'red block'" in grammars.program and "'pink bowl'" not in grammars.program
-    assert program.main == "put_first_on_second('red block', 'yellow bowl')"
-    assert program.problems == []
-
-
-def test_a_helper_body_that_breaks_the_rules_is_decoded_again_under_the_function_grammar():
-    llm = RecordingLLM(
-        [
-            "for b in get_block_names():\n    pick(b)",
-            "    return ['pink block']\n",
-            "    return [n for n in get_obj_names() if n.endswith('block')]\n",
-        ],
-        "completion",
-    )
-    program = _planner(llm).generate("pick up the blocks", SCENE, [])
-    grammars = code_grammars(SCENE, PromptSet.load().parsers)
-    assert [o.get("grammar") for o in llm.options] == [None, None, grammars.function]
-    assert "n.endswith('block')" in program.code and program.problems == []
+    assert program.problems == [] and "def get_block_names" in program.code
 
 
 def test_a_chat_endpoint_gets_no_grammar_and_the_program_is_checked_after():
@@ -314,3 +294,17 @@ def test_the_local_model_under_the_grammar_names_only_objects_present():
     assert program.problems == [], program.code
     named = re.findall(r"'([a-z]+ (?:block|bowl))'", program.code)
     assert set(named) <= set(objects), program.code
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_the_local_server_honours_a_grammar_the_model_would_not_follow():
+    """The server samples grammar-first (``llm.llama_grammar_first``): tokens the grammar
+    refuses are replaced by the best one it allows, so the answer is in the grammar."""
+    from lang2policy.llm import make_client
+
+    llm = make_client("local")
+    prompt = "objects = ['red block', 'blue bowl']\n# put the red block in the blue bowl.\n"
+    grammar = 'root ::= "say(" ("\'no\'" | "\'not now\'") ")\\n#"'
+    reply = llm.complete(prompt, stop=["\n#"], max_tokens=32, grammar=grammar)
+    assert reply.text in ("say('no')", "say('not now')")

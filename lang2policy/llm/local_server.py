@@ -47,6 +47,8 @@ def watch_parent():
 threading.Thread(target=watch_parent, daemon=True).start()
 from lang2policy.llm.llama_logprobs import install
 install()
+from lang2policy.llm.llama_grammar_first import install as install_grammar_first
+install_grammar_first()
 sys.argv[0] = "llama_cpp.server"
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """

@@ -95,18 +95,10 @@ assign ::= targets " = " expr | var ("[" slice "]")+ " = " expr | var " " [-+*/]
 @dataclass(frozen=True)
 class CodeGrammars:
     """The grammars of one scene: ``program`` (main code, parsing sub-prompts) and
-    ``function`` (a helper's body after its ``def`` line); ``problems`` checks the same rules
-    on code decoded without them."""
+    ``function`` (a helper's body after its ``def`` line)."""
 
     program: str
     function: str
-    objects: tuple[str, ...] = ()
-    free_text_calls: tuple[str, ...] = ()
-
-    def problems(self, code: str) -> list[str]:
-        """``check_program`` for this scene, undefined helper calls allowed (the function
-        generator writes them): empty when the code keeps the grammar's rules."""
-        return check_program(code, self.objects, self.free_text_calls, helpers=True)
 
 
 @lru_cache(maxsize=64)
@@ -114,9 +106,7 @@ def _cached(objects: tuple[str, ...], free_text_calls: tuple[str, ...]) -> CodeG
     shared = _shared_rules(objects, free_text_calls)
     program = ['root ::= top ("\\n"? top)* "#"', "top ::= s0-0 | def"]
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
-    return CodeGrammars(
-        "\n".join(program + shared), "\n".join(function + shared), objects, free_text_calls
-    )
+    return CodeGrammars("\n".join(program + shared), "\n".join(function + shared))
 
 
 def code_grammars(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> CodeGrammars:

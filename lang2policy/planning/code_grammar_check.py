@@ -15,12 +15,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Sequence
 
+from lang2policy.l2r.grammar import COLOURS
 from lang2policy.planning.codegen import undefined_calls
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
 
 # The kinds of object names (colour + kind, see get_obj_names in the catalog): a two-word
-# literal ending in one of them (or in the last word of an object present) is an object name.
+# literal of a colour and one of them (or the colour and kind of an object present) is an
+# object name; 'the block' is a description.
 OBJECT_KINDS = ("block", "bowl")
 
 
@@ -117,14 +119,16 @@ def _literal(skill: Skill, param: Param, value: ast.expr, objects: Sequence[str]
 
 
 def _object_literals(tree: ast.AST, objects: Sequence[str], free: set[int]) -> list[str]:
-    """Object-like literals ('<word> <kind>') outside free text that name no object present."""
+    """Object-like literals ('<colour> <kind>') outside free text that name no object present."""
     kinds = {*OBJECT_KINDS, *(o.split()[-1] for o in objects if o.split())}
+    colours = {*COLOURS, *(o.split()[0] for o in objects if len(o.split()) > 1)}
     problems = []
     for node in ast.walk(tree):
         if not _is_text(node) or id(node) in free:
             continue
         words = node.value.split()  # type: ignore[attr-defined]
-        if len(words) == 2 and words[-1] in kinds and node.value not in objects:
+        object_like = len(words) == 2 and words[0] in colours and words[1] in kinds
+        if object_like and node.value not in objects:
             problems.append(
                 f"line {node.lineno}: {node.value!r} names no object on the table "  # type: ignore[attr-defined]
                 f"(objects: {', '.join(objects) or 'none'})"

@@ -182,8 +182,8 @@ class GeneratedFunctions:
 class FunctionGenerator:
     """Fills in the undefined functions of a program with the function-writing prompt and the
     parsing sub-prompts, level by level up to ``max_depth`` levels below the main code.
-    ``grammars`` (``code_grammar.code_grammars`` of the scene): function bodies and parsing
-    code that break their rules are decoded again under them (``_ask``)."""
+    ``grammars`` (``code_grammar.code_grammars`` of the scene): decode function bodies and
+    parsing code under them."""
 
     def __init__(
         self,
@@ -197,15 +197,10 @@ class FunctionGenerator:
         self.parsers, self.max_depth = parsers, max_depth
         self.grammars = grammars
 
-    def _ask(
-        self, prompt: str, stop: tuple[str, ...], max_tokens: int, grammar: str, start: str = ""
-    ) -> str:
-        """A lenient call; with grammars, asked again under ``grammar`` when ``start`` + the
-        answer breaks the grammar's rules (the planner's ``decode`` explains why only then)."""
-        answer = self.ask(prompt, stop, max_tokens, True)
-        code = start + answer if start else clean_code(answer)  # a body keeps its indent
-        if self.grammars is None or not self.grammars.problems(code):
-            return answer
+    def _ask(self, prompt: str, stop: tuple[str, ...], max_tokens: int, grammar: str) -> str:
+        """A lenient call, under ``grammar`` when the generator has grammars."""
+        if self.grammars is None:
+            return self.ask(prompt, stop, max_tokens, True)
         return self.ask(prompt, stop, max_tokens, True, grammar=grammar)  # type: ignore[call-arg]
 
     def generate(self, main: str, objects: list[str]) -> GeneratedFunctions:
@@ -257,7 +252,7 @@ class FunctionGenerator:
         start = f"def {name}({', '.join(parameter_names(source, name))}):\n"
         prompt = f"{self.function_prompt.rstrip()}\n\n# define function: {site}.\n{start}"
         grammar = self.grammars.function if self.grammars else ""
-        answer = self._ask(prompt, FUNCTION_STOP, FUNCTION_MAX_TOKENS, grammar, start)
+        answer = self._ask(prompt, FUNCTION_STOP, FUNCTION_MAX_TOKENS, grammar)
         return function_definitions(start + answer)
 
     def _parse(self, name: str, query: str, objects: list[str]) -> str | None:
