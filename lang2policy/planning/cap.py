@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 from lang2policy.errors import LLMResponseError
 from lang2policy.llm.exchange import LLM, LLMReply
+from lang2policy.planning.code_grammar import CodeGrammars, check_program, code_grammars
 from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_program
+from lang2policy.planning.examples import ExampleBank, ExampleRetriever
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, fill
 from lang2policy.text_quote import one_line
@@ -41,6 +43,13 @@ class GeneratedProgram:
     llm_calls: int = 0
     llm_seconds: float = 0.0
     unresolved: list[str] = field(default_factory=list)  # still undefined at the depth limit
+    # The main code's log-likelihood (natural log, summed over logprob_tokens tokens), when
+    # the endpoint reported it (candidates ask for it; see planning/candidates.py).
+    logprob: float | None = None
+    logprob_tokens: int | None = None
+    # What breaks the code grammar's rules (code_grammar.check_program), checked when
+    # grounding.grammar is on: a program with problems should not run (repair from these).
+    problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -54,19 +63,26 @@ class _Counter:
 
     def __init__(self, llm: LLM) -> None:
         self.llm, self.calls, self.seconds = llm, 0, 0.0
+        self.first: LLMReply | None = None  # the first reply (the main code's)
 
     def __call__(
-        self, prompt: str, stop: tuple[str, ...], max_tokens: int, lenient: bool = False
+        self,
+        prompt: str,
+        stop: tuple[str, ...],
+        max_tokens: int,
+        lenient: bool = False,
+        **options: object,
     ) -> str:
         self.calls += 1
         try:
-            reply = self.llm.complete(prompt, stop=list(stop), max_tokens=max_tokens)
+            reply = self.llm.complete(prompt, stop=list(stop), max_tokens=max_tokens, **options)
         except LLMResponseError as exc:
             reply = exc.reply
             if not (lenient and isinstance(reply, LLMReply)):
                 raise
             log.info("keeping an unusable answer (%s) for the generator to sort out", exc)
         self.seconds += reply.latency_s
+        self.first = self.first or reply
         return reply.text
 
 
@@ -90,13 +106,29 @@ class CodeAsPoliciesPlanner:
         self.prompts = prompts or PromptSet.load()
         self.max_depth = max_depth
         self.grounding = grounding or GroundingSettings.off()
+        self._retriever: ExampleRetriever | None = None  # built on first retrieval
 
     def generate(
         self, instruction: str, objects: list[str], history: list[tuple[str, str]]
     ) -> GeneratedProgram:
         """The program for ``instruction`` on a table with ``objects``, after ``history``."""
-        prompt = self._context(objects, history) + _comment(instruction)
-        return self._program(prompt, objects)
+        return self._program(self.prompt_for(instruction, objects, history), objects)
+
+    def prompt_for(
+        self, instruction: str, objects: list[str], history: list[tuple[str, str]]
+    ) -> str:
+        """The prompt ``generate`` completes (``candidates`` samples it too)."""
+        return self._context(objects, history, instruction) + _comment(instruction)
+
+    def main_prompt(self, instruction: str, repair: bool = False) -> str:
+        """The fixed part of the prompt: all of ``main.txt``'s examples, or with
+        ``grounding.retrieved_examples`` > 0 that many, chosen by similarity (``examples``)."""
+        k = self.grounding.retrieved_examples
+        if k <= 0 or not instruction:
+            return self.prompts.main
+        if self._retriever is None:
+            self._retriever = ExampleRetriever(ExampleBank.parse(self.prompts.main))
+        return self._retriever.prompt_for(instruction, k, repair=repair)
 
     def repair(
         self,
@@ -114,31 +146,72 @@ class CodeAsPoliciesPlanner:
             feedback=_comment_lines(feedback),
             instruction=one_line(_sentence(instruction)),
         )
-        prompt = self._context(objects, history) + _comment(instruction) + tail.strip("\n") + "\n"
+        context = self._context(objects, history, instruction, repair=True)
+        prompt = context + _comment(instruction) + tail.strip("\n") + "\n"
         return self._program(prompt, objects)
 
-    def _context(self, objects: list[str], history: list[tuple[str, str]]) -> str:
-        lines = [self.prompts.main.rstrip("\n"), f"objects = {list(objects)!r}"]
+    def _context(
+        self,
+        objects: list[str],
+        history: list[tuple[str, str]],
+        instruction: str = "",
+        repair: bool = False,
+    ) -> str:
+        main = self.main_prompt(instruction, repair)
+        lines = [main.rstrip("\n"), f"objects = {list(objects)!r}"]
         for past_instruction, code in history:
             lines.append(_comment(past_instruction).rstrip("\n"))
             lines.append(code.strip("\n"))
         return "\n".join(lines) + "\n"
 
-    def _program(self, prompt: str, objects: list[str]) -> GeneratedProgram:
+    def _program(self, prompt: str, objects: list[str], **options: object) -> GeneratedProgram:
         ask = _Counter(self.llm)
         started = time.monotonic()
-        main = clean_code(ask(prompt, MAIN_STOP, MAIN_MAX_TOKENS))
+        main = self.decode(ask, prompt, objects, **options)
+        return self.finish(main, objects, ask, started)
+
+    def decode(self, ask: _Counter, prompt: str, objects: list[str], **options: object) -> str:
+        """The main code for ``prompt`` (cleaned), decoded under the program grammar where the
+        endpoint takes llama.cpp grammars (``grammars``). The local server samples grammar-first
+        (``llm.llama_grammar_first``): a grammar costs time only at tokens it refuses."""
+        grammars = self.grammars(objects)
+        if grammars is not None:
+            options = {"grammar": grammars.program, **options}
+        return clean_code(ask(prompt, MAIN_STOP, MAIN_MAX_TOKENS, **options))
+
+    def grammars(self, objects: list[str]) -> CodeGrammars | None:
+        """The code grammars to decode under (``code_grammar``), or None: ``grounding.grammar``
+        is off, or the endpoint takes no llama.cpp grammar (chat mode; ``finish`` checks the
+        same rules after decoding instead)."""
+        if not self.grounding.grammar or self.llm.config.mode != "completion":
+            return None
+        return code_grammars(objects, self.prompts.parsers)
+
+    def finish(
+        self, main: str, objects: list[str], ask: _Counter, started: float
+    ) -> GeneratedProgram:
+        """The program around ``main`` (its undefined functions generated with ``ask``),
+        with the main reply's log-likelihood when the endpoint reported it."""
         generator = FunctionGenerator(
-            ask, self.prompts.function, self.prompts.parsers, self.max_depth
+            ask,
+            self.prompts.function,
+            self.prompts.parsers,
+            self.max_depth,
+            grammars=self.grammars(objects),
         )
         generated = generator.generate(main, objects)
+        code = join_program(generated.functions, main)
+        grounded = self.grounding.grammar
         program = GeneratedProgram(
-            code=join_program(generated.functions, main),
+            code=code,
             main=main,
             functions=generated.functions,
             llm_calls=ask.calls,
             llm_seconds=ask.seconds,
             unresolved=generated.unresolved,
+            logprob=ask.first.logprob if ask.first else None,
+            logprob_tokens=ask.first.logprob_tokens if ask.first else None,
+            problems=check_program(code, objects, self.prompts.parsers) if grounded else [],
         )
         log.info(
             "planned %d lines, %d functions, %d LLM calls (%.2f s LLM, %.2f s total)%s",
