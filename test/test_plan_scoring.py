@@ -38,6 +38,9 @@ def test_the_program_naming_the_instructions_objects_ranks_first_and_say_only_la
     }
     assert totals[RIGHT] == 0.0
     assert totals[RIGHT] > totals[WRONG_OBJECT] > totals[SAY_ONLY], totals
+    # saying the objects is not acting on them
+    said = "say('putting the red block in the yellow bowl')\n" + WRONG_OBJECT
+    assert score(said, INSTRUCTION, OBJECTS).total == totals[WRONG_OBJECT]
     reasons = score(SAY_ONLY, INSTRUCTION, OBJECTS).reasons
     assert any("never moves" in r for r in reasons) and any("red block" in r for r in reasons)
 

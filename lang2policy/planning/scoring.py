@@ -198,13 +198,21 @@ def _call_problems(call: ast.Call, objects: Sequence[str]) -> list[str]:
 
 
 def _literals(code: str) -> list[str]:
+    """The program's string literals outside what it says: ``say('putting the red block in
+    the bowl')`` names nothing it acts on, so it must not count as naming the objects."""
     tree = _parse(code)
     if tree is None:
         return re.findall(r"['\"]([^'\"\n]*)['\"]", code)
+    spoken = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "say"
+        for inner in ast.walk(node)
+    }
     return [
         node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in spoken
     ]
 
 
