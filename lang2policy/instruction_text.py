@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from lang2policy.text_quote import escape_char
 
+# Colour words of object names ("red block"): an instruction naming a colour names an object.
+COLOURS = ("red", "green", "blue", "yellow", "orange", "purple", "pink", "cyan", "brown",
+           "gray", "grey", "white", "black")
+
 __all__ = ["text_problem", "utf8_problem"]
 
 

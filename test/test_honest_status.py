@@ -185,3 +185,23 @@ def test_scored_candidates_choose_the_program_that_names_the_instructions_object
     assert scores == sorted(scores, reverse=True)  # the chosen one scored highest
     assert [o.get("temperature") for o in llm.options][1:] == [0.7, 0.7]  # sampled
     assert outlet.of("plan")[-1]["score"] == result.detail["score"]
+
+
+def test_a_program_that_breaks_the_scenes_rules_is_not_run_and_is_re_planned():
+    """An endpoint without grammars: the post-decoding check's problems stop the program."""
+    bad = "put_first_on_second('red block', 'blue bowl')"
+    host, outlet = conductor({PUT: [bad, RIGHT]})
+    planner = host.planning.planner
+    first = planner._next
+
+    def with_problems(instruction):
+        program = first(instruction)
+        if program.code == bad:
+            program.problems = ["'blue bowl' is not on the table"]
+        return program
+
+    planner._next = with_problems
+    result = host.handle(PUT)
+    assert result.state == "done" and result.detail["attempts"] == 2
+    assert "'blue bowl' is not on the table" in planner.feedback[0]
+    assert [p["code"] for p in outlet.of("plan")] == [RIGHT]  # the bad one never ran

@@ -26,8 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from itertools import permutations
 
+from lang2policy.instruction_text import COLOURS
 from lang2policy.l2r.api import REWARD_API
 from lang2policy.l2r.template import END, TEMPLATE, Choice, Line, Num, Part
+from lang2policy.llm.gbnf import gbnf_literal
 
 CODE_END = "[end of code]"
 MAX_CALLS = 8
@@ -51,10 +53,6 @@ _SPEED_MODES = (  # the speed line's choice, from the words of a new instruction
      "no faster than"),
     (r"\b(quick\w*|fast|faster than|at least|hurry|rapid\w*)\b", "at least"),
 )
-
-
-def gbnf_literal(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _alternatives(items: Sequence[str]) -> str:
@@ -85,8 +83,6 @@ def mentioned(instruction: str, objects: Sequence[str]) -> list[str]:
     return [o for o in objects if o in named]
 
 
-COLOURS = ("red", "green", "blue", "yellow", "orange", "purple", "pink", "cyan", "brown",
-           "gray", "grey", "white", "black")
 
 
 def missing_objects(instruction: str, objects: Sequence[str]) -> list[str]:

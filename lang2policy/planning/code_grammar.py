@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lang2policy.l2r.grammar import gbnf_literal
+from lang2policy.llm.gbnf import gbnf_literal
 from lang2policy.planning.code_grammar_check import OBJECT_KINDS, check_program
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.skills.catalog import SKILLS

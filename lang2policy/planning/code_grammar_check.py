@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Sequence
 
-from lang2policy.l2r.grammar import COLOURS
+from lang2policy.instruction_text import COLOURS
 from lang2policy.planning.codegen import undefined_calls
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill

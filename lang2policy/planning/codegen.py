@@ -24,15 +24,21 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.text_quote import one_line
 
-if TYPE_CHECKING:
-    from lang2policy.planning.code_grammar import CodeGrammars
+
+class CodeGrammars(Protocol):
+    """The grammars the generator decodes under (``code_grammar.CodeGrammars``): GBNF text
+    for a main program and for one helper function."""
+
+    program: str
+    function: str
+
 
 # What the sandbox's namespace provides besides the skills (lang2policy/sandbox/child.py).
 SANDBOX_NAMES = frozenset(

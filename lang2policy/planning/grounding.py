@@ -23,7 +23,7 @@ class GroundingSettings:
     """
 
     grammar: bool = True
-    candidates: int = 3
+    candidates: int = 1  # benches measure 3; on two cores each one costs an LLM call
     retrieved_examples: int = 6
     dry_run: bool = True
     check_goal: bool = True

@@ -155,12 +155,23 @@ class PlanLoop:
         world = self.backend.world
         kinds = {name: world.object_kind(name) for name in objects}
         goal = state_goal(instruction, program.code, objects, kinds)
+        if program.problems:  # it breaks the grammar's rules (an endpoint without grammars)
+            reason = "the program breaks the scene's rules: " + "; ".join(program.problems)
+            refused = PlanOutcome("rejected", reason)
+            return Attempt(program, goal, refused, Verdict("failed", goal, reason))
         if self._dry_run is not None:
             checked = self._check_on_copy(program, goal, before, status)
             if checked is not None:
                 return checked
-        self.on_event("plan", {"route": "code", "code": program.code, "goal": goal.describe(),
-                               **self._scores(program)})
+        self.on_event(
+            "plan",
+            {
+                "route": "code",
+                "code": program.code,
+                "goal": goal.describe(),
+                **self._scores(program),
+            },
+        )
         status(
             f"running the program ({program.code.count(chr(10))} lines, "
             f"{len(program.functions)} generated functions, {program.llm_calls} LLM calls in "
@@ -176,8 +187,11 @@ class PlanLoop:
         """The chosen candidate's score and the alternatives, when candidates were scored."""
         if self.choice is None or self.choice.program is not program:
             return {"score": None}
-        return {"score": self.choice.score.total, "reasons": self.choice.score.reasons,
-                "alternatives": self.choice.alternatives}
+        return {
+            "score": self.choice.score.total,
+            "reasons": self.choice.score.reasons,
+            "alternatives": self.choice.alternatives,
+        }
 
     def _check_on_copy(self, program, goal: Goal, before, status: Status) -> Attempt | None:
         """The attempt as it ended on the simulated copy when it would not succeed there (the
