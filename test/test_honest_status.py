@@ -76,7 +76,7 @@ def conductor(programs: dict[str, list[str]], grounding: GroundingSettings | Non
     outlet = Outlet()
     policy = default_policy(code.backend.description, known_skills=SKILLS)
     runner = SandboxRunner(code.backend, policy, limits=SandboxLimits(wall_seconds=60))
-    loop = PlanLoop(ScriptedPlanner(programs), runner, code.backend, grounding)
+    loop = PlanLoop(ScriptedPlanner(programs), runner, code.backend, grounding=grounding)
     reward = RewardRoute(SpecHandOff(outlet), lambda objects: None)
     return Conductor(outlet, code, loop, reward, CorrectionRouter(None), "code"), outlet
 
@@ -175,7 +175,7 @@ def test_scored_candidates_choose_the_program_that_names_the_instructions_object
     policy = default_policy(code.backend.description, known_skills=SKILLS)
     runner = SandboxRunner(code.backend, policy, limits=SandboxLimits(wall_seconds=60))
     planner = CodeAsPoliciesPlanner(llm, max_depth=0, grounding=grounding)
-    loop = PlanLoop(planner, runner, code.backend, grounding)
+    loop = PlanLoop(planner, runner, code.backend, grounding=grounding)
     reward = RewardRoute(SpecHandOff(outlet), lambda objects: None)
     host = Conductor(outlet, code, loop, reward, CorrectionRouter(None), "code")
     result = host.handle(PUT)

@@ -45,7 +45,7 @@ def build_plan_loop(
     grounding = grounding or GroundingSettings()
     policy = default_policy(backend.description, known_skills=SKILLS)
     planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding)
-    return PlanLoop(planner, SandboxRunner(backend, policy), backend, grounding)
+    return PlanLoop(planner, SandboxRunner(backend, policy), backend, grounding=grounding)
 
 
 def build_conductor(

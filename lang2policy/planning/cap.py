@@ -94,10 +94,7 @@ class CodeAsPoliciesPlanner:
     """
 
     def __init__(
-        self,
-        llm: LLM,
-        prompts: PromptSet | None = None,
-        max_depth: int = 2,
+        self, llm: LLM, prompts: PromptSet | None = None, max_depth: int = 2, *,
         grounding: GroundingSettings | None = None,
     ) -> None:
         if max_depth < 0:
