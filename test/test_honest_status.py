@@ -130,6 +130,8 @@ def test_questions_are_answered_and_goals_are_stated_from_the_instruction():
     result = host.handle(question)
     assert result.state == "done" and result.detail["verdict"] == "answered"
     kinds = {"red block": "block", "green block": "block", "yellow bowl": "bowl"}
+    polite = state_goal("could you put the red block in the yellow bowl?", "", OBJECTS, kinds)
+    assert polite.describe() == "is_in('red block', 'yellow bowl')"  # a request, not a question
     stack = state_goal("stack the red block on the green block", "", OBJECTS, kinds)
     assert stack.describe() == "is_on('red block', 'green block')"
     aimed = state_goal("tidy up", RIGHT, OBJECTS, kinds)

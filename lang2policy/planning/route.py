@@ -39,6 +39,11 @@ MAX_INSTRUCTION = 500
 _QUESTION = re.compile(
     r"\?\s*$|^(what|where|which|who|how|is|are|does|do|can|could|tell me)\b", re.IGNORECASE
 )
+_POLITE_REQUEST = re.compile(
+    r"^(please\s+)?(can|could|would|will)\s+you\s+(please\s+)?(put|place|move|drop|stack|push|"
+    r"pick|bring|set|slide|lift|grab|take|get|sort|arrange|turn|rotate|carry|transfer)\b",
+    re.IGNORECASE,
+)
 _SEQUENCE = re.compile(
     r"\b(all|each|every|both|then|after that|stack|sort|arrange|line up|in a line|one by one|"
     r"matching)\b|\bblocks\b|\bbowls\b",
@@ -67,8 +72,10 @@ def choose_planner(instruction: str, setting: str = "auto") -> str:
 
 
 def is_question(instruction: str) -> bool:
-    """True for a question ("where is the red block?"): nothing to move, an answer to say."""
-    return bool(_QUESTION.search(" ".join(str(instruction or "").split())))
+    """True for a question ("where is the red block?"): nothing to move, an answer to say. A
+    polite request ("could you put the red block in the bowl?") is not one."""
+    text = " ".join(str(instruction or "").split())
+    return bool(_QUESTION.search(text)) and not _POLITE_REQUEST.search(text)
 
 
 def check_instruction(text: str) -> str:
