@@ -59,44 +59,40 @@ def add_grounding_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class TimedLLM:
-    """Wraps an LLM client; counts ``complete`` calls and the seconds spent in them."""
+class _Timed:
+    """Wraps an object: counts the calls of the method a subclass times and adds up their wall
+    seconds; every other attribute is the wrapped object's."""
 
-    def __init__(self, llm) -> None:
-        self._llm = llm
+    def __init__(self, inner) -> None:
+        self._inner = inner
         self.calls = 0
         self.seconds = 0.0
 
-    def complete(self, *args, **kwargs):
+    def _timed(self, method: str, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return self._llm.complete(*args, **kwargs)
+            return getattr(self._inner, method)(*args, **kwargs)
         finally:
             self.calls += 1
             self.seconds += time.perf_counter() - started
 
     def __getattr__(self, name: str):
-        return getattr(self._llm, name)
+        return getattr(self._inner, name)
 
 
-class TimedRunner:
-    """Wraps the sandbox runner; adds up the wall seconds of its ``run`` calls (the program
-    running on the arm). Everything else (its policy and limits, for the dry run) is passed
-    through."""
+class TimedLLM(_Timed):
+    """An LLM client whose ``complete`` calls are counted and timed."""
 
-    def __init__(self, runner: SandboxRunner) -> None:
-        self._runner = runner
-        self.seconds = 0.0
+    def complete(self, *args, **kwargs):
+        return self._timed("complete", *args, **kwargs)
+
+
+class TimedRunner(_Timed):
+    """A sandbox runner whose ``run`` calls (the program running on the arm) are timed; its
+    policy and limits (for the dry run) are the runner's."""
 
     def run(self, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return self._runner.run(*args, **kwargs)
-        finally:
-            self.seconds += time.perf_counter() - started
-
-    def __getattr__(self, name: str):
-        return getattr(self._runner, name)
+        return self._timed("run", *args, **kwargs)
 
 
 def outcome_fields(outcome) -> dict:
