@@ -59,9 +59,12 @@ def declared_parameters(module: str) -> dict[str, tuple[str, object]] | None:
     for node in (n for t in trees for n in ast.walk(t)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
-        how = {"_param": "param", "_number": "number", "declare_parameter": "param"}.get(
-            node.func.attr
-        )
+        how = {
+            "_param": "param",
+            "_number": "number",
+            "_switch": "switch",  # text or a boolean (a bare on/off): either type
+            "declare_parameter": "param",
+        }.get(node.func.attr)
         if how and node.args and isinstance(node.args[0], ast.Constant):
             try:
                 default = ast.literal_eval(node.args[1]) if len(node.args) > 1 else None
@@ -301,6 +304,8 @@ def test_params_files_name_only_declared_parameters_with_their_types():
             how, default = declared[key]
             if how == "number":
                 assert isinstance(value, int | float) and not isinstance(value, bool), key
+            elif how == "switch":
+                assert isinstance(value, str | bool), key
             elif default is not None:
                 assert type(value) is type(default), f"{executable}.yaml: {key} type"
         checked += 1

@@ -293,8 +293,11 @@ def test_objects_the_plan_what_the_robot_says_and_the_verdict_are_shown(env, pee
     code, out, err = run_terminal(env, lines, "--timeout", "30")
     assert code == 1, (out, err)  # the goal of the second was not reached
     scene = "objects: red block at [0.40, 0.10, 0.02], yellow bowl at [0.50, -0.12, 0.00]"
-    assert out.count(scene) == 2  # once when first heard, once for :scene
-    assert out.index(scene, out.index("> :scene")) == out.index("> :scene") + 1
+    # Once when first heard, and for :scene (unless discovery on a loaded machine was slower
+    # than the two instructions: then :scene says none were heard, and they print on arrival).
+    after_scene = out[out.index("> :scene") + 1]
+    assert after_scene == scene or after_scene.startswith("objects: none heard"), after_scene
+    assert out.count(scene) == (2 if after_scene == scene else 1)
     plan = f"[planner] plan (code): {good} — about to run, goal: {GOAL}, score 0.90"
     assert out[out.index(plan) + 1] == f"    | {MOVE}"
     ghost_plan = f"[planner] plan (code): {ghost} — about to run, goal: {GOAL}, score 0.90"

@@ -107,6 +107,18 @@ def state_goal(instruction: str, code: str, objects: Sequence[str], kinds: dict[
     return Goal("moved", moved=(subject,) if subject else ())
 
 
+def corrected_goal(goal: Goal, outcome: PlanOutcome, objects, kinds: dict[str, str]) -> Goal:
+    """The goal after a person's accepted edits changed the calls: the relations the calls
+    that ran aim at (their arguments as edited), else ``goal``."""
+    relations = []
+    for intent in outcome.intents:
+        target = intent.args.get("target") if intent.skill == _PUT else None
+        obj = intent.args.get("obj")
+        if intent.ok and isinstance(obj, str) and isinstance(target, str) and target in objects:
+            relations.append(Relation(obj, "in" if kinds.get(target) == "bowl" else "on", target))
+    return Goal("relations", tuple(relations)) if relations else goal
+
+
 def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
     """The verdict of a finished run: ``world`` is read now, ``before`` holds the object
     positions (name -> [x, y, z]) from before the run."""

@@ -33,7 +33,7 @@ from lang2policy.planning.candidates import Choice
 from lang2policy.planning.candidates import plan as plan_candidates
 from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
 from lang2policy.planning.dry_run import DryRun
-from lang2policy.planning.goals import Goal, Verdict, judge, state_goal
+from lang2policy.planning.goals import Goal, Verdict, corrected_goal, judge, state_goal
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
@@ -178,6 +178,9 @@ class PlanLoop:
         for line in outcome.said:
             self.on_event("said", line)
         self.backend.session.sync()  # the graph's mirror: the world as it is now
+        edits = self.runner.edits
+        if edits is not None and edits.accepted:  # the person changed the calls as they ran
+            goal = corrected_goal(goal, outcome, objects, kinds)
         return Attempt(program, goal, outcome, judge(goal, outcome, self.backend.world, before))
 
     def _scores(self, program: GeneratedProgram) -> dict:
