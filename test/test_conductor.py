@@ -143,6 +143,14 @@ def once_moving(conductor: Conductor, arm: LiveArm, after: float = 0.3) -> None:
     assert conductor.code.current_call() is not None, "the motion ended too early"
 
 
+def correct_while_moving(conductor: Conductor, arm: LiveArm, instruction: str, text: str) -> None:
+    """Start ``instruction``, say ``text`` once its motion runs, wait for the plan's end."""
+    assert conductor.instruct(instruction)
+    once_moving(conductor, arm)
+    conductor.corrections.correct(text)
+    conductor.wait_idle(30)
+
+
 # ------------------------------------------------------------------ routing and status
 def test_instructions_are_routed_by_their_words_and_every_event_names_the_planner():
     put = "put the red block in the blue bowl"
@@ -210,10 +218,7 @@ def test_a_stop_aborts_the_motion_skips_the_repair_and_cancels_the_reward_task(a
 def test_an_allowed_edit_restarts_the_call_with_it(arm):
     ahead = "move forward"
     conductor, outlet = make(live_code(arm), {ahead: "move_to([0.26, 0.0, 0.10])"})
-    assert conductor.instruct(ahead)
-    once_moving(conductor, arm)
-    conductor.corrections.correct("3 cm further")
-    conductor.wait_idle(30)
+    correct_while_moving(conductor, arm, ahead, "3 cm further")
     said = outlet.last("correction").detail
     assert said["action"] == "edit_code" and said["text"] == "3 cm further"
     assert outlet.states(ahead)[-1] == "done"
@@ -224,10 +229,7 @@ def test_an_edit_the_policy_denies_is_refused_with_the_rule_and_the_arm_stays_in
     ahead = "move forward"
     conductor, outlet = make(live_code(arm), {ahead: "move_to([0.30, 0.0, 0.10], speed=0.08)"})
     t0 = arm.world.time
-    assert conductor.instruct(ahead)
-    once_moving(conductor, arm)
-    conductor.corrections.correct("10 cm further")
-    conductor.wait_idle(30)
+    correct_while_moving(conductor, arm, ahead, "10 cm further")
     refused = [e.detail for e in outlet.events if e.state == "correction"]
     assert [d["action"] for d in refused] == ["edit_code", "refused"]
     assert "workspace" in refused[1]["error"] and refused[1]["text"] == "10 cm further"
@@ -260,10 +262,7 @@ def test_a_correction_with_nothing_running_and_a_bad_one_are_rejected():
 def test_stop_said_as_a_correction_asks_the_safety_layer_and_ends_the_plan(arm):
     far = "go to the front"
     conductor, outlet = make(live_code(arm), {far: "move_to([0.30, 0.0, 0.10], speed=0.02)"})
-    assert conductor.instruct(far)
-    once_moving(conductor, arm)
-    conductor.corrections.correct("stop")
-    conductor.wait_idle(30)
+    correct_while_moving(conductor, arm, far, "stop")
     assert outlet.stop_requests == 1 and outlet.last("correction").detail["action"] == "stop"
     assert outlet.states(far)[-1] == "failed" and "stopped" in outlet.states()
 
