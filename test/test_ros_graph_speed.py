@@ -257,7 +257,8 @@ def test_the_tool_in_the_graph_stays_under_0_3_m_per_s(graph_run):
 def stream(probe: Probe, burst: int, direction: float) -> float:
     """Stream a smooth shoulder_pan move (minimum jerk, DISTANCE rad, peak PACE rad/s, like the
     planner's moves) as 20 ms steps, ``burst`` at a time every ``burst`` x 20 ms of sim time,
-    each burst LEAD steps before the previous one has run out; returns the arm's peak shoulder_pan speed once it got there."""
+    each burst LEAD steps before the previous one has run out; returns the arm's peak
+    shoulder_pan speed once it got there."""
     wait_for(probe.command.get_subscription_count, 60, "the safety node")
     with probe.lock:
         names, start = list(probe.latest), dict(probe.latest)
