@@ -108,8 +108,9 @@ def _examples(text: str) -> list[tuple[list[str], str]]:
 def test_every_example_program_of_the_prompts_is_in_the_grammar(vocab):
     folder = default_prompt_dir()
     examples = _examples((folder / "main.txt").read_text())
+    examples += _examples((folder / "repair_examples.txt").read_text())
     examples += _examples((folder / "parse_obj_name.txt").read_text())
-    assert len(examples) >= 18
+    assert len(examples) >= 21
     refused = {
         code: rejected_at_
         for objects, code in examples
@@ -143,6 +144,31 @@ def test_every_helper_body_of_the_function_prompt_is_in_the_grammar(vocab):
 def test_the_grammar_refuses_what_is_not_grounded(vocab, code, where):
     rest = program_ok(vocab, SCENE, code)
     assert rest is not None and (where in rest or rest == where), rest
+
+
+def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
+    """ "Drop the red block into the blue bowl": the main code may name only those two (a small
+    model copies its example's colours when they are on the table too); the parsing helpers'
+    grammar and the helpers' bodies still range over every object present."""
+    grammars = code_grammars(SCENE, PARSERS, focus=["red block", "blue bowl"])
+    end = "\n#"
+    assert (
+        rejected_at(vocab, grammars.main, "put_first_on_second('red block', 'blue bowl')" + end)
+        is None
+    )
+    rest = rejected_at(
+        vocab, grammars.main, "put_first_on_second('green block', 'blue bowl')" + end
+    )
+    assert rest is not None and "green block" in rest, rest
+    rest = rejected_at(
+        vocab, grammars.main, "put_first_on_second('red block', 'yellow bowl')" + end
+    )
+    assert rest is not None and "yellow bowl" in rest, rest
+    assert rejected_at(vocab, grammars.program, "ret_val = 'green block'" + end) is None
+    # one object named ("put it in the blue bowl"): no restriction, "it" is another object
+    one = code_grammars(SCENE, PARSERS, focus=["blue bowl"])
+    assert one.main == one.program
+    assert code_grammars(SCENE, PARSERS, focus=["pink bowl", "red block"]).main == one.program
 
 
 def test_the_grammar_admits_helpers_loops_and_free_text(vocab):
@@ -214,6 +240,7 @@ def test_every_oracle_program_of_bench_cap_passes_the_check():
         ("get_corner_pos('top middle')", "not one of 'top left'"),
         ("put_first_on_second('red block',", "does not parse"),
         ("", "the program is empty"),
+        ("put_first_on_second(block, 'blue bowl')", "the name 'block' is used but never assigned"),
     ],
 )
 def test_check_program_rejects_with_a_reason(code, reason):
@@ -267,6 +294,15 @@ def test_a_completion_endpoint_decodes_main_code_helpers_and_parsers_under_the_g
     ]
     assert "'red block'" in grammars.program and "'pink bowl'" not in grammars.program
     assert program.problems == [] and "def get_block_names" in program.code
+
+
+def test_the_main_code_of_an_instruction_naming_its_objects_is_decoded_under_its_focus():
+    llm = RecordingLLM(["put_first_on_second('red block', 'blue bowl')"], "completion")
+    program = _planner(llm).generate("drop the red block into the blue bowl", SCENE, [])
+    focused = code_grammars(SCENE, PromptSet.load().parsers, ["red block", "blue bowl"])
+    assert llm.options[0]["grammar"] == focused.main != focused.program
+    assert "'green block'" not in focused.main and "'green block'" in focused.program
+    assert program.problems == []
 
 
 def test_a_chat_endpoint_gets_no_grammar_and_the_program_is_checked_after():

@@ -104,3 +104,30 @@ def test_the_planner_sends_the_retrieved_examples_only_when_asked(prompts):
     tail = full[len(prompts.main.rstrip("\n")) :]
     assert short.endswith(tail) and tail.endswith("# put the red block in the yellow bowl.\n")
     assert program.main == "put_first_on_second('red block', 'yellow bowl')"
+
+
+# ---------------------------------------------------------------- repair prompts
+def _repair_prompt(instruction: str, objects: list[str]) -> str:
+    llm = _FakeLLM()
+    grounding = GroundingSettings(grammar=False, retrieved_examples=6)
+    planner = CodeAsPoliciesPlanner(llm, PromptSet.load(), max_depth=0, grounding=grounding)
+    failed = planner.generate(instruction, objects, [])
+    planner.repair(instruction, objects, [], failed, "not done: the goal does not hold")
+    return llm.prompts[-1]
+
+
+def test_a_repair_of_a_motion_request_is_shown_fixes_that_move():
+    """Today's failure: a re-plan copied the repair example's ``say('I see no ... bowl')``.
+    For an instruction whose objects are all there, the repair prompt's examples fix a failed
+    plan by moving (``repair_examples.txt``), never by only speaking."""
+    prompt = _repair_prompt("drop the red block right into the blue bowl", OBJECTS)
+    examples = prompt.split("objects = ")[1:-1]  # the examples before the scene's own line
+    repairs = [e for e in examples if "# fix:" in e]
+    assert repairs, prompt
+    assert all("put_first_on_second(" in e.split("# fix:")[-1] for e in repairs)
+    assert "I see no" not in prompt
+
+
+def test_a_repair_for_a_missing_object_may_be_shown_the_say_fix():
+    prompt = _repair_prompt("put the red block in the pink bowl", OBJECTS)  # no pink bowl
+    assert "I see no pink bowl" in prompt

@@ -59,13 +59,15 @@ def candidates(
         ask, started = _Counter(planner.llm), time.monotonic()
         try:
             try:
-                main = planner.decode(ask, prompt, objects, logprobs=logprobs, **options)
+                main = planner.decode(
+                    ask, prompt, objects, instruction=instruction, logprobs=logprobs, **options
+                )
             except LLMRequestError:
                 if logprobs is None:
                     raise
                 log.info("the endpoint rejected logprobs; candidates go on without them")
                 logprobs, ask.first = None, None
-                main = planner.decode(ask, prompt, objects, **options)
+                main = planner.decode(ask, prompt, objects, instruction=instruction, **options)
         except LLMResponseError as exc:
             if index == 0:
                 raise

@@ -27,6 +27,7 @@ from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_pro
 from lang2policy.planning.examples import ExampleBank, ExampleRetriever
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, fill
+from lang2policy.planning.scoring import asks_for_motion, instruction_objects
 from lang2policy.text_quote import one_line
 
 log = logging.getLogger("lang2policy.planning")
@@ -94,7 +95,11 @@ class CodeAsPoliciesPlanner:
     """
 
     def __init__(
-        self, llm: LLM, prompts: PromptSet | None = None, max_depth: int = 2, *,
+        self,
+        llm: LLM,
+        prompts: PromptSet | None = None,
+        max_depth: int = 2,
+        *,
         grounding: GroundingSettings | None = None,
     ) -> None:
         if max_depth < 0:
@@ -109,7 +114,7 @@ class CodeAsPoliciesPlanner:
         self, instruction: str, objects: list[str], history: list[tuple[str, str]]
     ) -> GeneratedProgram:
         """The program for ``instruction`` on a table with ``objects``, after ``history``."""
-        return self._program(self.prompt_for(instruction, objects, history), objects)
+        return self._program(self.prompt_for(instruction, objects, history), objects, instruction)
 
     def prompt_for(
         self, instruction: str, objects: list[str], history: list[tuple[str, str]]
@@ -117,15 +122,18 @@ class CodeAsPoliciesPlanner:
         """The prompt ``generate`` completes (``candidates`` samples it too)."""
         return self._context(objects, history, instruction) + _comment(instruction)
 
-    def main_prompt(self, instruction: str, repair: bool = False) -> str:
+    def main_prompt(self, instruction: str, repair: bool = False, motion: bool = False) -> str:
         """The fixed part of the prompt: all of ``main.txt``'s examples, or with
-        ``grounding.retrieved_examples`` > 0 that many, chosen by similarity (``examples``)."""
+        ``grounding.retrieved_examples`` > 0 that many, chosen by similarity (``examples``;
+        a repair prompt chooses among ``repair_examples.txt`` too, and for an instruction
+        that asks for ``motion`` only repairs that fix by moving)."""
         k = self.grounding.retrieved_examples
         if k <= 0 or not instruction:
             return self.prompts.main
         if self._retriever is None:
-            self._retriever = ExampleRetriever(ExampleBank.parse(self.prompts.main))
-        return self._retriever.prompt_for(instruction, k, repair=repair)
+            bank = self.prompts.main.rstrip("\n") + "\n" + self.prompts.repair_examples
+            self._retriever = ExampleRetriever(ExampleBank.parse(bank))
+        return self._retriever.prompt_for(instruction, k, repair=repair, motion=motion)
 
     def repair(
         self,
@@ -143,9 +151,10 @@ class CodeAsPoliciesPlanner:
             feedback=_comment_lines(feedback),
             instruction=one_line(_sentence(instruction)),
         )
-        context = self._context(objects, history, instruction, repair=True)
+        motion = asks_for_motion(instruction, objects)
+        context = self._context(objects, history, instruction, repair=True, motion=motion)
         prompt = context + _comment(instruction) + tail.strip("\n") + "\n"
-        return self._program(prompt, objects)
+        return self._program(prompt, objects, instruction)
 
     def _context(
         self,
@@ -153,36 +162,48 @@ class CodeAsPoliciesPlanner:
         history: list[tuple[str, str]],
         instruction: str = "",
         repair: bool = False,
+        motion: bool = False,
     ) -> str:
-        main = self.main_prompt(instruction, repair)
+        main = self.main_prompt(instruction, repair, motion)
         lines = [main.rstrip("\n"), f"objects = {list(objects)!r}"]
         for past_instruction, code in history:
             lines.append(_comment(past_instruction).rstrip("\n"))
             lines.append(code.strip("\n"))
         return "\n".join(lines) + "\n"
 
-    def _program(self, prompt: str, objects: list[str], **options: object) -> GeneratedProgram:
+    def _program(self, prompt: str, objects: list[str], instruction: str) -> GeneratedProgram:
         ask = _Counter(self.llm)
         started = time.monotonic()
-        main = self.decode(ask, prompt, objects, **options)
+        main = self.decode(ask, prompt, objects, instruction=instruction)
         return self.finish(main, objects, ask, started)
 
-    def decode(self, ask: _Counter, prompt: str, objects: list[str], **options: object) -> str:
-        """The main code for ``prompt`` (cleaned), decoded under the program grammar where the
-        endpoint takes llama.cpp grammars (``grammars``). The local server samples grammar-first
-        (``llm.llama_grammar_first``): a grammar costs time only at tokens it refuses."""
-        grammars = self.grammars(objects)
+    def decode(
+        self,
+        ask: _Counter,
+        prompt: str,
+        objects: list[str],
+        *,
+        instruction: str = "",
+        **options: object,
+    ) -> str:
+        """The main code for ``prompt`` (cleaned), decoded under the main-code grammar of
+        ``instruction`` where the endpoint takes llama.cpp grammars (``grammars``). The local
+        server samples grammar-first (``llm.llama_grammar_first``): a grammar costs time only
+        at tokens it refuses."""
+        grammars = self.grammars(objects, instruction)
         if grammars is not None:
-            options = {"grammar": grammars.program, **options}
+            options = {"grammar": grammars.main, **options}
         return clean_code(ask(prompt, MAIN_STOP, MAIN_MAX_TOKENS, **options))
 
-    def grammars(self, objects: list[str]) -> CodeGrammars | None:
-        """The code grammars to decode under (``code_grammar``), or None: ``grounding.grammar``
-        is off, or the endpoint takes no llama.cpp grammar (chat mode; ``finish`` checks the
-        same rules after decoding instead)."""
+    def grammars(self, objects: list[str], instruction: str = "") -> CodeGrammars | None:
+        """The code grammars to decode under (``code_grammar``; the main code's names only
+        the objects ``instruction`` names, when it names two or more), or None:
+        ``grounding.grammar`` is off, or the endpoint takes no llama.cpp grammar (chat mode;
+        ``finish`` checks the same rules after decoding instead)."""
         if not self.grounding.grammar or self.llm.config.mode != "completion":
             return None
-        return code_grammars(objects, self.prompts.parsers)
+        focus = instruction_objects(instruction, objects) if instruction else []
+        return code_grammars(objects, self.prompts.parsers, focus)
 
     def finish(
         self, main: str, objects: list[str], ask: _Counter, started: float

@@ -92,27 +92,54 @@ assign ::= targets " = " expr | var ("[" slice "]")+ " = " expr | var " " [-+*/]
 """
 
 
+# An instruction that names at least this many objects present has its main code's object
+# literals restricted to them (``code_grammars``' ``focus``).
+FOCUS_MIN = 2
+
+
 @dataclass(frozen=True)
 class CodeGrammars:
-    """The grammars of one scene: ``program`` (main code, parsing sub-prompts) and
-    ``function`` (a helper's body after its ``def`` line)."""
+    """The grammars of one scene: ``program`` (parsing sub-prompts, any object present),
+    ``function`` (a helper's body after its ``def`` line) and ``main`` (the main code: the
+    program grammar, with its object literals restricted to the instruction's objects when it
+    names ``FOCUS_MIN`` or more)."""
 
     program: str
     function: str
+    main: str
+
+
+_PROGRAM_ROOT = ['root ::= top ("\\n"? top)* "#"', "top ::= s0-0 | def"]
 
 
 @lru_cache(maxsize=64)
-def _cached(objects: tuple[str, ...], free_text_calls: tuple[str, ...]) -> CodeGrammars:
+def _cached(
+    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focus: tuple[str, ...]
+) -> CodeGrammars:
     shared = _shared_rules(objects, free_text_calls)
-    program = ['root ::= top ("\\n"? top)* "#"', "top ::= s0-0 | def"]
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
-    return CodeGrammars("\n".join(program + shared), "\n".join(function + shared))
+    program = "\n".join(_PROGRAM_ROOT + shared)
+    main = program
+    if len(focus) >= FOCUS_MIN:
+        main = "\n".join(_PROGRAM_ROOT + _shared_rules(focus, free_text_calls))
+    return CodeGrammars(program, "\n".join(function + shared), main)
 
 
-def code_grammars(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> CodeGrammars:
-    """Both grammars for a scene with ``objects``; ``free_text_calls`` are the parsing helpers
-    whose first argument is a description in words (``PromptSet.parsers``)."""
-    return _cached(tuple(dict.fromkeys(objects)), tuple(sorted(set(free_text_calls))))
+def code_grammars(
+    objects: Sequence[str], free_text_calls: Iterable[str] = (), focus: Sequence[str] = ()
+) -> CodeGrammars:
+    """The grammars for a scene with ``objects``; ``free_text_calls`` are the parsing helpers
+    whose first argument is a description in words (``PromptSet.parsers``); ``focus``: the
+    objects present that the instruction names (``scoring.instruction_objects``).
+
+    Why the focus: a 270M model asked to "drop the red block into the yellow bowl" often
+    copies the colours of its nearest few-shot example when they are on the table too. When
+    the person names the block and the bowl, the main code names only those (helpers and the
+    parsing helpers' answers still range over every object: "the block closest to the blue
+    bowl" is found by ``parse_obj_name``, which the instruction does not name)."""
+    present = tuple(dict.fromkeys(objects))
+    named = tuple(o for o in dict.fromkeys(focus) if o in present)
+    return _cached(present, tuple(sorted(set(free_text_calls))), named)
 
 
 def program_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> str:

@@ -6,8 +6,9 @@ when nothing is: it does not parse; it calls a skill with the wrong arguments (t
 unknown keyword, a required one missing, one given twice); an object argument, or an object-like
 string literal anywhere outside free text (``'<colour> block'``), names an object that is not on
 the table; a ``choices`` argument (a corner) is not one of them; it calls a function that is no
-skill, no builtin the sandbox provides and not defined in the program. The sentences are meant
-for the repair prompt and the candidate scorer.
+skill, no builtin the sandbox provides and not defined in the program; it reads a name that
+nothing assigns (``put_first_on_second(block, ...)`` with no ``block = ...``). The sentences
+are meant for the repair prompt and the candidate scorer.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import ast
 from collections.abc import Iterable, Sequence
 
 from lang2policy.instruction_text import COLOURS
-from lang2policy.planning.codegen import undefined_calls
+from lang2policy.planning.codegen import undefined_calls, undefined_names
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
 
@@ -61,6 +62,11 @@ def check_program(
         problems.append(
             f"'{name}' is not a skill and the program does not define it (skills: "
             f"{', '.join(SKILLS)})"
+        )
+    for name in [] if helpers else undefined_names(code, provided):
+        problems.append(
+            f"the name {name!r} is used but never assigned (name an object present as a "
+            f"string, e.g. {(list(objects) or ['red block'])[0]!r})"
         )
     return list(dict.fromkeys(problems))
 

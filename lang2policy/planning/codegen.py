@@ -88,6 +88,33 @@ def undefined_calls(source: str, provided: Iterable[str] = ()) -> list[str]:
     return found
 
 
+def undefined_names(source: str, provided: Iterable[str] = ()) -> list[str]:
+    """Names read (not called) in ``source`` that nothing assigns or defines, in order of
+    first use: ``put_first_on_second(block, 'green bowl')`` with no ``block = ...`` would stop
+    at a NameError once the arm may already have moved. [] for code that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    called = {
+        id(node.func)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    known = _bound_names(tree) | SANDBOX_NAMES | set(SKILLS) | FORBIDDEN_NAMES | set(provided)
+    found: list[str] = []
+    for node in _in_order(tree):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in called
+            and node.id not in known
+            and node.id not in found
+        ):
+            found.append(node.id)
+    return found
+
+
 def call_site(source: str, name: str) -> str:
     """The first call of ``name`` as the function-writing prompt shows it: with the assignment
     it feeds (``bowl = matching_bowl(block)``) when there is one, on one line."""

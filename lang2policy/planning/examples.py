@@ -15,9 +15,11 @@ the most similar last (nearest to the instruction the model completes). Fewer ex
 shorter prompt; examples of the same kind as the instruction mean the model copies the right
 pattern (a 270M model copies the nearest example far more than it reasons).
 
-Blocks that show a repair (``# error:`` / ``# fix:``) are left out of first plans: their code
-ends in a ``say(...)`` about a missing object, which is the wrong pattern to copy for an
-instruction whose objects are all there; repair prompts get them (``repair=True``).
+Blocks that show a repair (``# error:`` / ``# fix:``) are left out of first plans; repair
+prompts get them (``repair=True``). A repair whose fix only speaks (``say('I see no pink
+bowl')``, the right answer when an object is missing) is left out too when the instruction
+asks for motion and names only objects that are there (``motion=True``): a small model copies
+the fix it is shown, and a ``say`` there turns a failed pick-and-place into a second failure.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lang2policy.corrections.embedder import Embedder
+from lang2policy.planning.scoring import moves
 
 _BLOCK_START = "objects = "
 _INSTRUCTION = re.compile(r"^#\s*(?!\()(.+?)\s*$")  # a comment that is not "# (a note)"
@@ -45,6 +48,7 @@ class Example:
     text: str
     instruction: str
     repair: bool = False
+    fix_moves: bool = False  # a repair whose fix calls a motion skill
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,14 @@ def _example(lines: list[str]) -> Example:
     instruction = next(
         (m.group(1) for line in lines[1:] if (m := _INSTRUCTION.match(line))), lines[0]
     )
-    return Example(text=text, instruction=instruction, repair=bool(_REPAIR_MARK.search(text)))
+    fixes = [i for i, line in enumerate(lines) if line.startswith("# fix:")]
+    fix = "\n".join(lines[fixes[-1] + 1 :]) if fixes else ""
+    return Example(
+        text=text,
+        instruction=instruction,
+        repair=bool(_REPAIR_MARK.search(text)),
+        fix_moves=moves(fix),
+    )
 
 
 # Embeddings of example instructions, computed once per process per distinct instruction
@@ -107,20 +118,29 @@ class ExampleRetriever:
         query = self.embedder.encode([instruction])[0]
         return self._example_vectors() @ query
 
-    def choose(self, instruction: str, k: int, *, repair: bool = False) -> list[Example]:
+    def choose(
+        self, instruction: str, k: int, *, repair: bool = False, motion: bool = False
+    ) -> list[Example]:
         """The ``k`` examples most similar to ``instruction``, least similar first (ties in
-        bank order); repair examples only when ``repair``."""
+        bank order); repair examples only when ``repair``, and then only those whose fix
+        moves when ``motion`` (see the module docstring)."""
         if k <= 0:
             return []
         scores = self.similarities(instruction)
-        allowed = [i for i, ex in enumerate(self.bank.examples) if repair or not ex.repair]
+        allowed = [
+            i
+            for i, ex in enumerate(self.bank.examples)
+            if (repair or not ex.repair) and not (motion and ex.repair and not ex.fix_moves)
+        ]
         best = sorted(allowed, key=lambda i: (-float(scores[i]), i))[:k]
         ordered = sorted(best, key=lambda i: (float(scores[i]), -i))
         return [self.bank.examples[i] for i in ordered]
 
-    def prompt_for(self, instruction: str, k: int, *, repair: bool = False) -> str:
+    def prompt_for(
+        self, instruction: str, k: int, *, repair: bool = False, motion: bool = False
+    ) -> str:
         """The main prompt with the ``k`` examples chosen for ``instruction``."""
-        return self.bank.prompt(self.choose(instruction, k, repair=repair))
+        return self.bank.prompt(self.choose(instruction, k, repair=repair, motion=motion))
 
     def _example_vectors(self) -> np.ndarray:
         key = tuple(example.instruction for example in self.bank.examples)

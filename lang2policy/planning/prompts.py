@@ -11,6 +11,10 @@ replaced by ``lang2policy.skills.catalog.prompt_api()``):
   out), e.g. ``parse_obj_name`` and ``parse_position``; see ``codegen`` for how they run.
 - ``repair.txt``: the tail of the repair prompt, with ``{code}``, ``{feedback}`` and
   ``{instruction}``.
+- ``repair_examples.txt`` (optional): more repair examples in ``main.txt``'s form, offered
+  only to repair prompts built from retrieved examples (``examples.ExampleRetriever``): a
+  failed plan fixed by the motion it should have made. The fixed ``main.txt`` prompt (the
+  ungrounded baseline) does not include them.
 
 Every prompt keeps its fixed part first, so that a llama.cpp server reuses the processed prefix
 and only the scene, history and instruction at the end are new on each call; the shared header
@@ -50,6 +54,7 @@ class PromptSet:
     repair: str
     parsers: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    repair_examples: str = ""  # example blocks only (no header)
 
     @classmethod
     def load(cls, directory: str | Path | None = None, api: str | None = None) -> PromptSet:
@@ -70,10 +75,12 @@ class PromptSet:
             return header + text
 
         parsers = {path.stem: read(path.name) for path in sorted(folder.glob("parse_*.txt"))}
+        extra = folder / "repair_examples.txt"
         return cls(
             main=read("main.txt"),
             function=read("fgen.txt"),
             repair=fill((folder / "repair.txt").read_text(encoding="utf-8"), api=api),
             parsers=parsers,
             source=str(folder),
+            repair_examples=extra.read_text(encoding="utf-8") if extra.is_file() else "",
         )
