@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from lang2policy.bench import (
     cap,
     corrections,
+    graph_idle,
     intents,
     l2r,
     mpc,
@@ -108,6 +109,15 @@ BENCHES: dict[str, Bench] = {
             corrections.add_arguments,
             corrections.run_args,
             corrections.format_text,
+        ),
+        Bench(
+            "idle",
+            "CPU per node of the idle graph (processes, ground-truth perception), "
+            f"against the target of {graph_idle.TARGET_CORES:g} core in total",
+            graph_idle.add_arguments,
+            graph_idle.run_args,
+            graph_idle.format_text,
+            graph_idle.exit_code,
         ),
         Bench(
             "parity",
