@@ -133,3 +133,14 @@ def test_the_worker_exits_when_its_parent_dies():
     finally:
         parent.kill()
         parent.wait(10)
+
+
+def test_objects_heard_after_the_first_state_reach_the_statistics(mpc):
+    plant = Plant(mpc)
+    time_, joints, objects = plant.state()
+    mpc.update_state(time_, joints, {})  # joint states before the first objects message
+    assert mpc.ready.wait(60), "the planning process did not start"
+    time.sleep(0.3)
+    assert mpc.stats().objects == ()
+    mpc.update_state(time_ + 0.02, joints, objects)
+    wait_for(lambda: set(mpc.stats().objects) == set(objects), 20, "the objects in the stats")

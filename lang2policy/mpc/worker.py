@@ -117,10 +117,10 @@ class Worker:
         board = mpc.board
         with board.lock:
             plan = board.plan
-            key = (self.acked, board.generation, board.status, id(plan))
+            key = (self.acked, board.generation, board.status, mpc.pm.object_names, id(plan))
             if key == self._last_key:
                 return
-            status_changed = self._last_key is None or self._last_key[:3] != key[:3]
+            status_changed = self._last_key is None or self._last_key[:4] != key[:4]
             self._last_key = key
             snapshot = [
                 self.acked,
