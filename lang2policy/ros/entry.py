@@ -3,6 +3,13 @@
 
 Configuration errors (bad parameters, unknown robots) end the process with a one-line message
 and status 1 instead of a traceback.
+
+Stopping in order: SIGINT or SIGTERM ends the spin, then the node is destroyed (its threads
+stopped, its last messages sent: the safety node's hold, a recorder's file) while the ROS
+context is still valid, and only then is the context shut down. rclpy's own signal handler is
+not installed: it shuts the context down at once from a thread of its own, under callbacks and
+threads that are still publishing ("publisher's context is invalid" on every Ctrl-C). The
+spin wakes at least every ``SIGNAL_POLL`` s to notice a signal even when no message arrives.
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ from collections.abc import Callable
 
 import rclpy
 from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from lang2policy.errors import Lang2PolicyError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNAL_POLL = 0.25  # s: the longest a spinning node takes to notice a stop signal
 
 
 def accept_stop_signals() -> None:
@@ -33,14 +42,42 @@ def accept_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
+class StopRequest:
+    """The SIGINT/SIGTERM handler of a node process. While the node is being built (which may
+    take long: models, an LLM server) a signal interrupts at once (``KeyboardInterrupt``);
+    once it spins, a signal only sets ``requested``, so that no callback is cut in half, and
+    the spin loop ends at its next wake-up. A second signal interrupts whatever runs."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.spinning = False
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self)
+
+    def __call__(self, _signum, _frame) -> None:
+        first = not self.requested
+        self.requested = True
+        if not (self.spinning and first):
+            raise KeyboardInterrupt
+
+
 def spin_node(make_node: Callable[[], Node], name: str, args=None) -> int:
-    """Run the node ``make_node()`` builds until Ctrl-C or ROS shutdown; returns the exit code."""
+    """Run the node ``make_node()`` builds until Ctrl-C, SIGTERM or ROS shutdown; returns the
+    exit code (see the module docstring for the order of the clean-up)."""
     accept_stop_signals()
-    rclpy.init(args=args)
-    node = None
+    stop = StopRequest()
+    stop.install()
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    node = executor = None
     try:
         node = make_node()
-        rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        stop.spinning = True
+        while not stop.requested and rclpy.ok():
+            executor.spin_once(timeout_sec=SIGNAL_POLL)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (Lang2PolicyError, ParameterException) as exc:
@@ -49,9 +86,12 @@ def spin_node(make_node: Callable[[], Node], name: str, args=None) -> int:
     except Exception:
         if rclpy.ok():
             raise
-        # Ctrl-C shut the context down under a running callback (a publish on the now
-        # invalid context fails): that is the requested stop, not a crash.
+        # The context was shut down from outside under a running callback (a publish on the
+        # now invalid context fails): that is a requested stop, not a crash.
     finally:
+        stop.spinning = False
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -71,7 +71,9 @@ class RecorderNode(ReadOnlyParameters):
                 raw=True,
             )
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # linger in wall time, sim or not
-        self._timer = self.create_timer(POLL_PERIOD, self._poll, clock=steady)
+        self._timer = None  # session mode has no episodes to close: no timer
+        if mode == "episode":
+            self._timer = self.create_timer(POLL_PERIOD, self._poll, clock=steady)
         self.get_logger().info(
             f"recording {len(self.topics)} topics ({mode} mode) to {self.recorder.output_dir}"
         )

@@ -22,7 +22,9 @@ Serves ``/lang2policy/stop`` and ``/lang2policy/resume`` (std_srvs/Trigger), ans
 with no LLM anywhere near: stop publishes the hold *before* it answers and latches; every
 command is ignored until resume, which is refused while joint states are missing or stale.
 A steady-clock timer (``watchdog_rate``) holds the arm when joint states go stale or a
-commander falls silent while its trajectory still runs.
+commander falls silent while its trajectory still runs. It runs only while a trajectory runs
+(a command re-arms it); in between, nothing moves, and the same check rides on the periodic
+status (``status_rate``), so an idle node wakes a few times a second, not 50 (issue 16).
 
 Parameters (read-only): ``robot`` (so101), ``config`` (limits file; empty: the packaged
 config/safety.yaml), ``state_timeout`` and ``command_timeout`` (s; 0, the default, keeps the
@@ -98,8 +100,8 @@ class SafetyNode(ReadOnlyParameters):
         self.create_service(Trigger, STOP.name, self._on_stop)
         self.create_service(Trigger, RESUME.name, self._on_resume)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(1.0 / watchdog_rate, self._on_tick, clock=steady)
-        self.create_timer(1.0 / status_rate, self.publish_status, clock=steady)
+        self._watchdog = self.create_timer(1.0 / watchdog_rate, self._on_tick, clock=steady)
+        self.create_timer(1.0 / status_rate, self._on_status_timer, clock=steady)
         self._log_start(config)
         self.publish_status()
 
@@ -164,6 +166,8 @@ class SafetyNode(ReadOnlyParameters):
             with self._lock:  # decided and sent before a stop can slip in between
                 decision = self.supervisor.on_command(self.now(), command)
                 self._apply(decision)
+                if self._watchdog.is_canceled():
+                    self._watchdog.reset()
         if not decision.ok:
             self.get_logger().warning(decision.message, throttle_duration_sec=1.0)
         elif decision.message:
@@ -174,6 +178,14 @@ class SafetyNode(ReadOnlyParameters):
     def _on_tick(self) -> None:
         with self._lock:
             self._apply(self.supervisor.tick(self.now()))
+            if not self.supervisor.watchdog.command_running(self.now()):
+                self._watchdog.cancel()  # nothing runs: the status timer watches meanwhile
+
+    def _on_status_timer(self) -> None:
+        if self._watchdog.is_canceled():
+            with self._lock:
+                self._apply(self.supervisor.tick(self.now()))
+        self.publish_status()
 
     def _on_stop(self, _request: Trigger.Request, response: Trigger.Response):
         with self._lock:

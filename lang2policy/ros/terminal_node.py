@@ -63,6 +63,9 @@ from lang2policy.terminal import (
 from lang2policy.text_quote import one_line
 
 SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET}
+# s the spinner waits for work before it looks at its stop flag: messages wake it at once, so
+# this bounds only how long stopping takes, and an idle terminal wakes 4 times a second.
+SPIN_TIMEOUT = 0.25
 
 
 class TerminalNode(ReadOnlyParameters):
@@ -270,7 +273,7 @@ class Spinner:
     def _spin(self) -> None:
         while not self._stop.is_set():
             try:
-                self._executor.spin_once(timeout_sec=0.05)
+                self._executor.spin_once(timeout_sec=SPIN_TIMEOUT)
             except ExternalShutdownException:
                 return
 
