@@ -2,7 +2,8 @@
 
 Publishes ``/clock``, ``/joint_states`` (arm joints + normalised ``gripper``), the objects on the
 table as ground truth on ``/sim/objects`` (parameter ``objects_topic``; visualization_msgs/
-MarkerArray, the format of ``convert.object_markers``; every control tick; the perception node
+MarkerArray, the format of ``convert.object_markers``; at the control tick after an object
+moved, else every ``OBJECTS_KEEPALIVE`` s of sim time; the perception node
 turns it, or the camera images, into ``/lang2policy/objects``) and, per camera,
 ``/camera/<name>/image_raw`` + ``/camera/<name>/camera_info``; follows
 ``/arm_controller/joint_trajectory``; serves ``~/reset`` (std_srvs/Trigger; the answer is JSON
@@ -21,6 +22,10 @@ every command for exactly this (``lang2policy.safety.reference``).
 
 Cameras render in a thread of their own (a GL context belongs to the thread that created it,
 and rendering must not stall the control loop); when rendering falls behind, frames are dropped.
+A camera is rendered only while its ``image_raw`` topic has subscribers (checked at every frame
+time, ``camera_rate`` of sim time), and its ``camera_info`` published only while that topic has
+some: with ground-truth perception nobody listens, and the idle node costs only its physics and
+its 50 Hz state messages (issue 16). ``rendered_frames`` counts the images rendered per camera.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import copy
 import json
 import threading
 
+import numpy as np
 from rclpy.clock import Clock, ClockType
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -48,6 +54,8 @@ from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 
 PENDING_MAX = STREAM_QUEUE  # trajectories that may wait for the running one
+OBJECTS_KEEPALIVE = 0.5  # s of sim time between object messages while nothing moves
+OBJECTS_MOVED = 1e-5  # m (and quaternion units): a smaller change of a pose is no motion
 
 
 def world_object_poses(world: World) -> list[convert.ObjectPose]:
@@ -100,6 +108,7 @@ class SimNode(ReadOnlyParameters):
         self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
         self._clock_offset = 0.0  # keeps /clock monotonic across world resets
+        self._objects_sent = None  # (names, poses, stamp) of the last objects message
         self.robot = SimRobot(self.world, control_period=self._period)
         self.robot.connect()
         self.follower = TrajectoryFollower(
@@ -153,10 +162,41 @@ class SimNode(ReadOnlyParameters):
         stamp = self.now()
         self._clock_pub.publish(convert.clock(stamp))
         self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
-        self._objects_pub.publish(convert.object_markers(self.object_poses(), stamp))
+        self._publish_objects(stamp)
         if self._camera is not None and stamp + 1e-9 >= self._next_frame:
             self._next_frame = max(self._next_frame + 1.0 / self.camera_rate, stamp)
-            self._camera.submit(copy.copy(self.world.data), stamp)
+            self._submit_frame(stamp)
+
+    def _publish_objects(self, stamp: float) -> None:
+        """The object poses, when one moved or ``OBJECTS_KEEPALIVE`` s after the last message:
+        objects at rest (most of the time) are not sent 50 times a second through perception
+        to every node (issue 16)."""
+        poses = self.object_poses()
+        names = tuple(p.name for p in poses)
+        values = np.array([v for p in poses for v in (*p.position, *p.quat)], dtype=float)
+        sent = self._objects_sent
+        if (
+            sent is not None
+            and sent[0] == names
+            and stamp < sent[2] + OBJECTS_KEEPALIVE
+            and np.allclose(sent[1], values, rtol=0.0, atol=OBJECTS_MOVED)
+        ):
+            return
+        self._objects_pub.publish(convert.object_markers(poses, stamp))
+        self._objects_sent = (names, values, stamp)
+
+    def _submit_frame(self, stamp: float) -> None:
+        """Hand the cameras someone listens to a frame; nothing (no MjData copy) when nobody."""
+        wanted = self._camera.wanted()
+        if not wanted:
+            return
+        images = any(image for image, _info in wanted.values())
+        self._camera.submit(copy.copy(self.world.data) if images else None, stamp, wanted)
+
+    @property
+    def rendered_frames(self) -> dict[str, int]:
+        """Images rendered so far, per camera (none while nobody subscribes to them)."""
+        return {} if self._camera is None else dict(self._camera.rendered)
 
     def object_poses(self) -> list[convert.ObjectPose]:
         """Ground-truth poses of the objects on the table (what perception would report)."""
@@ -189,6 +229,7 @@ class SimNode(ReadOnlyParameters):
             response.success, response.message = False, f"reset with seed {seed} failed: {exc}"
             return response
         self._clock_offset = before - self.world.time
+        self._objects_sent = None  # the new scene goes out at the next tick
         self._next_frame = self.now()
         self.robot.forget_last_command()
         self.follower.hold(self._position())
@@ -217,10 +258,11 @@ class _CameraThread:
                 node.create_publisher(Image, image_topic, 2),
                 node.create_publisher(CameraInfo, info_topic, 2),
             )
-        self._pending = None  # the latest (MjData copy, stamp) not yet rendered
+        self._pending = None  # the latest (MjData copy or None, stamp, wanted) not yet rendered
         self._closed = False
         self._wake = threading.Condition()
         self.dropped = 0
+        self.rendered = dict.fromkeys(cameras, 0)
         self._ready = threading.Event()
         self._error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="sim_cameras", daemon=True)
@@ -229,11 +271,22 @@ class _CameraThread:
         if self._error is not None:
             raise ConfigError(f"cannot render cameras {cameras}: {self._error}") from self._error
 
-    def submit(self, data, stamp: float) -> None:
-        """Hand over a frame (a copy of MjData); replaces a frame not rendered yet."""
+    def wanted(self) -> dict[str, tuple[bool, bool]]:
+        """The cameras someone listens to: name -> (image wanted, camera_info wanted)."""
+        found = {}
+        for camera, (image_pub, info_pub) in self._pubs.items():
+            image = image_pub.get_subscription_count() > 0
+            info = info_pub.get_subscription_count() > 0
+            if image or info:
+                found[camera] = (image, info)
+        return found
+
+    def submit(self, data, stamp: float, wanted: dict[str, tuple[bool, bool]]) -> None:
+        """Hand over a frame (a copy of MjData, None when only camera_info is wanted) for the
+        cameras of ``wanted``; replaces a frame not rendered yet."""
         with self._wake:
             self.dropped += self._pending is not None
-            self._pending = (data, stamp)
+            self._pending = (data, stamp, wanted)
             self._wake.notify()
 
     def _next(self):
@@ -253,16 +306,24 @@ class _CameraThread:
         infos = {c: renderer.intrinsics(c) for c in self._cameras}
         try:
             while (item := self._next()) is not None:
-                data, stamp = item
-                for camera in self._cameras:
-                    frame = f"camera_{camera}_optical_frame"
-                    image_pub, info_pub = self._pubs[camera]
-                    image_pub.publish(convert.image(renderer.render(data, camera), stamp, frame))
-                    info_pub.publish(convert.camera_info(infos[camera], *self._size, frame, stamp))
+                self._publish(renderer, infos, *item)
         except Exception as exc:  # keep the control loop alive; say why the images stopped
-            self._node.get_logger().error(f"camera rendering stopped: {exc!r}")
+            if self._node.context.ok() and not self._closed:  # else: shutting down, no error
+                self._node.get_logger().error(f"camera rendering stopped: {exc!r}")
         finally:
             renderer.close()
+
+    def _publish(self, renderer: CameraRenderer, infos: dict, data, stamp: float, wanted) -> None:
+        """One frame of the cameras in ``wanted``: the image where it is wanted (rendered),
+        the camera_info always (cheap; it goes with every image)."""
+        for camera, (image, _info) in wanted.items():
+            frame = f"camera_{camera}_optical_frame"
+            image_pub, info_pub = self._pubs[camera]
+            if image and data is not None:
+                pixels = renderer.render(data, camera)
+                self.rendered[camera] += 1
+                image_pub.publish(convert.image(pixels, stamp, frame))
+            info_pub.publish(convert.camera_info(infos[camera], *self._size, frame, stamp))
 
     def close(self) -> None:
         with self._wake:
