@@ -2,9 +2,17 @@
 
 Semantics follow ros2_control's joint_trajectory_controller where it matters to callers:
 a new trajectory replaces the running one and starts at reception, from the current target;
-joints it does not name hold their current target; an empty trajectory cancels and holds the
-current position. Before the first point the follower interpolates from the current target
-to it; after the last point it holds the last point.
+joints it does not name hold their current target. Before the first point the follower
+interpolates from the current target to it; after the last point it holds the last point.
+
+An empty trajectory cancels everything at once. A robot node passes it to ``stop`` with the
+robot's ``Braking``: the target does not jump, each joint decelerates from its current target
+and commanded velocity, within its acceleration limit, to rest and holds there, like
+joint_trajectory_controller's decelerate-to-stop (ros2_controllers PR 2163; ros_controllers
+PR 297 built its hold from the *desired* state for the same reason). Holding the measured
+position instead, as robot nodes did, made a position servo that lags its target while moving
+run past that point and come back (0.01 rad from 0.5 rad/s, 0.04 rad from 1.5 rad/s on the
+simulated SO-101). ``start`` with no points still holds the position it is given, at once.
 
 One opt-in difference (``queue`` > 0), for robots fed a stream of short commands: a trajectory
 that arrives before the running one has reached its first point waits for that moment and then
@@ -22,17 +30,64 @@ No ROS imports: this could live in the core (``lang2policy.control``) unchanged.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from lang2policy.errors import InvalidCommandError
+from lang2policy.errors import ConfigError, InvalidCommandError
+from lang2policy.scene.arm import GRIPPER
+from lang2policy.scene.robot_description import RobotDescription
 
 TrajectoryPoints = Sequence[tuple[float, Mapping[str, float]]]
 # Trajectories that may wait (0.2 s of 20 ms steps): the sim node's, and the safety node's model
 # of it (``lang2policy.safety.reference``).
 STREAM_QUEUE = 10
+# s between the points of a braking trajectory: linear interpolation of the braking cubic is then
+# within deceleration x 0.01^2 / 8 of it (0.1 mrad at 10 rad/s^2).
+BRAKING_SAMPLE = 0.01
+# s: a trajectory's first segment this short, with more after it, is a streamed command's bridge
+# from the target to its first point (two steps of a 50 Hz stream), not its speed (``velocity``).
+BRIDGE = 0.04
+
+
+@dataclass(frozen=True)
+class Braking:
+    """How a stop brings each joint (action order) to rest.
+
+    ``deceleration``: per joint, the largest deceleration (units/s^2; inf: the joint stops at
+    once, where its target is). ``tolerance``: per joint; a joint whose measured position is
+    farther than this from its target holds the *measured* position instead (inf: never). That
+    keeps the old safety intent where the target is not where the arm is (a blocked or
+    overloaded arm, a joint pushed away): a hold must relax the arm where it is, never drive it
+    toward an old target. A moving servo's normal lag stays well inside it.
+    """
+
+    deceleration: np.ndarray
+    tolerance: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("deceleration", "tolerance"):
+            values = np.asarray(getattr(self, name), dtype=float)
+            if values.ndim != 1 or np.isnan(values).any() or (values <= 0).any():
+                raise ConfigError(f"braking {name} must be > 0 per joint, got {values}")
+            object.__setattr__(self, name, values)
+        if self.deceleration.shape != self.tolerance.shape:
+            raise ConfigError("braking: deceleration and tolerance need one value per joint each")
+
+
+def robot_braking(description: RobotDescription, names: Sequence[str]) -> Braking:
+    """The Braking of a robot's action vector ``names`` (arm joints + gripper): arm joints at
+    the description's ``max_joint_acceleration`` and ``hold_tolerance``. The gripper stops at
+    once where its command is and never falls back to its measured opening: a gripper closed
+    on a block measures wider than its command, and holding that would drop the block."""
+    arm = np.array([name != GRIPPER for name in names])
+    return Braking(
+        deceleration=np.where(arm, description.max_joint_acceleration, np.inf),
+        tolerance=np.where(arm, description.hold_tolerance, np.inf),
+    )
 
 
 class TrajectoryFollower:
@@ -63,7 +118,8 @@ class TrajectoryFollower:
         self._waiting.clear()
 
     def start(self, now: float, points: TrajectoryPoints, current: np.ndarray) -> None:
-        """Follow ``points`` from ``now``; with no points, cancel and hold ``current``.
+        """Follow ``points`` from ``now``; with no points, cancel and hold ``current`` at once
+        (``stop`` with a ``Braking`` comes to rest along the command instead).
 
         ``points`` are (time_from_start, {joint: position}) with non-decreasing times, as
         ``lang2policy.ros.convert.trajectory_points`` returns them (validated there). With a
@@ -80,6 +136,45 @@ class TrajectoryFollower:
             self._waiting.append(points)
             return
         self._begin(now, points)
+
+    def stop(self, now: float, measured: np.ndarray, braking: Braking) -> np.ndarray:
+        """Cancel everything (waiting trajectories too) and come to rest; returns, per joint,
+        whether it holds ``measured`` rather than a point on its commanded path.
+
+        Each joint decelerates from its target and velocity at ``now`` (``velocity``) to rest
+        and holds there (``braking_trajectory``); a joint at rest
+        holds its target; a joint farther than ``braking.tolerance`` from ``measured`` holds
+        ``measured``, at once (see ``Braking``).
+        """
+        measured = self._vector(measured)
+        if braking.deceleration.shape != measured.shape:
+            raise ConfigError(f"braking needs one value per joint of {list(self.names)}")
+        self._release(now)
+        target, velocity = self._interpolate(now), self.velocity(now)
+        far = np.abs(target - measured) > braking.tolerance
+        target[far], velocity[far] = measured[far], 0.0
+        self._times, self._positions = braking_trajectory(target, velocity, braking.deceleration)
+        self._start = now
+        self._waiting.clear()
+        return far
+
+    def velocity(self, now: float) -> np.ndarray:
+        """The commanded velocity at ``now``: the slope of the running segment (zero at rest).
+
+        In a trajectory's first segment, when it is short (``BRIDGE``) and more follow, the
+        slope of the second: a streamed command's first segment only bridges the gap from the
+        target where it began to its first point, flat or backwards when the commander runs a
+        step late, a jump when it catches up, while the arm moves on at the command's speed.
+        """
+        self._release(now)
+        t = now - self._start
+        k = int(np.searchsorted(self._times, t, side="right")) - 1
+        if k >= len(self._times) - 1:
+            return np.zeros(len(self.names))
+        if k == 0 and len(self._times) > 2 and self._times[1] <= BRIDGE:
+            k = 1
+        span = self._times[k + 1] - self._times[k]
+        return (self._positions[k + 1] - self._positions[k]) / span
 
     def _skip_oldest(self) -> None:
         """Drop the oldest waiting trajectory, giving the time to its first point to the next
@@ -167,6 +262,31 @@ class TrajectoryFollower:
         """True while a trajectory is still moving (before its last point's time) or waits."""
         self._release(now)
         return bool(self._waiting) or (len(self._times) > 1 and now - self._start < self._times[-1])
+
+
+def braking_trajectory(
+    position: np.ndarray, velocity: np.ndarray, deceleration: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(times, rows) from ``position`` moving at ``velocity`` to rest, never reversing.
+
+    Per joint a cubic: the deceleration starts at the joint's limit and falls linearly to zero
+    at rest, after 2 |v| / limit seconds and 2 v^2 / (3 limit) of travel. Ending without a jump
+    in acceleration matters to a position servo that lags its target: a constant deceleration
+    that stops abruptly leaves the arm running past the rest point and swinging back (on the
+    simulated SO-101 from 1.5 rad/s at 20 rad/s^2: 0.022 rad, against 0.001 for the cubic at
+    12). Sampled every ``BRAKING_SAMPLE`` s until the slowest joint stops (its rest point last).
+    """
+    limited = np.isfinite(deceleration) & (velocity != 0.0)
+    duration = np.zeros_like(position)
+    duration[limited] = 2.0 * np.abs(velocity[limited]) / deceleration[limited]
+    total = float(duration.max(initial=0.0))
+    if total <= 0.0:
+        return np.zeros(1), position[None, :].copy()
+    times = np.linspace(0.0, total, max(1, math.ceil(total / BRAKING_SAMPLE - 1e-9)) + 1)
+    span = np.where(limited, duration, 1.0)
+    t = np.where(limited, np.minimum(times[:, None], span), 0.0)
+    rows = position + velocity * (t - t**2 / span + t**3 / (3.0 * span**2))
+    return times, rows
 
 
 def _first_point(points: TrajectoryPoints) -> tuple[float, dict[str, float]]:

@@ -42,7 +42,11 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
+from lang2policy.control.trajectory_follower import (
+    STREAM_QUEUE,
+    TrajectoryFollower,
+    robot_braking,
+)
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, TRAJECTORY
 from lang2policy.robots.sim_robot import SimRobot
@@ -212,12 +216,16 @@ class SimNode(ReadOnlyParameters):
             )
             return
         current = self._position()
-        if not points:  # a stop: hold where the arm is, rate-limited from there
+        if points:
+            self.follower.start(self.now(), points, current)
+            return
+        # A stop (or any hold): brake along the command to rest, not back to the lagging
+        # measured position, which the arm would run past and come back to; the gripper keeps
+        # its command (holding its measured opening would drop a held block). A joint far from
+        # its target holds where it is, at once: the rate limit starts from there.
+        braking = robot_braking(self.world.description, self.robot.limits.names)
+        if self.follower.stop(self.now(), current, braking).any():
             self.robot.forget_last_command()
-            # ... but keep the gripper's command: holding at its measured opening would
-            # relax the grip on a held block and drop it.
-            current[-1] = self.follower.target(self.now())[-1]
-        self.follower.start(self.now(), points, current)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         self.resets += 1

@@ -3,9 +3,11 @@
 Publishes ``/joint_states`` (the five arm joints in rad with the simulation's conventions, and
 the normalised ``gripper``; stamped with this node's clock) at ``control_rate`` and follows
 ``/arm_controller/joint_trajectory`` exactly as the sim node does (``TrajectoryFollower``: a new
-trajectory replaces the running one; an empty one is a stop: hold where the arm is, keeping the
-gripper's command so a held block is not dropped). Every tick the follower's target goes to the
-servos through ``SO101Robot`` (calibration, the shared safety clamp) and the state is read back.
+trajectory replaces the running one; an empty one is a stop: each joint brakes along its command
+at the description's ``max_joint_acceleration`` to rest, the gripper keeping its command so a held
+block is not dropped, a joint far from its target holding where it is). Every tick the
+follower's target goes to the servos through ``SO101Robot`` (calibration, the shared safety
+clamp) and the state is read back.
 
 Safe by default: torque goes on only after the goal registers hold the present position; a bus
 error in a tick makes the arm hold its last read position, and ``max_bus_errors`` consecutive
@@ -29,7 +31,11 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.control.trajectory_follower import STREAM_QUEUE, TrajectoryFollower
+from lang2policy.control.trajectory_follower import (
+    STREAM_QUEUE,
+    TrajectoryFollower,
+    robot_braking,
+)
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.graph.topics import JOINT_STATES, TRAJECTORY
 from lang2policy.robots.feetech.bus import FeetechBus
@@ -39,6 +45,7 @@ from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.scene.robot_description import load_robot_description
 
 
 def wait_for_port(port: str, seconds: float, poll: float = 0.1) -> None:
@@ -82,6 +89,7 @@ class SO101DriverNode(ReadOnlyParameters):
         self.follower = TrajectoryFollower(
             self.robot.limits.names, self._position(), queue=STREAM_QUEUE
         )
+        self._braking = robot_braking(load_robot_description("so101"), self.robot.limits.names)
         self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
         self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
         self._timer = self.create_timer(
@@ -135,10 +143,12 @@ class SO101DriverNode(ReadOnlyParameters):
         except FeetechError as exc:
             self._bus_error(exc)
             return
-        if not points:  # a stop: hold here, keeping the gripper's command
+        if points:
+            self.follower.start(self.now(), points, current)
+        elif self.follower.stop(self.now(), current, self._braking).any():
+            # A stop brakes along the command (not back to the lagging measured position); a
+            # joint far from its target holds where it is, at once: rate-limit from there.
             self.robot.forget_last_command()
-            current[-1] = self.follower.target(self.now())[-1]
-        self.follower.start(self.now(), points, current)
 
     def _torque_off(self) -> None:
         try:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lang2policy.control.trajectory_follower import Braking
 from lang2policy.errors import ConfigError
 from lang2policy.robots.safety import JointLimits
 from lang2policy.safety.config import RobotSafetyConfig
@@ -83,9 +84,17 @@ class MotionFilter:
     """Filters trajectories over ``limits.names`` (arm joints + gripper) for one robot."""
 
     def __init__(
-        self, limits: JointLimits, config: RobotSafetyConfig, tool_point: ToolPoint
+        self,
+        limits: JointLimits,
+        config: RobotSafetyConfig,
+        tool_point: ToolPoint,
+        braking: Braking | None = None,
     ) -> None:
         self.names = tuple(limits.names)
+        # How the robot comes to rest on a hold (its follower's Braking over ``names``), for the
+        # supervisor's model of its target; None: a hold stops the target at the measured
+        # position, at once.
+        self.braking = braking
         self._index = {n: i for i, n in enumerate(self.names)}
         self._is_arm = np.array([n != GRIPPER for n in self.names])
         margin = np.where(self._is_arm, config.joint_limit_margin, 0.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
+from lang2policy.control.trajectory_follower import robot_braking
 from lang2policy.robots.sim_robot import limits_for
 from lang2policy.safety.config import RobotSafetyConfig
 from lang2policy.safety.motion_filter import MotionFilter, ToolPoint
@@ -38,10 +39,12 @@ def tool_point_function(kinematics: Kinematics) -> ToolPoint:
 
 
 def motion_filter_for(robot: str, config: RobotSafetyConfig) -> MotionFilter:
-    """The MotionFilter of ``robot`` (config/robots/<robot>.yaml) with ``config``'s limits."""
+    """The MotionFilter of ``robot`` (config/robots/<robot>.yaml) with ``config``'s limits and
+    the robot's braking on a hold (its description's acceleration limit and hold tolerance)."""
     description = load_robot_description(robot)
     model = compile_scene(build_scene(description, []))
     arm = arm_layout(model, description)
     # Only names and ranges are used; the per-period step of limits_for is the robot's business.
     limits = limits_for(arm, config.max_joint_speed, control_period=1.0)
-    return MotionFilter(limits, config, tool_point_function(Kinematics(model, description, arm)))
+    tool_point = tool_point_function(Kinematics(model, description, arm))
+    return MotionFilter(limits, config, tool_point, robot_braking(description, limits.names))

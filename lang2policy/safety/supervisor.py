@@ -2,7 +2,8 @@
 
 A node feeds it events with explicit times (joint states, commands, watchdog ticks, stop and
 resume requests) and publishes what each ``Decision`` says to send: a filtered trajectory, or a
-hold (names, no points: "stop and hold at the measured position"). States:
+hold (names, no points: "stop": the robot brakes along its command to rest, or holds the
+measured position, see ``TrajectoryFollower.stop``). States:
 
 * ``stopped`` — the stop latch is set: every command is ignored until an explicit resume.
 * ``holding`` — the arm was held because joint states are missing or stale (clears by itself
@@ -60,7 +61,8 @@ class SafetySupervisor:
         # Nothing has moved the arm yet, so starting "held" needs no hold message.
         self._hold: tuple[str, str] | None = (_STATES_HOLD, "no joint states received yet")
         self._holding_sent = False  # the last trajectory sent was a hold
-        self.target = RobotTarget(motion_filter.names)  # the robot's target, as sent
+        # The robot's target, as sent (a hold brakes it as the robot does).
+        self.target = RobotTarget(motion_filter.names, motion_filter.braking)
 
     # ------------------------------------------------------------------ state
     @property
@@ -192,12 +194,12 @@ class SafetySupervisor:
 
     def _send(self, now: float, decision: Decision) -> Decision:
         """Remember what goes to the robot at ``now``: whether it is a hold, and where it takes
-        the robot's target (a hold stops it at the measured position)."""
+        the robot's target (a hold brakes it to rest, or stops it at the measured position)."""
         self._holding_sent = decision.send.is_hold
         measured = self._measured_or_none()
         if decision.send.is_hold:
             if measured is not None:
-                self.target.held(measured)
+                self.target.held(self.watchdog.robot_time(now), measured)
         else:  # only commands that passed, so joint states are fresh
             self.target.forwarded(self.watchdog.robot_time(now), decision.send, measured)
         return decision

@@ -8,6 +8,7 @@ the gripper maps to actuator commands, the home posture and the reachable worksp
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,13 @@ class RobotDescription:
     grasp: GraspConfig
     cameras: dict[str, CameraConfig]
     max_joint_speed: float
+    # rad/s^2: the largest deceleration of an arm joint when a stop brings it to rest along its
+    # command (``TrajectoryFollower.stop``); see config/robots/<name>.yaml for each value's source.
+    max_joint_acceleration: float = 10.0
+    # rad: on a stop, a joint whose measured position is farther than this from its target
+    # holds the measured position instead (a blocked arm is relaxed, not driven on); above the
+    # servo's lag at max_joint_speed.
+    hold_tolerance: float = 0.1
     rename: dict[str, str] = field(default_factory=dict)
     # Compensate gravity on the arm's links (stiff industrial servos barely sag; the simulated
     # low-gain position servos would sag by centimetres without it).
@@ -111,7 +119,12 @@ def load_robot_description(name: str) -> RobotDescription:
     path = config_dir() / "robots" / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"unknown robot '{name}'; available robots: {available_robots()}")
-    return load_dataclass(RobotDescription, read_yaml(path), str(path))
+    description = load_dataclass(RobotDescription, read_yaml(path), str(path))
+    for key in ("max_joint_speed", "max_joint_acceleration", "hold_tolerance"):
+        value = getattr(description, key)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{path}: {key} must be a finite number > 0, got {value!r}")
+    return description
 
 
 def resolve_mjcf(ref: str) -> Path:
