@@ -14,7 +14,8 @@ from ros_support import ros_env
 
 pytest.importorskip("rclpy")
 
-from lang2policy.ros.entry import accept_stop_signals
+from lang2policy.errors import ConfigError
+from lang2policy.ros.entry import EXECUTOR, accept_stop_signals, make_executor
 
 pytestmark = pytest.mark.ros
 
@@ -50,6 +51,38 @@ def test_a_node_started_with_sigint_ignored_still_stops_on_ctrl_c():
         assert "[lang2policy_safety]" in node.stderr.readline()  # up: its first log line
         time.sleep(0.5)
         node.send_signal(signal.SIGINT)
+        assert node.wait(timeout=30) == 0
+    finally:
+        if node.poll() is None:
+            node.kill()
+
+
+def test_the_executor_is_chosen_by_the_environment(monkeypatch):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=DOMAIN_ID)
+    try:
+        monkeypatch.setenv(EXECUTOR, "single")
+        single = make_executor(context)
+        assert isinstance(single, SingleThreadedExecutor)
+        single.shutdown()
+        monkeypatch.setenv(EXECUTOR, "threads")
+        with pytest.raises(ConfigError, match="'events' or 'single'"):
+            make_executor(context)
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("executor", ["events", "single"])
+def test_a_node_stops_on_sigterm_with_exit_code_0(executor):
+    env = dict(os.environ, MUJOCO_GL="egl", **{EXECUTOR: executor}) | ros_env(DOMAIN_ID)
+    command = [sys.executable, "-m", "lang2policy.ros.safety_node"]
+    node = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "[lang2policy_safety]" in node.stderr.readline()  # up: its first log line
+        node.send_signal(signal.SIGTERM)
         assert node.wait(timeout=30) == 0
     finally:
         if node.poll() is None:
