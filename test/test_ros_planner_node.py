@@ -115,6 +115,16 @@ def test_instruction_is_planned_run_and_reported(graph):
     assert all(s["node"] == "planner" for s in statuses)  # every line names its node
 
 
+def test_the_planner_says_ready_once_its_llm_is_warm(graph):
+    """Issue 16: the fixed prompt parts are processed at start-up and the node then says
+    ``ready`` (a replay file has nothing to warm, and says so)."""
+    planner, _send, statuses = graph
+    said_ready = lambda: next((s for s in statuses if s["state"] == "ready"), None)  # noqa: E731
+    ready = wait_for(said_ready, 30, "ready")
+    assert ready["node"] == "planner" and "not warmed" in ready["detail"]["llm"], ready
+    assert planner.warmth is not None and planner.warmth.prompts == 0
+
+
 def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
     _planner, send, statuses = graph
     send("   ")
@@ -144,8 +154,12 @@ class FakeRewardPlanner:
         self.calls.append((instruction, current))
         height = 0.1 if current is None else current.term("object_height").params["height"] + 0.05
         spec = validate_spec(
-            {"task": instruction, "terms": [{"term": "object_height",
-                                             "params": {"object": "red block", "height": height}}]},
+            {
+                "task": instruction,
+                "terms": [
+                    {"term": "object_height", "params": {"object": "red block", "height": height}}
+                ],
+            },
             self.objects,
         ).spec
         return RewardPlan(spec, current is None, (), "description", "set_height(...)")

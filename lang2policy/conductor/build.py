@@ -13,6 +13,7 @@ from pathlib import Path
 from lang2policy.conductor.conductor import Conductor
 from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor
 from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.llm.warm import Warmth, warm_up
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.loop import PlanLoop
@@ -73,6 +74,20 @@ def build_conductor(
         correction_router(settings),
         settings.route,
     )
+
+
+def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
+    """Process the fixed parts of the prompts the conductor's routes will send (issue 16): the
+    code planner's, and the reward planner's when it shares the LLM. Blocks for as long as
+    the server takes (seconds on two cores); hosts run it in a thread and say when it is done."""
+    from lang2policy.l2r.prompts import RewardPrompts
+
+    prompts = []
+    if settings.route != "reward":
+        prompts += conductor.planning.planner.fixed_prompts()
+    if settings.route != "code" and settings.reward_llm in ("", settings.llm):
+        prompts += RewardPrompts.load().fixed_prompts()
+    return warm_up(conductor.planning.planner.llm, prompts)
 
 
 def correction_router(settings: ConductorSettings) -> CorrectionRouter:

@@ -67,6 +67,7 @@ TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
 STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE)
 PLANNER_STATES = (
+    "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
     "received",  # detail: {"route": ...}
     "running",  # detail: a progress line
     "plan",  # detail: the plan about to run: {"route": "code", "code", "goal"} or the spec

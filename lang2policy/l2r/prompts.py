@@ -67,28 +67,34 @@ class Example:
 
     @property
     def instructions(self) -> list[str]:
-        return [line[len("User: "):] for line in self.text.splitlines()
-                if line.startswith("User: ")]
+        return [
+            line[len("User: ") :] for line in self.text.splitlines() if line.startswith("User: ")
+        ]
 
     def without_code(self) -> str:
         return _CODE_BLOCK.sub("", self.text).rstrip("\n")
 
     def code_pairs(self) -> str:
         """The example's (description, code) blocks, without instructions and objects."""
-        return "\n".join(line for line in self.text.splitlines()
-                         if not line.startswith(("User: ", "objects: ")))
+        return "\n".join(
+            line for line in self.text.splitlines() if not line.startswith(("User: ", "objects: "))
+        )
 
     def score(self, instruction: str) -> float:
         """Jaccard similarity of the words of the instruction and of the example's closest
         instruction (stop words, colours and units left out)."""
         words = _words(instruction)
-        return max((len(words & w) / len(words | w) for i in self.instructions
-                    if (w := _words(i))), default=0.0)
+        return max(
+            (len(words & w) / len(words | w) for i in self.instructions if (w := _words(i))),
+            default=0.0,
+        )
 
 
 def _annotated_users(text: str) -> str:
-    return "\n".join(f"User: {annotate(line[6:])}" if line.startswith("User: ") else line
-                     for line in text.splitlines())
+    return "\n".join(
+        f"User: {annotate(line[6:])}" if line.startswith("User: ") else line
+        for line in text.splitlines()
+    )
 
 
 @dataclass(frozen=True)
@@ -104,15 +110,19 @@ class RewardPrompts:
         folder = Path(directory) if directory is not None else default_prompt_dir()
         missing = [name for name in _FILES if not (folder / name).is_file()]
         if missing:
-            raise ConfigError(f"prompt folder {folder} lacks {', '.join(missing)}; it needs "
-                              f"{', '.join(_FILES)}")
+            raise ConfigError(
+                f"prompt folder {folder} lacks {', '.join(missing)}; it needs {', '.join(_FILES)}"
+            )
 
         def read(name: str) -> str:
             text = (folder / name).read_text(encoding="utf-8").strip("\n")
             return fill(text, motion_template=template_text(), api=prompt_api())
 
-        examples = tuple(Example(_annotated_users(block.strip("\n")))
-                         for block in re.split(r"\n\s*\n", read("examples.txt")) if block.strip())
+        examples = tuple(
+            Example(_annotated_users(block.strip("\n")))
+            for block in re.split(r"\n\s*\n", read("examples.txt"))
+            if block.strip()
+        )
         if not examples:
             raise ConfigError(f"{folder / 'examples.txt'} holds no example conversations")
         return cls(read("descriptor.txt"), read("coder.txt"), examples, str(folder))
@@ -120,8 +130,9 @@ class RewardPrompts:
     def nearest_examples(self, instruction: str, count: int = NEAREST) -> list[Example]:
         """The ``count`` examples most like ``instruction``, the most alike last (file order
         among equals)."""
-        ranked = sorted(range(len(self.examples)),
-                        key=lambda i: (-self.examples[i].score(instruction), i))[:count]
+        ranked = sorted(
+            range(len(self.examples)), key=lambda i: (-self.examples[i].score(instruction), i)
+        )[:count]
         return [self.examples[i] for i in reversed(ranked)]
 
     def descriptor_prompt(self, instruction: str | None = None) -> str:
@@ -133,6 +144,11 @@ class RewardPrompts:
             nearest = "\n\n".join(e.without_code() for e in self.nearest_examples(instruction))
             text += f"\nThe most similar example:\n\n{nearest}\n"
         return text
+
+    def fixed_prompts(self) -> list[str]:
+        """The descriptor's and the coder's prompt parts that no instruction changes (what
+        ``llm.warm.warm_up`` processes at start-up)."""
+        return [self.descriptor_prompt(), self.coder_prompt()]
 
     def coder_prompt(self) -> str:
         """The coder's fixed part: instructions and (description, code) examples."""

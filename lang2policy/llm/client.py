@@ -192,8 +192,12 @@ class LLMClient:
         )
 
 
-def answer(config: LLMConfig, prompt_or_messages: PromptOrMessages, options: CallOptions,
-           send: Callable[[LLMRequest], LLMReply]) -> LLMReply:
+def answer(
+    config: LLMConfig,
+    prompt_or_messages: PromptOrMessages,
+    options: CallOptions,
+    send: Callable[[LLMRequest], LLMReply],
+) -> LLMReply:
     """One ``complete`` call of any client: the request resolved against ``config``, the reply
     that ``send`` gets for it, logged in one line and checked (empty or truncated answers)."""
     request = build_request(config, prompt_or_messages, **options)

@@ -18,6 +18,11 @@ import ctypes
 import math
 from typing import Any
 
+# Tokens the grammar is tried on first after it refused the sampled one: the refused token's
+# runners-up nearly always hold an allowed one, and 256 of Gemma 3's 262k tokens cost a
+# thousandth of a full pass.
+SHORTLIST = 256
+
 
 def install() -> None:
     """Patch ``llama_cpp._internals.LlamaSampler`` (idempotent)."""
@@ -47,18 +52,25 @@ def install() -> None:
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
         return not math.isinf(one[0].logit)
 
+    def best_of(grammar: Any, ids: np.ndarray, logits: np.ndarray) -> int | None:
+        """The most likely of ``ids`` that ``grammar`` allows, None if it allows none."""
+        data = np.zeros(len(ids), dtype=token_data)
+        data["id"], data["logit"] = ids, logits[ids]
+        pointer = data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
+        array = llama_cpp.llama_token_data_array(pointer, len(ids), -1, False)
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
+        best = int(np.argmax(data["logit"]))
+        return None if math.isinf(data["logit"][best]) else int(data["id"][best])
+
     def best_allowed(self: Any, ctx: Any, idx: int) -> int:
         n_vocab = self._lang2policy_n_vocab
         logits = np.ctypeslib.as_array(
             llama_cpp.llama_get_logits_ith(ctx.ctx, idx), shape=(n_vocab,)
         )
-        data = np.zeros(n_vocab, dtype=token_data)
-        data["id"] = np.arange(n_vocab)
-        data["logit"] = logits
-        pointer = data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
-        array = llama_cpp.llama_token_data_array(pointer, n_vocab, -1, False)
-        llama_cpp.llama_sampler_apply(self._lang2policy_grammar, ctypes.byref(array))
-        return int(data["id"][int(np.argmax(data["logit"]))])
+        grammar = self._lang2policy_grammar
+        top = np.argpartition(-logits, SHORTLIST)[:SHORTLIST]
+        token = best_of(grammar, top, logits)
+        return token if token is not None else best_of(grammar, np.arange(n_vocab), logits)
 
     def sample(self: Any, ctx: Any, idx: int = -1) -> int:
         token = original_sample(self, ctx, idx)

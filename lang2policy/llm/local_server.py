@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 from lang2policy.errors import LLMTimeoutError, LLMUnavailableError
+from lang2policy.llm import llama_prefix_cache
 
 log = logging.getLogger("lang2policy.llm")
 
@@ -34,7 +35,8 @@ LOCAL_MODEL_ALIAS = "gemma-3-270m"
 # A few-shot Code-as-Policies prompt is ~4k tokens; the model's own limit is 32k.
 LOCAL_N_CTX = 8192
 
-# Runs llama_cpp.server (answering ``logprobs`` for generated tokens: llama_logprobs), and
+# Runs llama_cpp.server (answering ``logprobs`` for generated tokens: llama_logprobs; grammars
+# applied grammar-first: llama_grammar_first; several prompt prefixes kept: llama_prefix_cache), and
 # ends it when our process is gone (its parent changes) even if
 # atexit never ran (SIGKILL, SIGTERM), so no orphaned server keeps its memory.
 _LAUNCHER = """\
@@ -49,6 +51,8 @@ from lang2policy.llm.llama_logprobs import install
 install()
 from lang2policy.llm.llama_grammar_first import install as install_grammar_first
 install_grammar_first()
+from lang2policy.llm.llama_prefix_cache import install as install_prefix_cache
+install_prefix_cache()
 sys.argv[0] = "llama_cpp.server"
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
@@ -178,6 +182,8 @@ class LocalModelServer:
             # floats): about 5x slower prompt evaluation and GBs of memory. The generated
             # tokens' logprobs come from the launcher's patch (``llama_logprobs``) instead.
             "logits_all": False,
+            # Several prompts' processed prefixes kept at once (llama_prefix_cache).
+            **llama_prefix_cache.server_options(),
         }
         args = [str(part) for name, value in options.items() for part in (f"--{name}", value)]
         return [sys.executable, "-c", _LAUNCHER, *args]

@@ -135,6 +135,16 @@ class CodeAsPoliciesPlanner:
             self._retriever = ExampleRetriever(ExampleBank.parse(bank))
         return self._retriever.prompt_for(instruction, k, repair=repair, motion=motion)
 
+    def fixed_prompts(self) -> list[str]:
+        """The parts of this planner's prompts that are the same for every instruction (the
+        main prompt's preamble or whole example list, the function-writing prompt, the
+        parsing prompts): what ``llm.warm.warm_up`` processes at start-up."""
+        if self.grounding.retrieved_examples > 0:
+            main = ExampleBank.parse(self.prompts.main).preamble + "\n"
+        else:
+            main = self.prompts.main
+        return [main, self.prompts.function, *self.prompts.parsers.values()]
+
     def repair(
         self,
         instruction: str,

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 from pathlib import Path
 
 from std_msgs.msg import String
@@ -33,9 +35,10 @@ from lang2policy.conductor import (
     SpecHandOff,
     build_conductor,
 )
+from lang2policy.conductor.build import warm_conductor
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
-from lang2policy.graph.topics import StatusEvent
+from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
@@ -45,6 +48,7 @@ from lang2policy.session.sim import SimSession
 from lang2policy.wire_json import MessageError, decode_status
 
 EXECUTE_MODES = ("graph", "local")
+READY_LISTENER_WAIT = 10.0  # s the "ready" line waits for a status listener (late terminal)
 
 
 class PlannerNode(ReadOnlyParameters):
@@ -56,14 +60,28 @@ class PlannerNode(ReadOnlyParameters):
         self._spec = self.create_publisher(String, topics.REWARD_SPEC.name, 10)
         self._stop_client = self.create_client(Trigger, topics.STOP.name)
         self.arm: GraphArm | None = None
+        self.warmth = None  # how warming the LLM went (``llm.warm.Warmth``), once done
         code = self._code_executor()
-        self.conductor = build_conductor(self._settings(), self, code, SpecHandOff(self))
+        self.settings = self._settings()
+        self.conductor = build_conductor(self.settings, self, code, SpecHandOff(self))
         self.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
         self.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
         self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
         self.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
         where = ", ".join(code.object_names()) if self.arm is None else "the graph's arm"
-        self.get_logger().info(f"ready: {where}; route {self.conductor.route_setting}")
+        self.get_logger().info(f"up: {where}; route {self.conductor.route_setting}")
+        threading.Thread(target=self._warm_up, name="llm-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        """Have the LLM server process the fixed prompt parts now, then say ``ready``: the
+        first instruction then waits only for its own part of the prompt (issue 16)."""
+        self.warmth = warm_conductor(self.conductor, self.settings)
+        detail = {"llm": self.warmth.describe(), "warm_s": round(self.warmth.seconds, 2)}
+        deadline = time.monotonic() + READY_LISTENER_WAIT  # a terminal started with the graph
+        while self._status.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        event = StatusEvent(PLANNER_NODE, "ready", "", {**detail, "prompts": self.warmth.prompts})
+        self.status(event)
 
     def _settings(self) -> ConductorSettings:
         memory = self._param("memory", "", 'corrections memory (JSONL path); "" = off')

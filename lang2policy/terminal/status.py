@@ -122,6 +122,9 @@ class StatusModel:
         state = short(message["state"], 40)
         instruction = short(message.get("instruction", ""), 500)
         detail = message.get("detail", "")
+        if state == "ready":  # the planner warmed its LLM: instructions are answered quickly
+            said = short(detail.get("llm", "")) if isinstance(detail, dict) else short(detail)
+            return Notice("planner", state, "", f"[planner] ready: {said}".rstrip(": "))
         if state in ("busy", "rejected") and self._other_instruction_active(instruction):
             # a refused second instruction does not end the one that runs
             self.last_error = f"{state}: {instruction}: {short(detail)}"

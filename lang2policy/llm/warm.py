@@ -1,0 +1,69 @@
+"""Warm a completion server before the first instruction (issue 16): the planners' fixed prompt
+parts are evaluated once at start-up, so the first instruction pays only its own tail.
+
+A llama.cpp server keeps what it has processed (``llama_prefix_cache`` keeps several prompts'
+prefixes at once); sending each fixed part with ``max_tokens=1`` fills that cache. Only live
+completion endpoints are warmed: a replay file has nothing to warm, and a chat endpoint's
+prompt caching is the provider's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lang2policy.errors import LLMError, LLMResponseError
+from lang2policy.llm.cache import CachingClient
+from lang2policy.llm.client import LLMClient
+from lang2policy.llm.exchange import LLM
+
+log = logging.getLogger("lang2policy.llm")
+
+
+@dataclass
+class Warmth:
+    """What warming did: prompts processed, seconds, and why it did nothing or stopped."""
+
+    prompts: int = 0
+    seconds: float = 0.0
+    skipped: str = ""  # why nothing was sent (replay, chat endpoint)
+    errors: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.skipped:
+            return f"LLM not warmed ({self.skipped})"
+        text = f"LLM warmed: {self.prompts} prompt prefixes processed in {self.seconds:.1f} s"
+        return text + (f"; failed: {'; '.join(self.errors)}" if self.errors else "")
+
+
+def live_completion_client(llm: LLM) -> LLMClient | None:
+    """The live completion-mode client behind ``llm``, or None (replay, chat, unknown)."""
+    if isinstance(llm, CachingClient):
+        llm = llm.live  # None when replaying
+    if isinstance(llm, LLMClient) and llm.config.mode == "completion":
+        return llm
+    return None
+
+
+def warm_up(llm: LLM, prompts: Sequence[str]) -> Warmth:
+    """Send each distinct prompt of ``prompts`` to ``llm`` for one token, in order. An
+    unreachable server is reported in the result, not raised: the planner then meets the
+    same error, with its own message, on the first instruction."""
+    client = live_completion_client(llm)
+    if client is None:
+        return Warmth(skipped="replay or chat endpoint: nothing to warm")
+    warmth, started = Warmth(), time.monotonic()
+    for prompt in dict.fromkeys(p for p in prompts if p):
+        try:
+            client.complete(prompt, max_tokens=1, temperature=0.0)
+        except LLMResponseError:
+            pass  # cut off at one token: expected, the prompt is processed
+        except LLMError as exc:
+            warmth.errors.append(f"{type(exc).__name__}: {exc}")
+            break
+        warmth.prompts += 1
+    warmth.seconds = time.monotonic() - started
+    log.info("%s", warmth.describe())
+    return warmth

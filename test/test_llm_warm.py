@@ -1,0 +1,71 @@
+"""Warming the LLM server at start-up, and several prompt prefixes kept at once (issue 16).
+
+The slow test runs the real local server (Gemma 3 270M on llama.cpp) and reads its log: after
+warming two different prompts, a request that extends the *first* one is served from the
+prefix cache (the live context then holds the second prompt, so without the cache the whole
+first prompt would be evaluated again).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lang2policy.errors import LLMResponseError
+from lang2policy.l2r.prompts import RewardPrompts
+from lang2policy.llm import LLMClient, make_client
+from lang2policy.llm.factory import local_config
+from lang2policy.llm.warm import live_completion_client, warm_up
+from lang2policy.planning import CodeAsPoliciesPlanner, PromptSet
+from lang2policy.planning.grounding import GroundingSettings
+
+FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
+
+
+def test_a_replay_client_has_nothing_to_warm():
+    llm = make_client(f"replay:{FIXTURE}")
+    assert live_completion_client(llm) is None
+    warmth = warm_up(llm, ["a prompt"])
+    assert warmth.prompts == 0 and "not warmed" in warmth.describe()
+
+
+def test_an_unreachable_server_is_reported_not_raised():
+    config = local_config("http://127.0.0.1:9/v1").replace(timeout_s=2.0, max_retries=0)
+    warmth = warm_up(LLMClient(config), ["one prompt", "another"])
+    assert warmth.prompts == 0 and len(warmth.errors) == 1
+    assert "failed" in warmth.describe()
+
+
+def test_the_planners_fixed_prompts_are_the_starts_of_what_they_send():
+    """What is warmed must be a prefix of the real prompts, or warming buys nothing."""
+    prompts = PromptSet.load()
+    grounded = CodeAsPoliciesPlanner(None, prompts, grounding=GroundingSettings(grammar=False))
+    main, function, *parsers = grounded.fixed_prompts()
+    sent = grounded.prompt_for("put the red block in the blue bowl", ["red block"], [])
+    assert sent.startswith(main) and len(main) > 1000
+    assert function == prompts.function and parsers == list(prompts.parsers.values())
+    baseline = CodeAsPoliciesPlanner(None, prompts, grounding=GroundingSettings.off())
+    assert baseline.fixed_prompts()[0] == prompts.main
+    reward = RewardPrompts.load()
+    descriptor, coder = reward.fixed_prompts()
+    assert reward.descriptor_prompt("lift the red block").startswith(descriptor)
+    assert coder == reward.coder_prompt()
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_two_warmed_prompts_are_both_kept_by_the_local_server():
+    from lang2policy.llm.local_server import get_local_server
+
+    server = get_local_server()
+    llm = make_client("local")
+    cap = PromptSet.load().main
+    reward = RewardPrompts.load().coder_prompt()
+    warmth = warm_up(llm, [cap, reward])
+    assert warmth.prompts == 2 and not warmth.errors, warmth.describe()
+    before = server.log_tail(100000).count("cache hit")
+    with pytest.raises(LLMResponseError):  # cut off at one token, as asked
+        llm.complete(cap + "objects = ['red block']\n# put it down.\n", max_tokens=1)
+    log = server.log_tail(100000)
+    assert log.count("cache hit") == before + 1, log[-2000:]
