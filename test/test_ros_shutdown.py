@@ -35,11 +35,11 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "test" / "fixtures" / "llm" / "cap_session.jsonl"
 DOMAIN_ID = 1 + (os.getpid() + 151) % 200
 HEADLESS = ("sim_node", "perception_node", "safety_node", "controller_node", "planner_node")
-# Log lines that say the graph works: every node built, objects flowing (and, with camera
-# perception, images rendered and seen).
+# Log lines that say the graph works: the planner built (its first line), objects flowing
+# (and, with camera perception, images rendered and seen).
 READY = {
-    "ground_truth": ("[lang2policy_planner]: ready", "[lang2policy_perception]: objects: added"),
-    "camera": ("[lang2policy_planner]: ready", "[lang2policy_perception]: camera 'top': "),
+    "ground_truth": ("[lang2policy_planner]: ", "[lang2policy_perception]: objects: added"),
+    "camera": ("[lang2policy_planner]: ", "[lang2policy_perception]: camera 'top': "),
 }
 
 
