@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from lang2policy.bench import (
     cap,
+    controller_rate,
     corrections,
     graph_idle,
     intents,
@@ -101,6 +102,14 @@ BENCHES: dict[str, Bench] = {
             mpc.add_arguments,
             mpc.run_args,
             mpc.format_text,
+        ),
+        Bench(
+            "controller-rate",
+            "the MPC controller node's planning rate in a live graph vs standalone",
+            controller_rate.add_arguments,
+            controller_rate.run_args,
+            controller_rate.format_text,
+            controller_rate.exit_code,
         ),
         Bench(
             "corrections",
