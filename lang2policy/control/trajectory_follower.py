@@ -6,13 +6,13 @@ joints it does not name hold their current target. Before the first point the fo
 interpolates from the current target to it; after the last point it holds the last point.
 
 An empty trajectory cancels everything at once. A robot node passes it to ``stop`` with the
-robot's ``Braking``: the target does not jump, each joint decelerates from its current target
-and commanded velocity, within its acceleration limit, to rest and holds there, like
-joint_trajectory_controller's decelerate-to-stop (ros2_controllers PR 2163; ros_controllers
-PR 297 built its hold from the *desired* state for the same reason). Holding the measured
-position instead, as robot nodes did, made a position servo that lags its target while moving
-run past that point and come back (0.01 rad from 0.5 rad/s, 0.04 rad from 1.5 rad/s on the
-simulated SO-101). ``start`` with no points still holds the position it is given, at once.
+robot's ``Braking`` and its measured state: each moving joint decelerates, within its
+acceleration limit, to rest and holds there, like joint_trajectory_controller's
+decelerate-to-stop from the current state (ros2_controllers PR 2163); joints at rest hold their
+targets. Holding the measured position at once, as robot nodes did, made a position servo that
+lags its target while moving run past that point and come back (0.01 rad from 0.5 rad/s, 0.04
+rad from 1.5 rad/s on the simulated SO-101). ``start`` with no points still holds the position
+it is given, at once.
 
 One opt-in difference (``queue`` > 0), for robots fed a stream of short commands: a trajectory
 that arrives before the running one has reached its first point waits for that moment and then
@@ -48,6 +48,8 @@ STREAM_QUEUE = 10
 # s between the points of a braking trajectory: linear interpolation of the braking cubic is then
 # within deceleration x 0.01^2 / 8 of it (0.1 mrad at 10 rad/s^2).
 BRAKING_SAMPLE = 0.01
+# rad/s: a joint measured slower than this, whose command is at rest, is at rest (``stop``).
+REST_SPEED = 0.05
 # s: a trajectory's first segment this short, with more after it, is a streamed command's bridge
 # from the target to its first point (two steps of a 50 Hz stream), not its speed (``velocity``).
 BRIDGE = 0.04
@@ -137,14 +139,30 @@ class TrajectoryFollower:
             return
         self._begin(now, points)
 
-    def stop(self, now: float, measured: np.ndarray, braking: Braking) -> np.ndarray:
+    def stop(
+        self,
+        now: float,
+        measured: np.ndarray,
+        braking: Braking,
+        measured_velocity: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Cancel everything (waiting trajectories too) and come to rest; returns, per joint,
-        whether it holds ``measured`` rather than a point on its commanded path.
+        whether its target jumped to the measured position (the caller's rate limit should
+        start from there).
 
-        Each joint decelerates from its target and velocity at ``now`` (``velocity``) to rest
-        and holds there (``braking_trajectory``); a joint at rest
-        holds its target; a joint farther than ``braking.tolerance`` from ``measured`` holds
-        ``measured``, at once (see ``Braking``).
+        A joint whose command moves at ``now`` (``velocity``) decelerates within its limit to
+        rest (``braking_trajectory``) and holds there: from its measured position and
+        ``measured_velocity`` when given, as joint_trajectory_controller's decelerate-to-stop
+        does from the current state (so also a joint whose arm still moves, faster than
+        ``REST_SPEED``, toward a target at rest), else from its target and commanded velocity.
+        From the measured state the servo's error is zero as braking starts: the arm, which
+        lags its target while moving, is braked from where it is instead of being pulled on by
+        its lag and swinging past the rest point (simulated SO-101 at 20 rad/s^2: from the
+        target, overshoot 0.003 rad at 0.5 rad/s and 0.015 at 1.5; from the measured state
+        0.002 and none). A joint whose command is at rest holds its target (a loaded joint
+        would sag to a new measured position on every hold). A joint farther than
+        ``braking.tolerance`` from ``measured`` holds ``measured`` at once; one with an
+        infinite deceleration (the gripper) keeps its target (see ``Braking``).
         """
         measured = self._vector(measured)
         if braking.deceleration.shape != measured.shape:
@@ -152,11 +170,18 @@ class TrajectoryFollower:
         self._release(now)
         target, velocity = self._interpolate(now), self.velocity(now)
         far = np.abs(target - measured) > braking.tolerance
+        jumped = far.copy()
+        if measured_velocity is not None:
+            speed = self._vector(measured_velocity)
+            moving = (velocity != 0.0) | (np.abs(speed) > REST_SPEED)
+            moving &= np.isfinite(braking.deceleration) & ~far
+            target[moving], velocity[moving] = measured[moving], speed[moving]
+            jumped |= moving
         target[far], velocity[far] = measured[far], 0.0
         self._times, self._positions = braking_trajectory(target, velocity, braking.deceleration)
         self._start = now
         self._waiting.clear()
-        return far
+        return jumped
 
     def velocity(self, now: float) -> np.ndarray:
         """The commanded velocity at ``now``: the slope of the running segment (zero at rest).

@@ -219,12 +219,14 @@ class SimNode(ReadOnlyParameters):
         if points:
             self.follower.start(self.now(), points, current)
             return
-        # A stop (or any hold): brake along the command to rest, not back to the lagging
-        # measured position, which the arm would run past and come back to; the gripper keeps
-        # its command (holding its measured opening would drop a held block). A joint far from
-        # its target holds where it is, at once: the rate limit starts from there.
+        # A stop (or any hold): each moving joint brakes from its measured state to rest
+        # within its acceleration limit, not back to the lagging measured position, which the
+        # arm would run past and come back to; joints at rest hold their targets, the gripper
+        # its command (holding its measured opening would drop a held block). Where a target
+        # jumped to the measured state, the rate limit starts from there.
         braking = robot_braking(self.world.description, self.robot.limits.names)
-        if self.follower.stop(self.now(), current, braking).any():
+        velocity = self.robot.get_observation().velocity
+        if self.follower.stop(self.now(), current, braking, velocity).any():
             self.robot.forget_last_command()
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):

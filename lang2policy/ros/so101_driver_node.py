@@ -3,9 +3,9 @@
 Publishes ``/joint_states`` (the five arm joints in rad with the simulation's conventions, and
 the normalised ``gripper``; stamped with this node's clock) at ``control_rate`` and follows
 ``/arm_controller/joint_trajectory`` exactly as the sim node does (``TrajectoryFollower``: a new
-trajectory replaces the running one; an empty one is a stop: each joint brakes along its command
-at the description's ``max_joint_acceleration`` to rest, the gripper keeping its command so a held
-block is not dropped, a joint far from its target holding where it is). Every tick the
+trajectory replaces the running one; an empty one is a stop: each moving joint brakes from its
+measured state at the description's ``max_joint_acceleration`` to rest, joints at rest and the
+gripper keep their command, so a held block is not dropped). Every tick the
 follower's target goes to the servos through ``SO101Robot`` (calibration, the shared safety
 clamp) and the state is read back.
 
@@ -139,15 +139,16 @@ class SO101DriverNode(ReadOnlyParameters):
             self.get_logger().error(f"rejected {TRAJECTORY.name}: {exc}; the arm keeps its command")
             return
         try:
-            current = self._position()
+            observation = self.robot.get_observation()
         except FeetechError as exc:
             self._bus_error(exc)
             return
+        current = observation.position
         if points:
             self.follower.start(self.now(), points, current)
-        elif self.follower.stop(self.now(), current, self._braking).any():
-            # A stop brakes along the command (not back to the lagging measured position); a
-            # joint far from its target holds where it is, at once: rate-limit from there.
+        elif self.follower.stop(self.now(), current, self._braking, observation.velocity).any():
+            # A stop brakes each moving joint from its measured state to rest (not back to the
+            # lagging measured position); where a target jumped there, rate-limit from there.
             self.robot.forget_last_command()
 
     def _torque_off(self) -> None:

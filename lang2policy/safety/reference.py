@@ -18,9 +18,11 @@ each, and so (the distance is convex) from anywhere between them:
     commands: the previous command, however late or bunched they are sent or delivered);
   * else the target now, as replayed, and the point it is heading for: a robot that got the
     previous trajectory a little later or earlier than the replay assumes is between the two;
-  * after a hold that brakes, the braking target as replayed, the point where it comes to rest
-    and the latest measured position (a joint the robot found far from its target holds where
-    it is measured; the robot got the hold a little later than the replay assumes);
+  * after a hold that brakes, the measured position when the hold went out and the latest one
+    (the robot brakes its moving joints from their measured state, which the replay does not
+    know; a joint far from its target holds where it is measured), and the replayed target
+    braked from its commanded velocity and the point where that comes to rest (the robot
+    comes to rest between where it was measured and there);
   * after a hold without braking (and before anything was forwarded), both the measured position
     when the hold went out and the latest one: the robot holds where it was when the hold
     *arrived*, somewhere between the two while the arm brakes.
@@ -84,7 +86,7 @@ class RobotTarget:
             return np.array(rows)
         if self._braked:
             rest = follower.target(now + 1e3)  # where the braking ends (it never waits)
-            return np.array([follower.target(now), rest, np.array(measured, float)])
+            return np.array([follower.target(now), rest, np.array(measured, float), self._anchor])
         if follower.waits(now):
             return follower.departure(now)[None, :]
         rows = [follower.target(now)]
