@@ -10,7 +10,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -74,17 +73,16 @@ def test_the_tree_counts_grandchildren_and_a_sleeping_tree_uses_no_core():
         _end(parent)
 
 
-def test_a_busy_process_uses_about_one_core_with_a_fake_clock():
-    """``cores_used`` divides CPU seconds by wall seconds: a window in which the process burns
-    CPU the whole time (the sleep replaced by burning here) is about one core."""
-
-    def burn(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            pass
-
-    cores = graph_idle.cores_used({"me": os.getpid()}, 0.5, sleep=burn)
-    assert 0.5 < cores["me"] <= 1.1
+def test_cores_are_cpu_seconds_over_wall_seconds(monkeypatch):
+    """The arithmetic alone (CPU time and the wall clock given): 1.5 CPU s in 2 wall s of a
+    node's tree is 0.75 core, and a counter that went back (a process gone) is never < 0."""
+    cpu = {"busy": iter([10.0, 11.5]), "gone": iter([3.0, 1.0])}
+    wall = iter([100.0, 102.0])
+    monkeypatch.setattr(graph_idle, "tree_cpu_seconds", lambda pid: next(cpu[pid]))
+    cores = graph_idle.cores_used(
+        {"a": "busy", "b": "gone"}, 2.0, sleep=lambda _s: None, clock=lambda: next(wall)
+    )
+    assert cores == {"a": 0.75, "b": 0.0}
 
 
 def test_command_names_with_spaces_and_parentheses(tmp_path):
@@ -114,6 +112,9 @@ def test_report_text_and_exit_code():
     text = graph_idle.format_text(report)
     assert "sim_node" in text and "0.080" in text and "target <= 0.25: PASS" in text
     assert graph_idle.exit_code(report) == 0
+    assert "not ready" not in text
+    late = graph_idle.format_text(report | {"not_ready": ["planner_node"]})
+    assert "not ready when measured (still starting?): ['planner_node']" in late
     assert graph_idle.exit_code(report | {"passed": False, "total": 0.3}) == 1
 
 

@@ -36,6 +36,9 @@ from lang2policy.graph.options import GraphOptions
 TARGET_CORES = 0.25  # issue 16: the idle graph, all nodes, ground-truth perception, no viewer
 STARTUP_TIMEOUT = 180.0  # s for every node to log its first line (a local LLM loads first)
 STOP_TIMEOUT = 15.0  # s a node gets to exit after SIGINT before SIGKILL
+# Log text after which a node is done starting, beyond its first line: the planner warms its
+# LLM up (the server evaluates the fixed prompts) and then says "ready" (issue 16).
+READY_TEXT = {"planner_node": "]: ready:"}
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -81,13 +84,15 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def cores_used(pids: dict[str, int], seconds: float, sleep=time.sleep) -> dict[str, float]:
+def cores_used(
+    pids: dict[str, int], seconds: float, sleep=time.sleep, clock=time.monotonic
+) -> dict[str, float]:
     """Cores each named process tree used over ``seconds`` of wall time (CPU s / wall s)."""
     start = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
-    began = time.monotonic()
+    began = clock()
     sleep(seconds)
     end = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
-    wall = time.monotonic() - began
+    wall = clock() - began
     return {name: max(0.0, end[name] - start[name]) / wall for name in pids}
 
 
@@ -99,14 +104,18 @@ class NodeProcess:
     spec: graph.NodeSpec
     process: subprocess.Popen
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=200))
-    started: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)  # its first log line
+    ready: threading.Event = field(default_factory=threading.Event)
 
     def read(self) -> None:
         marker = f"[{self.spec.name}]"
+        ready = READY_TEXT.get(self.spec.executable)
         for line in self.process.stdout:
             self.lines.append(line.rstrip())
             if marker in line:
                 self.started.set()
+                if ready is None or ready in line:
+                    self.ready.set()
 
     def tail(self, count: int = 15) -> str:
         return "\n".join(f"    {line}" for line in list(self.lines)[-count:])
@@ -170,10 +179,12 @@ def running_graph(specs: list[graph.NodeSpec], domain_id: int) -> Iterator[list[
 
 
 def wait_started(nodes: list[NodeProcess], timeout: float = STARTUP_TIMEOUT) -> float:
-    """Wait until every node has logged its first line; the seconds that took. A node that
-    exits or stays silent past ``timeout`` is an error naming it, with its last lines."""
+    """Wait until every node has logged its first line and its ``READY_TEXT``, if it has one;
+    the seconds that took. A node that exits, or logs nothing within ``timeout``, is an error
+    naming it, with its last lines; one that started but did not say it is ready by then is
+    measured all the same (``not_ready`` in the report)."""
     began = time.monotonic()
-    while not all(n.started.is_set() for n in nodes):
+    while not all(n.ready.is_set() for n in nodes):
         for node in nodes:
             if node.process.poll() is not None:
                 raise Lang2PolicyError(
@@ -181,8 +192,13 @@ def wait_started(nodes: list[NodeProcess], timeout: float = STARTUP_TIMEOUT) -> 
                     f"while the graph started:\n{node.tail()}"
                 )
         if time.monotonic() - began > timeout:
-            silent = [n.spec.executable for n in nodes if not n.started.is_set()]
-            raise Lang2PolicyError(f"nodes {silent} did not start within {timeout:g} s")
+            silent = [n for n in nodes if not n.started.is_set()]
+            if silent:
+                raise Lang2PolicyError(
+                    f"nodes {[n.spec.executable for n in silent]} did not start within "
+                    f"{timeout:g} s:\n{silent[0].tail()}"
+                )
+            break
         time.sleep(0.1)
     return time.monotonic() - began
 
@@ -224,6 +240,7 @@ def measure_idle_cpu(
                 f"{exited[0].spec.executable} exited during the measurement:\n{exited[0].tail()}"
             )
     total = sum(used.values())
+    not_ready = [n.spec.executable for n in nodes if not n.ready.is_set()]
     return {
         "benchmark": "idle",
         "nodes": {name: round(cores, 4) for name, cores in used.items()},
@@ -233,6 +250,7 @@ def measure_idle_cpu(
         "seconds": seconds,
         "settle": settle,
         "startup_s": round(startup, 1),
+        "not_ready": not_ready,  # started, but did not say it was ready in time
         "load_average": round(load, 2),
         "cpu_count": os.cpu_count(),
         "options": {k: v for k, v in graph_options.items() if not isinstance(v, Path)},
@@ -254,6 +272,8 @@ def format_text(report: dict) -> str:
         f"  (graph up in {report['startup_s']:g} s, then {report['settle']:g} s settling; "
         f"load average {report['load_average']:g} on {report['cpu_count']} CPUs before)"
     )
+    if report.get("not_ready"):
+        rows.append(f"  not ready when measured (still starting?): {report['not_ready']}")
     return "\n".join(rows)
 
 
