@@ -132,6 +132,8 @@ def test_every_helper_body_of_the_function_prompt_is_in_the_grammar(vocab):
     ("code", "where"),
     [
         ("put_first_on_second('red block', 'pink bowl')", "pink bowl"),  # not on the table
+        ("put_first_on_second('blue bowl', 'red block')", "blue bowl"),  # only blocks are picked
+        ("pick(obj='yellow bowl')", "yellow bowl"),
         ("x = 'purple block'", "purple block"),  # an object-like literal anywhere
         ("pick('red block', 0.1, 3)", ", 3)"),  # pick takes obj, speed
         ("put_first_on_second('red block')", ")"),  # the target is required
@@ -165,6 +167,12 @@ def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
     )
     assert rest is not None and "yellow bowl" in rest, rest
     assert rejected_at(vocab, grammars.program, "ret_val = 'green block'" + end) is None
+    # a literal position copied from an example's history is no target the person named
+    rest = rejected_at(vocab, grammars.main, "put_first_on_second('red block', np.array([0.2]))")
+    assert rest is not None and rest.startswith(".array"), rest
+    target = "put_first_on_second('red block', parse_position('a point left of the blue bowl'))"
+    assert rejected_at(vocab, grammars.main, target + end) is None
+    assert rejected_at(vocab, grammars.program, "x = np.array([0.2, 0.1, 0.0])" + end) is None
     # one object named ("put it in the blue bowl"): no restriction, "it" is another object
     one = code_grammars(SCENE, PARSERS, focus=["blue bowl"])
     assert one.main == one.program

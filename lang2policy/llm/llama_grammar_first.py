@@ -34,7 +34,6 @@ def install() -> None:
     if getattr(sampler_class, "_lang2policy_grammar_first", False):
         return
     original_sample = sampler_class.sample
-    token_data = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
 
     def add_grammar(self: Any, model: Any, grammar: Any) -> None:
         handle = llama_cpp.llama_sampler_init_grammar(
@@ -46,22 +45,6 @@ def install() -> None:
         self._lang2policy_n_vocab = llama_cpp.llama_vocab_n_tokens(model.vocab)
         self._exit_stack.callback(llama_cpp.llama_sampler_free, handle)
 
-    def allowed(grammar: Any, token: int) -> bool:
-        one = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
-        array = llama_cpp.llama_token_data_array(one, 1, -1, False)
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
-        return not math.isinf(one[0].logit)
-
-    def best_of(grammar: Any, ids: np.ndarray, logits: np.ndarray) -> int | None:
-        """The most likely of ``ids`` that ``grammar`` allows, None if it allows none."""
-        data = np.zeros(len(ids), dtype=token_data)
-        data["id"], data["logit"] = ids, logits[ids]
-        pointer = data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
-        array = llama_cpp.llama_token_data_array(pointer, len(ids), -1, False)
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
-        best = int(np.argmax(data["logit"]))
-        return None if math.isinf(data["logit"][best]) else int(data["id"][best])
-
     def best_allowed(self: Any, ctx: Any, idx: int) -> int:
         n_vocab = self._lang2policy_n_vocab
         logits = np.ctypeslib.as_array(
@@ -69,15 +52,15 @@ def install() -> None:
         )
         grammar = self._lang2policy_grammar
         top = np.argpartition(-logits, SHORTLIST)[:SHORTLIST]
-        token = best_of(grammar, top, logits)
-        return token if token is not None else best_of(grammar, np.arange(n_vocab), logits)
+        token = _best_of(grammar, top, logits)
+        return token if token is not None else _best_of(grammar, np.arange(n_vocab), logits)
 
     def sample(self: Any, ctx: Any, idx: int = -1) -> int:
         token = original_sample(self, ctx, idx)
         grammar = getattr(self, "_lang2policy_grammar", None)
         if grammar is None:
             return token
-        if not allowed(grammar, token):
+        if not _allowed(grammar, token):
             token = best_allowed(self, ctx, idx)
         llama_cpp.llama_sampler_accept(grammar, token)
         return token
@@ -85,3 +68,29 @@ def install() -> None:
     sampler_class.add_grammar = add_grammar
     sampler_class.sample = sample
     sampler_class._lang2policy_grammar_first = True
+
+
+def _allowed(grammar: Any, token: int) -> bool:
+    """Whether ``grammar`` (a llama.cpp grammar sampler) allows ``token`` next."""
+    import llama_cpp
+
+    one = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+    array = llama_cpp.llama_token_data_array(one, 1, -1, False)
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
+    return not math.isinf(one[0].logit)
+
+
+def _best_of(grammar: Any, ids: Any, logits: Any) -> int | None:
+    """The most likely of the token ``ids`` (by ``logits``) that ``grammar`` allows, None if
+    it allows none of them."""
+    import llama_cpp
+    import numpy as np
+
+    token_data = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+    data = np.zeros(len(ids), dtype=token_data)
+    data["id"], data["logit"] = ids, logits[ids]
+    pointer = data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
+    array = llama_cpp.llama_token_data_array(pointer, len(ids), -1, False)
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
+    best = int(np.argmax(data["logit"]))
+    return None if math.isinf(data["logit"][best]) else int(data["id"][best])

@@ -12,7 +12,8 @@ quoted strings:
 - a skill call takes its catalog parameters: positional first, then ``name=value`` keywords
   in catalog order, every required one given (``_skill_rule``);
 - an argument of an ``object``/``place`` parameter is an object present (``'red block'``) or a
-  value that is not a string literal (a variable, a call, a position); a parameter with
+  value that is not a string literal (a variable, a call, a position); the object a skill picks
+  up (``pick``/``put_first_on_second``'s ``obj``) is a block; a parameter with
   ``choices`` (``get_corner_pos``'s corners) takes one of them or such a value;
 - free text (``'...'``, simple f-strings) only where the catalog says any string will do
   (``say``'s text, ``is_obj_visible``) and as the description of a parsing helper
@@ -55,6 +56,8 @@ MAX_DEPTH = 4  # nested blocks (a def body is one); deeper statements are simple
 # The keys of get_ee_pose's dict: words a program may write as string literals besides object
 # names, object kinds and catalog choices.
 POSE_KEYS = ("position", "quaternion")
+# (skill, parameter) of the object a skill picks up: a block (the skill backend refuses others).
+GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
@@ -81,7 +84,6 @@ binop ::= " " (arith | compare | "and" | "or") " "
 arith ::= "+" | "-" | "*" | "/" | "//" | "%" | "**"
 compare ::= "==" | "!=" | "<" | ">" | "<=" | ">=" | "in" | "not in" | "is" | "is not"
 num ::= [0-9]+ ("." [0-9]+)?
-oarg ::= obj | nexpr
 targ ::= text | fstr | nexpr
 text ::= "'" [^'\\\n]* "'"
 fstr ::= "f'" ([^'\\\n{}] | "{" fexpr "}")* "'"
@@ -121,7 +123,7 @@ def _cached(
     program = "\n".join(_PROGRAM_ROOT + shared)
     main = program
     if len(focus) >= FOCUS_MIN:
-        main = "\n".join(_PROGRAM_ROOT + _shared_rules(focus, free_text_calls))
+        main = "\n".join(_PROGRAM_ROOT + _shared_rules(focus, free_text_calls, focused=True))
     return CodeGrammars(program, "\n".join(function + shared), main)
 
 
@@ -152,9 +154,12 @@ def function_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()
     return code_grammars(objects, free_text_calls).function
 
 
-def _shared_rules(objects: tuple[str, ...], free_text_calls: tuple[str, ...]) -> list[str]:
+def _shared_rules(
+    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focused: bool = False
+) -> list[str]:
     rules = [line for line in _EXPRESSIONS.strip().splitlines()]
     rules += _string_rules(objects)
+    rules += _object_argument_rules(objects, focused)
     calls = _call_rules(free_text_calls)
     rules += [f"{n} ::= {body}" for n, body in calls.items() if n.startswith("sk-")]
     rules += _statement_rules()
@@ -176,8 +181,23 @@ def _string_rules(objects: tuple[str, ...]) -> list[str]:
     return [f"obj ::= {obj}", f"str ::= obj | {_alternation(words)}"]
 
 
-def _argument(param: Param) -> str:
-    """The rule of one argument's value, from the parameter's kind."""
+def _object_argument_rules(objects: tuple[str, ...], focused: bool) -> list[str]:
+    """``oarg``: an object or place argument; ``goarg``: the object a skill grasps (a block:
+    the robot picks up nothing else). Either is an object named as a literal or a value; in
+    a focused main program (the instruction names its objects) a value is a name or a call
+    (``block``, ``parse_position('...')``), never a literal position or offset: the ones a
+    small model writes there are copied from an example's history, not grounded in anything."""
+    blocks = tuple(o for o in objects if o.split()[-1:] == ["block"])
+    grasped = _alternation(repr(o) for o in blocks) if blocks else "obj"
+    value = "name" if focused else "nexpr"
+    return [f"gobj ::= {grasped}", f"oarg ::= obj | {value}", f"goarg ::= gobj | {value}"]
+
+
+def _argument(param: Param, skill: str = "") -> str:
+    """The rule of one argument's value, from the parameter's kind (and, for the object a
+    skill grasps, from the skill: ``GRASPING``)."""
+    if (skill, param.name) in GRASPING:
+        return "goarg"
     if param.kind in ("object", "place"):
         return "oarg"
     if param.kind == "string" and param.choices:
@@ -187,10 +207,12 @@ def _argument(param: Param) -> str:
     return "nexpr"
 
 
-def _keywords(params: Sequence[Param]) -> tuple[str, bool]:
+def _keywords(params: Sequence[Param], skill: str) -> tuple[str, bool]:
     """(GBNF, may be empty) for ``params`` as ``name=value`` keywords in catalog order, the
     required ones always, joined by ", "; the GBNF itself admits at least one."""
-    items = [(f"{gbnf_literal(p.name + '=')} {_argument(p)}", not p.required) for p in params]
+    items = [
+        (f"{gbnf_literal(p.name + '=')} {_argument(p, skill)}", not p.required) for p in params
+    ]
     alternatives = []
     for first, (rule, optional) in enumerate(items):
         rest = " ".join(f'(", " {r})?' if o else f'", " {r}' for r, o in items[first + 1 :])
@@ -200,13 +222,13 @@ def _keywords(params: Sequence[Param]) -> tuple[str, bool]:
     return "(" + " | ".join(alternatives) + ")", True
 
 
-def _arguments(params: Sequence[Param]) -> tuple[str, bool]:
+def _arguments(params: Sequence[Param], skill: str) -> tuple[str, bool]:
     """(GBNF, may be empty) for the arguments of ``params`` from the first on: it positional
     and then the rest the same way, or all of them as keywords (``_keywords``). Left-factored:
     llama.cpp keeps one stack per open alternative, so the forms share their common start."""
-    keywords, empty = _keywords(params)
-    rest, rest_empty = _arguments(params[1:]) if len(params) > 1 else ("", True)
-    positional = _argument(params[0])
+    keywords, empty = _keywords(params, skill)
+    rest, rest_empty = _arguments(params[1:], skill) if len(params) > 1 else ("", True)
+    positional = _argument(params[0], skill)
     if rest:
         positional += f' (", " {rest})' + ("?" if rest_empty else "")
     return f"({positional} | {keywords})", empty
@@ -217,7 +239,7 @@ def _skill_rule(skill: Skill) -> str:
     the others as keywords in catalog order (the required ones always), ``)``."""
     if not skill.params:
         return '"()"'
-    inner, empty = _arguments(skill.params)
+    inner, empty = _arguments(skill.params, skill.name)
     return f'"(" {inner}{"?" if empty else ""} ")"'
 
 
