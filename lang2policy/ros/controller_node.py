@@ -159,6 +159,7 @@ class ControllerNode(ReadOnlyParameters):
         try:
             validated = validate_spec(data, names)
             self.mpc.set_spec(validated.spec)
+            self._timers[0].reset()  # the control timer (stopped while idle)
         except Lang2PolicyError as exc:  # RewardSpecError, or an object the model lacks
             task = data.get("task", "") if isinstance(data, dict) else ""
             self._report("rejected", str(task)[:200], _spec_error(exc, names))
@@ -167,8 +168,12 @@ class ControllerNode(ReadOnlyParameters):
 
     # ----------------------------------------------------------------- outputs
     def _on_control(self) -> None:
-        """Stream the plan while a task runs; one hold message when it ends."""
+        """Stream the plan while a task runs; one hold message when it ends. Idle, the timer
+        stops itself (no 50 Hz wake-ups while nothing runs); an accepted spec re-arms it."""
         active = self.mpc.active
+        if not active and not self._was_active:
+            self._timers[0].cancel()
+            return
         if not self.mpc.fresh:
             if active:
                 self.get_logger().warning(
