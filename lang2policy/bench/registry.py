@@ -18,6 +18,7 @@ from lang2policy.bench import (
     cap,
     controller_rate,
     corrections,
+    graph_bench,
     graph_idle,
     intents,
     l2r,
@@ -127,6 +128,15 @@ BENCHES: dict[str, Bench] = {
             graph_idle.run_args,
             graph_idle.format_text,
             graph_idle.exit_code,
+        ),
+        Bench(
+            "graph",
+            "the live graph end to end: start-up, instruction -> first motion, wall vs motion "
+            "time, success in the sim, idle CPU, controller rate, stop; against issue 16's targets",
+            graph_bench.add_arguments,
+            graph_bench.run_args,
+            graph_bench.format_text,
+            graph_bench.exit_code,
         ),
         Bench(
             "parity",
