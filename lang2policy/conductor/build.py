@@ -82,12 +82,13 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
     the server takes (seconds on two cores); hosts run it in a thread and say when it is done."""
     from lang2policy.l2r.prompts import RewardPrompts
 
-    prompts = []
-    if settings.route != "reward":
-        prompts += conductor.planning.planner.fixed_prompts()
+    code = conductor.planning.planner.fixed_prompts() if settings.route != "reward" else []
+    reward = []
     if settings.route != "code" and settings.reward_llm in ("", settings.llm):
-        prompts += RewardPrompts.load().fixed_prompts()
-    return warm_up(conductor.planning.planner.llm, prompts)
+        reward = RewardPrompts.load().fixed_prompts()
+    # What a first instruction meets first: the main code prompt, the reward prompts, and
+    # then the helper-writing and parsing prompts (which share most of the code prompt).
+    return warm_up(conductor.planning.planner.llm, [*code[:1], *reward, *code[1:]])
 
 
 def correction_router(settings: ConductorSettings) -> CorrectionRouter:
