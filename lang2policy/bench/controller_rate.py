@@ -125,8 +125,12 @@ def summarize(result: dict, codes: dict[str, int | None]) -> dict:
 
 
 def standalone(spec: dict, seconds: float, samples: int, threads: int) -> dict:
-    """Planning iterations per wall second of the same sampler, alone, from the sim's start."""
-    from lang2policy.mpc.model import PlanningModel
+    """Planning iterations per wall second of the same sampler, alone, from the sim's start
+    state loaded as the node loads it: measured joints and objects, the controls holding the
+    measured joints (``load_world`` would copy the world's unset controls, which drive the arm
+    into the table in every rollout and cost twice the physics)."""
+    from lang2policy.mpc.arm_map import ArmMap
+    from lang2policy.mpc.model import ObjectState, PlanningModel
     from lang2policy.mpc.sampler import MPCConfig, Sampler
     from lang2policy.rewards.spec import validate_spec
     from lang2policy.scene.world import World
@@ -134,13 +138,19 @@ def standalone(spec: dict, seconds: float, samples: int, threads: int) -> dict:
     world = World("so101")
     world.reset(0)  # what the sim node draws for seed 0
     pm = PlanningModel(world.description, world.present)
-    config = MPCConfig(samples=samples, threads=threads, proposals=False)
-    sampler = Sampler(pm, config)
+    arm = ArmMap(pm)
+    joints = dict(zip(world.arm.joint_names, (float(q) for q in world.arm_qpos()), strict=True))
+    joints["gripper"] = world.gripper_opening()
+    poses = {name: world.object_pose(name) for name in world.present}
+    objects = {name: ObjectState(pose.position, pose.quat) for name, pose in poses.items()}
+    hold = arm.ctrl(joints)
+    sampler = Sampler(pm, MPCConfig(samples=samples, threads=threads, proposals=False))
+    sampler.reset(ctrl=hold, start=world.time)
     reward = validate_spec(spec, world.present).spec
     count, began = 0, time.perf_counter()
     try:
         while time.perf_counter() - began < seconds or count < 3:
-            pm.load_world(world)
+            pm.load_measurements(world.time, arm.model_joints(joints), objects, ctrl=hold)
             sampler.improve(reward)
             count += 1
     finally:
