@@ -432,12 +432,16 @@ def test_a_nan_command_is_rejected_and_the_arm_holds(fresh, world):
     assert "non-finite" in status["reason"]
     with probe.lock:
         # a hold was sent (arrival times are the probe's latest state stamp: one tick of slack)
-        assert any(not msg.points for t, msg in probe.to_robot if t >= nan_at - 0.05)
+        holds = [t for t, msg in probe.to_robot if t >= nan_at - 0.05 and not msg.points]
+    assert holds
     probe.wait_sim(0.6)
     status = probe.statuses[-1]
     assert status["detail"]["rejected"] > rejected
     assert "non-finite" in status["detail"]["last_violation"]
-    after = probe.states_between(nan_at + 0.3)
+    # Still 0.3 s of sim time after the hold went out: on a loaded machine the sim node's clock
+    # runs on while the safety node waits for the CPU, so the hold may leave later than 0.3 s
+    # after the NaN (the stop test bounds the safety node's reaction time).
+    after = probe.states_between(holds[0] + 0.3)
     pans = [s[1]["shoulder_pan"] for s in after]
     assert after and max(max_arm_speed(s) for s in after) < 0.05
     assert max(pans) - min(pans) < 0.01
