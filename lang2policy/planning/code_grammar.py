@@ -58,6 +58,8 @@ MAX_DEPTH = 4  # nested blocks (a def body is one); deeper statements are simple
 POSE_KEYS = ("position", "quaternion")
 # (skill, parameter) of the object a skill picks up: a block (the skill backend refuses others).
 GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
+# Skills whose answer is a place a focused main program may aim at (``_object_argument_rules``).
+FINDERS = ("get_corner_pos", "get_obj_pos")
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
@@ -159,7 +161,7 @@ def _shared_rules(
 ) -> list[str]:
     rules = [line for line in _EXPRESSIONS.strip().splitlines()]
     rules += _string_rules(objects)
-    rules += _object_argument_rules(objects, focused)
+    rules += _object_argument_rules(objects, free_text_calls, focused)
     calls = _call_rules(free_text_calls)
     rules += [f"{n} ::= {body}" for n, body in calls.items() if n.startswith("sk-")]
     rules += _statement_rules()
@@ -181,16 +183,23 @@ def _string_rules(objects: tuple[str, ...]) -> list[str]:
     return [f"obj ::= {obj}", f"str ::= obj | {_alternation(words)}"]
 
 
-def _object_argument_rules(objects: tuple[str, ...], focused: bool) -> list[str]:
+def _object_argument_rules(
+    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focused: bool
+) -> list[str]:
     """``oarg``: an object or place argument; ``goarg``: the object a skill grasps (a block:
     the robot picks up nothing else). Either is an object named as a literal or a value; in
-    a focused main program (the instruction names its objects) a value is a name or a call
-    (``block``, ``parse_position('...')``), never a literal position or offset: the ones a
-    small model writes there are copied from an example's history, not grounded in anything."""
+    a focused main program (the instruction names its objects) the value is a call that finds
+    a place (``parse_position('...')``, ``get_corner_pos(...)``, ``get_obj_pos(...)``), never
+    a variable or a literal position: the ones a small model writes there are copied from an
+    example (``np.array([0.21, 0.06, 0.01])`` of a "put it back"), not grounded in anything."""
     blocks = tuple(o for o in objects if o.split()[-1:] == ["block"])
     grasped = _alternation(repr(o) for o in blocks) if blocks else "obj"
-    value = "name" if focused else "nexpr"
-    return [f"gobj ::= {grasped}", f"oarg ::= obj | {value}", f"goarg ::= gobj | {value}"]
+    rules = [f"gobj ::= {grasped}"]
+    if not focused:
+        return [*rules, "oarg ::= obj | nexpr", "goarg ::= gobj | nexpr"]
+    finders = [f'"{n}(" (text | expr) (", " arg)* ")"' for n in free_text_calls]
+    finders += [f'"{n}" sk-{n.replace("_", "-")}' for n in FINDERS]
+    return [*rules, f"fplace ::= {' | '.join(finders)}", "oarg ::= obj | fplace", "goarg ::= gobj"]
 
 
 def _argument(param: Param, skill: str = "") -> str:
