@@ -387,3 +387,12 @@ def test_a_final_without_a_verdict_reads_as_before_and_clears_the_last_verdict()
     assert event.line == f"[planner] done (code): {INSTRUCTION} — ok" and event.ok
     assert event.more == () and event.verdict == "" and model.verdict == ""
     assert "last:" not in render_toolbar(toolbar_segments(model))
+
+
+def test_the_planner_saying_ready_is_one_line_and_starts_no_task():
+    model = StatusModel()
+    detail = {"llm": "LLM warmed: 6 prompt prefixes processed in 31.0 s", "warm_s": 31.0}
+    event = model.fold(planner("ready", detail, instruction=""))
+    assert event.line == "[planner] ready: LLM warmed: 6 prompt prefixes processed in 31.0 s"
+    assert not event.final and not model.task_running(now=100.0)
+    assert model.planner_state != "ready"  # it is no task state
