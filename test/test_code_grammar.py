@@ -170,6 +170,11 @@ def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
     # a literal position copied from an example's history is no target the person named
     rest = rejected_at(vocab, grammars.main, "put_first_on_second('red block', np.array([0.2]))")
     assert rest is not None and rest.lstrip().startswith(("np", ".array")), rest
+    corner = "put_first_on_second('red block', get_corner_pos('top left'))" + end
+    assert rejected_at(vocab, grammars.main, corner) is not None  # no corner was asked for
+    asked = "put the red block in the corner nearest the blue bowl"
+    cornered = code_grammars(SCENE, PARSERS, ["red block", "blue bowl"], asked)
+    assert rejected_at(vocab, cornered.main, corner) is None
     for copied in (
         "put_first_on_second('red block', np)",
         "put_first_on_second(block, 'blue bowl')",

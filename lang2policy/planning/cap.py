@@ -213,7 +213,7 @@ class CodeAsPoliciesPlanner:
         if not self.grounding.grammar or self.llm.config.mode != "completion":
             return None
         focus = instruction_objects(instruction, objects) if instruction else []
-        return code_grammars(objects, self.prompts.parsers, focus)
+        return code_grammars(objects, self.prompts.parsers, focus, instruction)
 
     def finish(
         self, main: str, objects: list[str], ask: _Counter, started: float

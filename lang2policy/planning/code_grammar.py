@@ -58,8 +58,9 @@ MAX_DEPTH = 4  # nested blocks (a def body is one); deeper statements are simple
 POSE_KEYS = ("position", "quaternion")
 # (skill, parameter) of the object a skill picks up: a block (the skill backend refuses others).
 GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
-# Skills whose answer is a place a focused main program may aim at (``_object_argument_rules``).
-FINDERS = ("get_corner_pos", "get_obj_pos")
+# Words of an instruction that let a focused main program aim at a place a skill finds
+# (``_object_argument_rules``): "in the top left corner" -> ``get_corner_pos``.
+FINDER_WORDS = {"get_corner_pos": "corner"}
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
@@ -118,19 +119,26 @@ _PROGRAM_ROOT = ['root ::= top ("\\n"? top)* "#"', "top ::= s0-0 | def"]
 
 @lru_cache(maxsize=64)
 def _cached(
-    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focus: tuple[str, ...]
+    objects: tuple[str, ...],
+    free_text_calls: tuple[str, ...],
+    focus: tuple[str, ...],
+    finders: tuple[str, ...],
 ) -> CodeGrammars:
     shared = _shared_rules(objects, free_text_calls)
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
     program = "\n".join(_PROGRAM_ROOT + shared)
     main = program
     if len(focus) >= FOCUS_MIN:
-        main = "\n".join(_PROGRAM_ROOT + _shared_rules(focus, free_text_calls, focused=True))
+        focused = _shared_rules(focus, free_text_calls, finders=finders)
+        main = "\n".join(_PROGRAM_ROOT + focused)
     return CodeGrammars(program, "\n".join(function + shared), main)
 
 
 def code_grammars(
-    objects: Sequence[str], free_text_calls: Iterable[str] = (), focus: Sequence[str] = ()
+    objects: Sequence[str],
+    free_text_calls: Iterable[str] = (),
+    focus: Sequence[str] = (),
+    instruction: str = "",
 ) -> CodeGrammars:
     """The grammars for a scene with ``objects``; ``free_text_calls`` are the parsing helpers
     whose first argument is a description in words (``PromptSet.parsers``); ``focus``: the
@@ -143,7 +151,9 @@ def code_grammars(
     bowl" is found by ``parse_obj_name``, which the instruction does not name)."""
     present = tuple(dict.fromkeys(objects))
     named = tuple(o for o in dict.fromkeys(focus) if o in present)
-    return _cached(present, tuple(sorted(set(free_text_calls))), named)
+    words = set(instruction.lower().replace(",", " ").split())
+    finders = tuple(n for n, w in FINDER_WORDS.items() if w in words or w + "s" in words)
+    return _cached(present, tuple(sorted(set(free_text_calls))), named, finders)
 
 
 def program_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> str:
@@ -157,11 +167,15 @@ def function_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()
 
 
 def _shared_rules(
-    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focused: bool = False
+    objects: tuple[str, ...],
+    free_text_calls: tuple[str, ...],
+    finders: tuple[str, ...] | None = None,
 ) -> list[str]:
+    """The rules both grammars share; ``finders`` (a tuple, maybe empty) makes them the
+    focused main program's (``_object_argument_rules``)."""
     rules = [line for line in _EXPRESSIONS.strip().splitlines()]
     rules += _string_rules(objects)
-    rules += _object_argument_rules(objects, free_text_calls, focused)
+    rules += _object_argument_rules(objects, free_text_calls, finders)
     calls = _call_rules(free_text_calls)
     rules += [f"{n} ::= {body}" for n, body in calls.items() if n.startswith("sk-")]
     rules += _statement_rules()
@@ -184,22 +198,26 @@ def _string_rules(objects: tuple[str, ...]) -> list[str]:
 
 
 def _object_argument_rules(
-    objects: tuple[str, ...], free_text_calls: tuple[str, ...], focused: bool
+    objects: tuple[str, ...], free_text_calls: tuple[str, ...], finders: tuple[str, ...] | None
 ) -> list[str]:
     """``oarg``: an object or place argument; ``goarg``: the object a skill grasps (a block:
-    the robot picks up nothing else). Either is an object named as a literal or a value; in
-    a focused main program (the instruction names its objects) the value is a call that finds
-    a place (``parse_position('...')``, ``get_corner_pos(...)``, ``get_obj_pos(...)``), never
-    a variable or a literal position: the ones a small model writes there are copied from an
-    example (``np.array([0.21, 0.06, 0.01])`` of a "put it back"), not grounded in anything."""
+    the robot picks up nothing else). Either is an object named as a literal or a value. In
+    a focused main program (``finders`` given: the instruction names its objects) the grasped
+    object is one of them and a target is one of them or a place a parsing helper finds
+    (``parse_position('...')``), or a skill of ``finders`` (``get_corner_pos`` when the
+    instruction speaks of a corner): never a variable, a literal position or a corner the
+    person did not ask for, which a small model copies from its examples
+    (``np.array([0.21, 0.06, 0.01])`` of a "put it back", the corner of a corner task)."""
     blocks = tuple(o for o in objects if o.split()[-1:] == ["block"])
     grasped = _alternation(repr(o) for o in blocks) if blocks else "obj"
     rules = [f"gobj ::= {grasped}"]
-    if not focused:
+    if finders is None:
         return [*rules, "oarg ::= obj | nexpr", "goarg ::= gobj | nexpr"]
-    finders = [f'"{n}(" (text | expr) (", " arg)* ")"' for n in free_text_calls]
-    finders += [f'"{n}" sk-{n.replace("_", "-")}' for n in FINDERS]
-    return [*rules, f"fplace ::= {' | '.join(finders)}", "oarg ::= obj | fplace", "goarg ::= gobj"]
+    places = [f'"{n}(" (text | expr) (", " arg)* ")"' for n in free_text_calls]
+    places += [f'"{n}" sk-{n.replace("_", "-")}' for n in finders]
+    if not places:
+        return [*rules, "oarg ::= obj", "goarg ::= gobj"]
+    return [*rules, f"fplace ::= {' | '.join(places)}", "oarg ::= obj | fplace", "goarg ::= gobj"]
 
 
 def _argument(param: Param, skill: str = "") -> str:
