@@ -262,6 +262,10 @@ def format_text(report: dict) -> str:
     if nodes:
         per_node = ", ".join(f"{name} {cores:.3f}" for name, cores in nodes.items())
         lines.append(f"  idle CPU per node (cores): {per_node}")
+    for task in report["tasks"]:
+        if not task["success"]:
+            detail = f"{task['outcome']}: {task['outcome_detail']}"[:240]
+            lines.append(f"  {task['instruction']!r} -> {detail}")
     first = report["first_motion"]["first_after_startup_s"]
     if first is not None:
         lines.append(f"  first instruction after start-up: first motion after {first:.2f} s")

@@ -82,6 +82,7 @@ def task_figures(task: dict, sizes) -> dict:
         "instruction": task["text"],
         "route": task["route"],
         "outcome": task["outcome"],
+        "controller_outcome": task.get("controller_outcome"),
         "outcome_detail": task["outcome_detail"],
         "first_motion_s": rounded(first[0] - sent if first else None),
         "planning_s": rounded(planning),
@@ -129,6 +130,8 @@ def stop_figures(stop: dict) -> dict:
         "service_ms": rounded(1000.0 * (stop["answered"] - stop["called"]), 1),
         "success": stop["success"],
         "message": stop["message"],
+        "moving_at_call": [n for n, m in zip(names, moving, strict=True) if m],
+        "controller_before": stop.get("controller"),
     }
 
 
@@ -139,6 +142,11 @@ def _row(name: str, value: str, target: str, passed: bool | None) -> dict:
 
 def _fmt(value: float | None, unit: str, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f} {unit}".rstrip()
+
+
+def _outcome(task: dict) -> str:
+    controller = task.get("controller_outcome")
+    return task["outcome"] + (f" (controller: {controller})" if controller else "")
 
 
 def latency_rows(report: dict) -> list[dict]:
@@ -168,7 +176,7 @@ def latency_rows(report: dict) -> list[dict]:
         rows.append(
             _row(
                 f"{task['route']}: {task['instruction']!r} success (sim)",
-                f"{task['outcome']}; {task['success_detail']}",
+                f"{_outcome(task)}; {task['success_detail']}",
                 "success",
                 task["success"],
             )

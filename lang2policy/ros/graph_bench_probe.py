@@ -1,19 +1,16 @@
 """The outside client of ``lang2policy bench graph``: instructions in, what the graph did out.
 
 ``python -m lang2policy.ros.graph_bench_probe PLAN_JSON`` joins the graph of its
-``ROS_DOMAIN_ID`` (discovery as the environment says) as a user's client would: it subscribes to
-the status lines, ``/joint_states`` and the sim node's ground-truth ``/sim/objects``, waits for
-the planner's ``ready`` line, publishes each instruction of the plan on
-``/lang2policy/instruction`` and records, per instruction, the planner's statuses (receive
-times), the first joint state whose arm joints left where they were when it was sent, the sim
-time span in which the arm moved, and the object poses before, during (highest z) and after.
-Then, when the plan asks for it, the stop: a long shoulder_pan move streamed on
-``/lang2policy/joint_command``, ``/lang2policy/stop`` called (std_srvs/Trigger, as the terminal
-does), the joint states around it kept, ``/lang2policy/resume`` called.
-
-Progress lines go to stderr; the result is one JSON line on stdout. Times are
-``time.monotonic()`` (system-wide on Linux: comparable with the launcher's), stamps sim time.
-The analysis is pure (``lang2policy.bench.graph_bench_analysis``); this is its ROS side.
+``ROS_DOMAIN_ID`` as a user's client would: it hears the status lines, ``/joint_states`` and
+the sim node's ground truth (``/sim/objects``), waits for the planner's ``ready``, publishes
+each instruction of the plan and records its statuses (receive times), the first joint state
+whose arm left where it was at the send, the sim-time span in which the arm moved, the object
+poses before, after and at their highest, and for a reward plan the controller's end of the
+task. Then the stop: a long shoulder_pan move streamed on ``/lang2policy/joint_command``,
+``/lang2policy/stop`` called (std_srvs/Trigger, as the terminal does) at speed, the joint
+states around it kept, ``/lang2policy/resume`` called. Progress goes to stderr, the result is
+one JSON line on stdout; times are ``time.monotonic()`` (system-wide on Linux), stamps sim
+time. The analysis is pure (``lang2policy.bench.graph_bench_analysis``).
 """
 
 from __future__ import annotations
@@ -109,11 +106,8 @@ class GraphBenchProbe:
     def _on_state(self, msg: JointState) -> None:
         received, stamp = time.monotonic(), convert.to_seconds(msg.header.stamp)
         velocity = list(msg.velocity) or [0.0] * len(msg.name)
-        arm = {
-            n: (q, v)
-            for n, q, v in zip(msg.name, msg.position, velocity, strict=False)
-            if n != GRIPPER
-        }
+        named = zip(msg.name, msg.position, velocity, strict=False)
+        arm = {n: (q, v) for n, q, v in named if n != GRIPPER}
         with self.lock:
             self.states.append((received, stamp, arm))
             self.latest = dict(zip(msg.name, msg.position, strict=False))
@@ -131,10 +125,17 @@ class GraphBenchProbe:
             if self.watch is not None:
                 self.watch.on_objects(objects)
 
-    # ------------------------------------------------------------------ waiting
-    def status_since(self, since: int, predicate) -> tuple[float, dict] | None:
+    def index_since(self, since: int, predicate) -> int | None:
+        """The index of the first status from ``since`` on that satisfies ``predicate``."""
         with self.lock:
-            return next((s for s in self.statuses[since:] if predicate(s[1])), None)
+            return next(
+                (i for i in range(since, len(self.statuses)) if predicate(self.statuses[i][1])),
+                None,
+            )
+
+    def status_since(self, since: int, predicate) -> tuple[float, dict] | None:
+        index = self.index_since(since, predicate)
+        return None if index is None else self.statuses[index]
 
     def stamp(self) -> float:
         with self.lock:
@@ -195,6 +196,10 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
         ended, outcome = wait_for(lambda: probe.status_since(since, final), timeout, "outcome")
     except TimeoutError:
         ended, outcome = None, {"state": "timeout", "detail": f"no outcome in {timeout:g} s"}
+    controller = None
+    detail = outcome.get("detail")
+    if isinstance(detail, dict) and detail.get("outcome") == "reward_spec":
+        ended, controller = wait_controller(probe, since, timeout - (time.monotonic() - sent))
     settle(probe)
     with probe.lock:
         probe.watch = None
@@ -211,6 +216,7 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
         "sent_stamp": sent_stamp,
         "ended": ended,
         "outcome": outcome.get("state"),
+        "controller_outcome": controller,
         "outcome_detail": str(outcome.get("detail", ""))[:300],
         "statuses": statuses,
         "first_motion": watch.first_motion,
@@ -219,6 +225,31 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
         "objects_after": after,
         "objects_top": watch.top,
     }
+
+
+def wait_controller(probe: GraphBenchProbe, since: int, timeout: float):
+    """A reward plan is done for the planner when the spec is handed over; the task ends when
+    the controller says so: (receive time, state) of its first final state after it ran the
+    task (statuses from ``since`` on), or (None, "no end") after ``timeout`` s."""
+
+    def said(states: tuple[str, ...], start: int) -> int | None:
+        return probe.index_since(
+            start, lambda s: s.get("node") == topics.CONTROLLER_NODE and s.get("state") in states
+        )
+
+    say("the spec is handed over; waiting for the controller to end the task...")
+    try:
+        began = wait_for(lambda: said(("accepted", "running"), since), max(timeout, 1.0), "task")
+        end = wait_for(
+            lambda: said(("success", "failed", "timeout", "cancelled", "rejected"), began),
+            max(timeout, 1.0),
+            "the task's end",
+        )
+    except TimeoutError:
+        return None, "no end"
+    with probe.lock:
+        when, event = probe.statuses[end]
+    return when, event["state"]
 
 
 def settle(probe: GraphBenchProbe, still_for: float = 0.5, timeout: float = 5.0) -> None:
@@ -244,8 +275,7 @@ def call(client, timeout: float = 5.0) -> tuple[bool, str]:
         return False, f"{client.srv_name} is not offered"
     future = client.call_async(Trigger.Request())
     wait_for(future.done, timeout, f"answer of {client.srv_name}", poll=0.002)
-    response = future.result()
-    return bool(response.success), str(response.message)
+    return bool(future.result().success), str(future.result().message)
 
 
 class Streamer:
@@ -280,8 +310,24 @@ class Streamer:
         self.thread.join(timeout=5)
 
 
+def controller_idle(probe: GraphBenchProbe, timeout: float = 60.0) -> str:
+    """Wait (at most ``timeout`` s) until the controller's last status is not ``running``: a
+    reward task still streaming would move the arm too. Its last state, for the report."""
+
+    def last() -> str:
+        with probe.lock:
+            said = [s for _, s in probe.statuses if s.get("node") == topics.CONTROLLER_NODE]
+        return said[-1].get("state", "") if said else "unknown"
+
+    with contextlib.suppress(TimeoutError):
+        wait_for(lambda: last() != "running", timeout, "an idle controller", poll=0.1)
+    return last()
+
+
 def run_stop(probe: GraphBenchProbe) -> dict:
     """The long move, the stop call at speed, the joint states around it, then resume."""
+    controller = controller_idle(probe)
+    settle(probe)
     say(f"stop: streaming a shoulder_pan move at {STOP_SPEED} rad/s...")
     wait_for(probe.command.get_subscription_count, 30, "safety node on the command topic")
     streamer = Streamer(probe)
@@ -310,6 +356,7 @@ def run_stop(probe: GraphBenchProbe) -> dict:
         "message": message,
         "resumed": resumed[0],
         "direction": streamer.direction,
+        "controller": controller,
         "states": states,
     }
 
