@@ -181,7 +181,9 @@ def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
     ):
         assert rejected_at(vocab, grammars.main, copied + end) is not None, copied
     target = "put_first_on_second('red block', parse_position('a point left of the blue bowl'))"
-    assert rejected_at(vocab, grammars.main, target + end) is None
+    assert rejected_at(vocab, grammars.main, target + end) is not None  # nothing spatial asked
+    spatial = code_grammars(SCENE, PARSERS, ["red block", "blue bowl"], "left of the blue bowl")
+    assert rejected_at(vocab, spatial.main, target + end) is None
     assert rejected_at(vocab, grammars.program, "x = np.array([0.2, 0.1, 0.0])" + end) is None
     # one object named ("put it in the blue bowl"): no restriction, "it" is another object
     one = code_grammars(SCENE, PARSERS, focus=["blue bowl"])

@@ -33,6 +33,7 @@ rules, checked on any program after the fact, are ``code_grammar_check.check_pro
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,9 +59,37 @@ MAX_DEPTH = 4  # nested blocks (a def body is one); deeper statements are simple
 POSE_KEYS = ("position", "quaternion")
 # (skill, parameter) of the object a skill picks up: a block (the skill backend refuses others).
 GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
-# Words of an instruction that let a focused main program aim at a place a skill finds
-# (``_object_argument_rules``): "in the top left corner" -> ``get_corner_pos``.
-FINDER_WORDS = {"get_corner_pos": "corner"}
+# Words of an instruction that let a focused main program aim at a place a function finds
+# (``_object_argument_rules``): "in the top left corner" -> ``get_corner_pos``; "5 cm left of
+# the blue bowl" -> ``parse_position``. Other parsing helpers (``parse_obj_name``) always may.
+_SPATIAL = (
+    "left",
+    "right",
+    "between",
+    "next",
+    "beside",
+    "behind",
+    "front",
+    "above",
+    "below",
+    "near",
+    "middle",
+    "center",
+    "centre",
+    "top",
+    "bottom",
+    "around",
+    "away",
+    "closer",
+    "farther",
+    "cm",
+    "side",
+    "edge",
+    "point",
+    "position",
+    "spot",
+)
+FINDER_WORDS = {"get_corner_pos": ("corner", "corners"), "parse_position": _SPATIAL}
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
@@ -151,8 +180,8 @@ def code_grammars(
     bowl" is found by ``parse_obj_name``, which the instruction does not name)."""
     present = tuple(dict.fromkeys(objects))
     named = tuple(o for o in dict.fromkeys(focus) if o in present)
-    words = set(instruction.lower().replace(",", " ").split())
-    finders = tuple(n for n, w in FINDER_WORDS.items() if w in words or w + "s" in words)
+    words = set(re.findall(r"[a-z]+", instruction.lower()))
+    finders = tuple(n for n, asked in FINDER_WORDS.items() if words & set(asked))
     return _cached(present, tuple(sorted(set(free_text_calls))), named, finders)
 
 
@@ -213,8 +242,9 @@ def _object_argument_rules(
     rules = [f"gobj ::= {grasped}"]
     if finders is None:
         return [*rules, "oarg ::= obj | nexpr", "goarg ::= gobj | nexpr"]
-    places = [f'"{n}(" (text | expr) (", " arg)* ")"' for n in free_text_calls]
-    places += [f'"{n}" sk-{n.replace("_", "-")}' for n in finders]
+    parsers = [n for n in free_text_calls if n not in FINDER_WORDS or n in finders]
+    places = [f'"{n}(" (text | expr) (", " arg)* ")"' for n in parsers]
+    places += [f'"{n}" sk-{n.replace("_", "-")}' for n in finders if n in SKILLS]
     if not places:
         return [*rules, "oarg ::= obj", "goarg ::= gobj"]
     return [*rules, f"fplace ::= {' | '.join(places)}", "oarg ::= obj | fplace", "goarg ::= gobj"]
