@@ -62,33 +62,13 @@ GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
 # Words of an instruction that let a focused main program aim at a place a function finds
 # (``_object_argument_rules``): "in the top left corner" -> ``get_corner_pos``; "5 cm left of
 # the blue bowl" -> ``parse_position``. Other parsing helpers (``parse_obj_name``) always may.
+# fmt: off
 _SPATIAL = (
-    "left",
-    "right",
-    "between",
-    "next",
-    "beside",
-    "behind",
-    "front",
-    "above",
-    "below",
-    "near",
-    "middle",
-    "center",
-    "centre",
-    "top",
-    "bottom",
-    "around",
-    "away",
-    "closer",
-    "farther",
-    "cm",
-    "side",
-    "edge",
-    "point",
-    "position",
-    "spot",
+    "left", "right", "between", "next", "beside", "behind", "front", "above", "below", "near",
+    "middle", "center", "centre", "top", "bottom", "around", "away", "closer", "farther", "cm",
+    "side", "edge", "point", "position", "spot",
 )
+# fmt: on
 FINDER_WORDS = {"get_corner_pos": ("corner", "corners"), "parse_position": _SPATIAL}
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
