@@ -171,7 +171,7 @@ def test_instructions_cover_each_route_asked():
     sent = graph_bench.instructions(("code", "reward"), 1)
     assert [(i["route"], i["text"]) for i in sent] == [
         ("code", "put the red block in the blue bowl"),
-        ("reward", "lift the red block 10 cm"),
+        ("reward", "lift the blue block 10 cm"),
     ]
     args = argparse.Namespace(
         llm="local", seed=1, objects=graph_bench.OBJECTS, routes=("code", "reward"),

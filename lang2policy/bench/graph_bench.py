@@ -48,12 +48,12 @@ INSTRUCTIONS: dict[str, tuple[dict, ...]] = {
     "code": (
         {"text": "put the red block in the blue bowl",
          "check": {"kind": "in", "object": "red block", "bowl": "blue bowl"}},
-        {"text": "put the blue block in the green bowl",
-         "check": {"kind": "in", "object": "blue block", "bowl": "green bowl"}},
+        {"text": "put the red block in the green bowl",
+         "check": {"kind": "in", "object": "red block", "bowl": "green bowl"}},
     ),
-    "reward": (
-        {"text": "lift the red block 10 cm",
-         "check": {"kind": "lift", "object": "red block", "height": 0.10}},
+    "reward": (  # the blue block: still on the table after the code route's instructions
+        {"text": "lift the blue block 10 cm",
+         "check": {"kind": "lift", "object": "blue block", "height": 0.10}},
     ),
 }  # fmt: skip
 PROBE_START_TIMEOUT = 60.0  # s for the client process to listen
