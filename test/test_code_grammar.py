@@ -170,6 +170,10 @@ def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
     # a literal position copied from an example's history is no target the person named
     rest = rejected_at(vocab, grammars.main, "put_first_on_second('red block', np.array([0.2]))")
     assert rest is not None and rest.lstrip().startswith(("np", ".array")), rest
+    itself = "put_first_on_second(obj='red block', target=parse_obj_name('the red block'))"
+    assert rejected_at(vocab, grammars.main, itself + end) is not None  # nothing to look up
+    closest = code_grammars(SCENE, PARSERS, ["red block", "blue bowl"], "the bowl closest to it")
+    assert rejected_at(vocab, closest.main, itself + end) is None
     corner = "put_first_on_second('red block', get_corner_pos('top left'))" + end
     assert rejected_at(vocab, grammars.main, corner) is not None  # no corner was asked for
     asked = "put the red block in the corner nearest the blue bowl"

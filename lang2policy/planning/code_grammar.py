@@ -61,15 +61,24 @@ POSE_KEYS = ("position", "quaternion")
 GRASPING = frozenset({("pick", "obj"), ("put_first_on_second", "obj")})
 # Words of an instruction that let a focused main program aim at a place a function finds
 # (``_object_argument_rules``): "in the top left corner" -> ``get_corner_pos``; "5 cm left of
-# the blue bowl" -> ``parse_position``. Other parsing helpers (``parse_obj_name``) always may.
+# the blue bowl" -> ``parse_position``; "the bowl closest to the red block" -> ``parse_obj_name``.
 # fmt: off
 _SPATIAL = (
     "left", "right", "between", "next", "beside", "behind", "front", "above", "below", "near",
     "middle", "center", "centre", "top", "bottom", "around", "away", "closer", "farther", "cm",
     "side", "edge", "point", "position", "spot",
 )
+_REFERRING = (
+    "closest", "nearest", "farthest", "furthest", "near", "next", "beside", "left", "right",
+    "between", "most", "other", "same", "matching", "match", "biggest", "smallest", "first",
+    "last", "top", "bottom", "behind", "front", "corner", "middle",
+)
 # fmt: on
-FINDER_WORDS = {"get_corner_pos": ("corner", "corners"), "parse_position": _SPATIAL}
+FINDER_WORDS = {
+    "get_corner_pos": ("corner", "corners"),
+    "parse_position": _SPATIAL,
+    "parse_obj_name": _REFERRING,
+}
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
