@@ -69,7 +69,7 @@ def graph(tmp_path_factory):
         probe.create_subscription(JointState, topics.JOINT_STATES.name, heard.append, 10)
         with spinning(context, (sim, recorder, probe)):
             wait_for(lambda: heard, 10.0, "the sim node's joint states")
-            yield context, recorder, probe, out
+            yield context, recorder, probe, out, sim
 
 
 def read(path):
@@ -85,7 +85,7 @@ def read(path):
 
 
 def test_an_episode_is_recorded_from_received_to_done(graph):
-    _, recorder_node, probe, out = graph
+    _, recorder_node, probe, out, sim = graph
     status = probe.create_publisher(String, topics.STATUS.name, 10)
     instruction = probe.create_publisher(String, topics.INSTRUCTION.name, 10)
     command = probe.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
@@ -116,11 +116,15 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
     wait_for(instruction_waiting, 10.0, "the instruction in the recorder's pre-roll")
     say("received")
     wait_for(lambda: recorder_node.recorder.current, 5.0, "the episode's file")
+    started = sim.now()
     time.sleep(0.5)
     trajectory = JointTrajectory(joint_names=["shoulder_pan"])
     trajectory.points.append(JointTrajectoryPoint(positions=[0.2]))
     command.publish(trajectory)
     time.sleep(0.5)
+    # At least 0.5 s of sim time in the episode (5 camera frames at 10 Hz): the in-process sim
+    # runs slower than real time while it starts up on a busy machine (2 frames seen in CI).
+    wait_for(lambda: sim.now() >= started + 0.5, 30.0, "half a second of sim time")
     say("done")
     wait_for(lambda: recorder_node.recorder.files, 10.0, "the episode's file to be closed")
 
@@ -159,7 +163,7 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
 def test_bad_parameters_are_refused(graph):
     from lang2policy.ros.recorder_node import RecorderNode
 
-    context, *_, out = graph
+    context, *_, out, _sim = graph
     with pytest.raises(ConfigError, match="no known type for topic '/tf'"):
         RecorderNode(
             context=context,

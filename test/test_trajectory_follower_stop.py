@@ -280,3 +280,13 @@ def test_the_simulated_arm_stops_without_running_past_where_it_rests(speed):
     assert new[1] <= OVERSHOOT < old[1]
     assert new[2] < 0.2  # within OVERSHOOT of rest (the old stop: 0.11-0.15 s)
     assert new[0] > 0.0  # it stops ahead of where it was measured, never coming back
+
+
+def test_braking_never_passes_the_end_of_the_running_command():
+    """A command the safety node cut at the workspace box ends there; an arm still running
+    toward it when a hold comes must not coast past it (CI: 1.855 rad past a cut at < 1.85)."""
+    follower = TrajectoryFollower(NAMES, np.array([0.2, -0.3, 0.4]))  # commands at rest
+    speed = np.array([0.9, 0.0, 0.0])  # the arm catches up fast, 0.01 rad short of the end
+    follower.stop(1.0, np.array([0.19, -0.3, 0.4]), BRAKING, speed)
+    track = np.array([follower.target(t)[0] for t in np.arange(1.0, 2.0, BRAKING_SAMPLE)])
+    assert track.max() <= 0.2 + 1e-12 and follower.target(9.0)[0] == pytest.approx(0.2)

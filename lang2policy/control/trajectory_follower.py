@@ -154,7 +154,8 @@ class TrajectoryFollower:
         rest (``braking_trajectory``) and holds there: from its measured position and
         ``measured_velocity`` when given, as joint_trajectory_controller's decelerate-to-stop
         does from the current state (so also a joint whose arm still moves, faster than
-        ``REST_SPEED``, toward a target at rest), else from its target and commanded velocity.
+        ``REST_SPEED``, toward a target at rest), else from its target and commanded velocity;
+        never past the running command's last point (a cut at the workspace box stays a cut).
         From the measured state the servo's error is zero as braking starts: the arm, which
         lags its target while moving, is braked from where it is instead of being pulled on by
         its lag and swinging past the rest point (simulated SO-101 at 20 rad/s^2: from the
@@ -169,6 +170,7 @@ class TrajectoryFollower:
             raise ConfigError(f"braking needs one value per joint of {list(self.names)}")
         self._release(now)
         target, velocity = self._interpolate(now), self.velocity(now)
+        end = self._positions[-1].copy()  # where the running command would have stopped
         far = np.abs(target - measured) > braking.tolerance
         jumped = far.copy()
         if measured_velocity is not None:
@@ -178,7 +180,11 @@ class TrajectoryFollower:
             target[moving], velocity[moving] = measured[moving], speed[moving]
             jumped |= moving
         target[far], velocity[far] = measured[far], 0.0
-        self._times, self._positions = braking_trajectory(target, velocity, braking.deceleration)
+        times, rows = braking_trajectory(target, velocity, braking.deceleration)
+        # Never brake past the running command's end: it may be a limit the safety node cut
+        # the command at (the workspace box), and the arm must not coast beyond it.
+        ahead = np.where(velocity > 0, end - rows, rows - end) < 0.0
+        self._times, self._positions = times, np.where(ahead & (velocity != 0.0), end, rows)
         self._start = now
         self._waiting.clear()
         return jumped
