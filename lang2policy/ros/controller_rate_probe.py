@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         time.sleep(0.2)  # let the cancel leave before the context goes
         executor.shutdown()
+        spinner.join(timeout=5)  # the spin thread ends before its node and context go
         probe.node.destroy_node()
         rclpy.try_shutdown()
     print(json.dumps(result), flush=True)
