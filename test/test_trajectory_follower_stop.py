@@ -290,3 +290,17 @@ def test_braking_never_passes_the_end_of_the_running_command():
     follower.stop(1.0, np.array([0.19, -0.3, 0.4]), BRAKING, speed)
     track = np.array([follower.target(t)[0] for t in np.arange(1.0, 2.0, BRAKING_SAMPLE)])
     assert track.max() <= 0.2 + 1e-12 and follower.target(9.0)[0] == pytest.approx(0.2)
+
+
+def test_an_end_behind_the_arm_is_not_a_target_braking_stops_where_it_rests():
+    """A command that turned back (the MPC reversed) while the arm still runs the other way: the
+    hold brakes the arm to rest from its measured state and holds there; the command's end, 0.4
+    rad behind it, is no limit to stop at (CI: the hold drove shoulder_pan 0.43 rad back to it)."""
+    follower = TrajectoryFollower(NAMES, np.array([-0.2, -0.3, 0.4]))
+    follower.start(0.0, [(0.5, {"a": 0.2})], np.zeros(3))  # turned back toward +0.2
+    speed = np.array([-1.0, 0.0, 0.0])  # the arm still runs toward -inf
+    follower.stop(0.02, np.array([-0.22, -0.3, 0.4]), BRAKING, speed)
+    rest = -0.22 - 2 * 1.0**2 / (3 * LIMIT)
+    track = np.array([follower.target(t)[0] for t in np.arange(0.02, 1.0, BRAKING_SAMPLE)])
+    assert (np.diff(track) <= 1e-12).all()  # never turns toward the old end
+    assert follower.target(9.0)[0] == pytest.approx(rest)

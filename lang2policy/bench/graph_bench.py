@@ -244,6 +244,15 @@ def _no_stop(args: argparse.Namespace, result: dict) -> str:
 
 
 # ----------------------------------------------------------------- command line
+def timeline(task: dict) -> str:
+    """Where an instruction's time went: each status (and planner phase) at its time after
+    the send, then the first arm motion, e.g. ``received 0.01, running: planning 0.02, ...``."""
+    marks = [(t, name) for name, t in task.get("statuses", []) if t is not None]
+    if task.get("first_motion_s") is not None:
+        marks.append((task["first_motion_s"], "FIRST MOTION"))
+    return ", ".join(f"{name} {t:.1f}" for t, name in sorted(marks, key=lambda m: m[0]))
+
+
 def format_text(report: dict) -> str:
     """The table: figure, value, target, verdict; then idle CPU per node."""
     options = report["options"]
@@ -263,6 +272,7 @@ def format_text(report: dict) -> str:
         per_node = ", ".join(f"{name} {cores:.3f}" for name, cores in nodes.items())
         lines.append(f"  idle CPU per node (cores): {per_node}")
     for task in report["tasks"]:
+        lines.append(f"  {task['instruction']!r}: {timeline(task)}")
         if not task["success"]:
             detail = f"{task['outcome']}: {task['outcome_detail']}"[:240]
             lines.append(f"  {task['instruction']!r} -> {detail}")

@@ -66,7 +66,7 @@ def succeeded(check: dict, before: dict, after: dict, top: dict, sizes) -> tuple
 def task_figures(task: dict, sizes) -> dict:
     """One instruction's figures: first motion, planning, motion and wall time, success."""
     sent = task["sent"]
-    plan = next((t for t, state in task["statuses"] if state == "plan"), None)
+    plan = next((t for t, state, *_ in task["statuses"] if state == "plan"), None)
     first = task["first_motion"]
     moving = task["moving"]
     motion = moving[1] - moving[0] if moving else 0.0
@@ -91,7 +91,10 @@ def task_figures(task: dict, sizes) -> dict:
         "wall_ratio": rounded(ratio),
         "success": ok and task["outcome"] == "done",
         "success_detail": why,
-        "statuses": [[state, rounded(t - sent, 2)] for t, state in task["statuses"]],
+        "statuses": [
+            [f"{state}: {phase[0]}" if phase and phase[0] else state, rounded(t - sent, 2)]
+            for t, state, *phase in task["statuses"]
+        ],
     }
 
 

@@ -181,10 +181,16 @@ class TrajectoryFollower:
             jumped |= moving
         target[far], velocity[far] = measured[far], 0.0
         times, rows = braking_trajectory(target, velocity, braking.deceleration)
-        # Never brake past the running command's end: it may be a limit the safety node cut
-        # the command at (the workspace box), and the arm must not coast beyond it.
-        ahead = np.where(velocity > 0, end - rows, rows - end) < 0.0
-        self._times, self._positions = times, np.where(ahead & (velocity != 0.0), end, rows)
+        # Never brake past the running command's end when it lies ahead in the direction of
+        # travel: it may be a limit the safety node cut the command at (the workspace box), and
+        # the arm must not coast beyond it. An end behind the braking start (a command that had
+        # turned back while the arm still moved on) is not a target: holding it would drive the
+        # arm back over its whole lag (0.43 rad of shoulder_pan in a CI run).
+        start = rows[0]
+        passes = np.where(
+            velocity > 0, (end >= start) & (rows > end), (end <= start) & (rows < end)
+        )
+        self._times, self._positions = times, np.where(passes & (velocity != 0.0), end, rows)
         self._start = now
         self._waiting.clear()
         return jumped

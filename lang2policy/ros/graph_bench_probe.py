@@ -173,6 +173,16 @@ def wait_ready(probe: GraphBenchProbe, timeout: float) -> dict:
     return {"t": when, "detail": event.get("detail")}
 
 
+def phase(status: dict) -> str:
+    """What a ``running`` status says the planner is doing (its first words: "planning",
+    "checking the program on a simulated copy of the scene", "running the program ..."); ""
+    for other states. The bench's timeline shows where the time before the motion goes."""
+    detail = status.get("detail")
+    if status.get("state") != "running" or not isinstance(detail, str):
+        return ""
+    return detail.split(":", 1)[0].split(" (", 1)[0][:60]
+
+
 def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
     """Send one instruction, wait for its final status and the arm to settle; what happened."""
     text = item["text"]
@@ -204,7 +214,7 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
     with probe.lock:
         probe.watch = None
         statuses = [
-            [t, s.get("state")]
+            [t, s.get("state"), phase(s)]
             for t, s in probe.statuses[since:]
             if s.get("node") == topics.PLANNER_NODE and s.get("instruction") == text
         ]
