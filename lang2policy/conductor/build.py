@@ -7,6 +7,7 @@ one here) and the reward executor (the controller node or an in-process MPC).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,11 +17,13 @@ from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.llm.warm import Warmth, warm_up
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.grounding import GroundingSettings
-from lang2policy.planning.loop import PlanLoop
+from lang2policy.planning.loop import TYPICAL_INSTRUCTION, PlanLoop
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
+
+log = logging.getLogger("lang2policy.planner")
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,23 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
     the server takes (seconds on two cores); hosts run it in a thread and say when it is done."""
     from lang2policy.l2r.prompts import RewardPrompts
 
-    code = conductor.planning.planner.fixed_prompts() if settings.route != "reward" else []
+    planning = conductor.planning
+    code, typical = [], []
+    if settings.route != "reward":
+        try:
+            log.info("planner prepared: %s", planning.prepare())
+        except Exception as exc:  # a warm-up never keeps the node from being ready
+            log.warning("preparing the planner failed (the first instruction pays): %r", exc)
+        code = planning.planner.fixed_prompts()
+        if planning.grounding.retrieved_examples > 0:  # the examples a typical first one gets
+            typical = [planning.planner.main_prompt(TYPICAL_INSTRUCTION)]
     reward = []
     if settings.route != "code" and settings.reward_llm in ("", settings.llm):
         reward = RewardPrompts.load().fixed_prompts()
-    # What a first instruction meets first: the main code prompt, the reward prompts, and
-    # then the helper-writing and parsing prompts (which share most of the code prompt).
-    return warm_up(conductor.planning.planner.llm, [*code[:1], *reward, *code[1:]])
+    # What a first instruction meets first: the main code prompt (with a typical instruction's
+    # examples), the reward prompts, then the helper-writing and parsing prompts (which share
+    # most of the code prompt).
+    return warm_up(planning.planner.llm, [*code[:1], *typical, *reward, *code[1:]])
 
 
 def correction_router(settings: ConductorSettings) -> CorrectionRouter:

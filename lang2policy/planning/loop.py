@@ -23,6 +23,7 @@ plans never become examples for the next instruction.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ from lang2policy.text_quote import one_line
 
 Status = Callable[[str], None]
 Event = Callable[[str, object], None]  # ("plan" | "said", detail)
+# What most first instructions ask (the start-up warm-up plans for it: its examples, its prompt).
+TYPICAL_INSTRUCTION = "put the red block in the blue bowl"
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
 
 
@@ -101,6 +104,22 @@ class PlanLoop:
     def reset(self) -> None:
         """Forget the history (a new scene)."""
         self.history.clear()
+
+    def prepare(self) -> str:
+        """Pay the first instruction's one-time costs now (hosts call it at start-up, before
+        they say they are ready): the example retriever's model and embeddings, and with
+        ``grounding.dry_run`` one rehearsed pick-and-place on the simulated copy. Returns what
+        was done, for the start-up log."""
+        started = time.monotonic()
+        done = []
+        if self.grounding.retrieved_examples > 0:
+            self.planner.main_prompt(TYPICAL_INSTRUCTION)
+            done.append("example retriever loaded")
+        if self._dry_run is not None:
+            world = self.backend.world
+            outcome = self._dry_run.rehearse(world.description.name, world.layout.name)
+            done.append(f"check on a copy rehearsed ({outcome.headline()})")
+        return f"{', '.join(done) or 'nothing to prepare'} in {time.monotonic() - started:.1f} s"
 
     def handle(self, instruction: str, on_status: Status | None = None) -> InstructionResult:
         status = on_status or (lambda _text: None)
