@@ -69,3 +69,25 @@ def test_two_warmed_prompts_are_both_kept_by_the_local_server():
         llm.complete(cap + "objects = ['red block']\n# put it down.\n", max_tokens=1)
     log = server.log_tail(100000)
     assert log.count("cache hit") == before + 1, log[-2000:]
+
+
+def test_preparing_the_plan_loop_loads_the_retriever_and_rehearses_on_the_copy():
+    """Start-up pays the first instruction's one-time costs (issue 16): after ``prepare`` the
+    example retriever is built with its embeddings and the dry run's copy exists, with a
+    rehearsed pick-and-place that reached its end there; the real scene is not touched."""
+    from lang2policy.conductor.build import build_plan_loop
+    from lang2policy.planning.loop import TYPICAL_INSTRUCTION
+    from lang2policy.session.sim import SimSession
+    from lang2policy.skills.backend import SimSkillBackend
+
+    session = SimSession("so101")
+    session.reset(1)
+    before = session.world.data.qpos.copy()
+    loop = build_plan_loop(SimSkillBackend(session), f"replay:{FIXTURE}")
+    said = loop.prepare()
+    assert "example retriever loaded" in said and "rehearsed (ok:" in said, said
+    assert loop.planner._retriever is not None
+    assert loop._dry_run._copy is not None and loop._dry_run._copy.world.time > 1.0
+    assert (session.world.data.qpos == before).all()
+    typical = loop.planner.main_prompt(TYPICAL_INSTRUCTION)  # what warm_conductor warms
+    assert loop.planner.prompt_for(TYPICAL_INSTRUCTION, ["red block"], []).startswith(typical)

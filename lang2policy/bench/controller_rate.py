@@ -62,6 +62,7 @@ def in_graph(
     threads: int,
     domain_id: int,
     planner_process: bool = True,
+    proposals: bool = True,
 ) -> dict:
     """The controller node's planning rate in a sim graph (see the module docstring)."""
     env = _env(domain_id)
@@ -76,6 +77,7 @@ def in_graph(
             f"samples:={samples}",
             f"threads:={threads}",
             f"planner_process:={str(planner_process).lower()}",
+            f"proposals:={str(proposals).lower()}",
         ],
     )
     probe = [
@@ -124,7 +126,9 @@ def summarize(result: dict, codes: dict[str, int | None]) -> dict:
     }
 
 
-def standalone(spec: dict, seconds: float, samples: int, threads: int) -> dict:
+def standalone(
+    spec: dict, seconds: float, samples: int, threads: int, proposals: bool = True
+) -> dict:
     """Planning iterations per wall second of the same sampler, alone, from the sim's start
     state loaded as the node loads it: measured joints and objects, the controls holding the
     measured joints (``load_world`` would copy the world's unset controls, which drive the arm
@@ -144,7 +148,7 @@ def standalone(spec: dict, seconds: float, samples: int, threads: int) -> dict:
     poses = {name: world.object_pose(name) for name in world.present}
     objects = {name: ObjectState(pose.position, pose.quat) for name, pose in poses.items()}
     hold = arm.ctrl(joints)
-    sampler = Sampler(pm, MPCConfig(samples=samples, threads=threads, proposals=False))
+    sampler = Sampler(pm, MPCConfig(samples=samples, threads=threads, proposals=proposals))
     sampler.reset(ctrl=hold, start=world.time)
     reward = validate_spec(spec, world.present).spec
     count, began = 0, time.perf_counter()
@@ -164,19 +168,22 @@ def controller_rate_in_graph_vs_standalone(
     threads: int = 2,
     domain_id: int | None = None,
     planner_process: bool = True,
+    proposals: bool | None = None,
 ) -> dict:
     """The controller node's planning rate in a live graph and the same planner's standalone
-    rate (sampling, ``samples`` rollouts, ``threads`` threads, no IK proposals: the node's
-    settings), and their ratio; ``ok`` when the ratio is at least 0.8."""
+    rate (sampling, ``samples`` rollouts, ``threads`` threads, IK proposals as ``proposals``
+    says, by default as the node does: on with a worker process), and their ratio; ``ok``
+    when the ratio is at least 0.8."""
+    proposals = planner_process if proposals is None else proposals
     if seconds <= 0:
         raise Lang2PolicyError("seconds must be positive")
     domain = domain_id if domain_id is not None else 100 + os.getpid() % 100
     spec = rate_spec(seconds)
     # Standalone half before and half after the graph: a load that drifts meanwhile (the
     # machine's other work) weighs on both sides alike.
-    before = standalone(spec, seconds / 2, samples, threads)
-    graph = in_graph(spec, seconds, samples, threads, domain, planner_process)
-    after = standalone(spec, seconds / 2, samples, threads)
+    before = standalone(spec, seconds / 2, samples, threads, proposals)
+    graph = in_graph(spec, seconds, samples, threads, domain, planner_process, proposals)
+    after = standalone(spec, seconds / 2, samples, threads, proposals)
     alone = {
         "rate_hz": round((before["rate_hz"] + after["rate_hz"]) / 2, 1),
         "before_hz": before["rate_hz"],
@@ -191,6 +198,7 @@ def controller_rate_in_graph_vs_standalone(
         "samples": samples,
         "threads": threads,
         "planner_process": planner_process,
+        "proposals": proposals,
         "in_graph": graph,
         "standalone": alone,
         "ratio": round(ratio, 3) if ratio == ratio else None,
@@ -202,7 +210,8 @@ def format_text(report: dict) -> str:
     graph, alone = report["in_graph"], report["standalone"]
     where = "a worker process" if report["planner_process"] else "the node's process"
     lines = [
-        f"controller planning rate ({report['samples']} samples, {report['threads']} threads, "
+        f"controller planning rate ({report['samples']} samples"
+        f"{' + IK proposals' if report['proposals'] else ''}, {report['threads']} threads, "
         f"{report['cpus']} CPUs; planning in {where}):",
         f"  in the graph: {graph['rate_hz']} Hz (node-reported median "
         f"{graph['reported_rate_hz_median']} Hz, {graph['statuses']} statuses; "

@@ -65,15 +65,19 @@ class ControllerNode(ReadOnlyParameters):
         super().__init__("lang2policy_controller", **kwargs)
         robot = self._robot()
         layout = self._param("layout", "cap_tabletop", "object pool the planning model knows")
+        # In its own process the planner never waits for the GIL on this node's callbacks
+        # (in-process it fell from ~45 Hz to 1-3 Hz beside the executor on two loaded cores).
+        separate = bool(self._param("planner_process", True, "plan in a worker process"))
         config = MPCConfig(
             sampler=self._param("sampler", "sampling", "the MPC sampler: sampling | cem"),
             samples=int(self._number("samples", 64, "rollouts per planning iteration")),
             horizon=self._number("horizon", 0.5, "planning horizon (s)"),
             threads=int(self._number("threads", 2, "rollout threads")),
-            # IK-guided candidates make many short GIL-releasing MuJoCo calls; beside the
-            # executor's threads each release can wait a whole GIL switch interval, which
-            # stretched iterations to seconds. Off by default here; on in lockstep runs.
-            proposals=bool(self._param("proposals", False, "IK-guided candidates (slow here)")),
+            # IK-guided candidates (what lifts and places need: without them the graph's MPC
+            # timed out on "lift the blue block 10 cm") make many short GIL-releasing MuJoCo
+            # calls; in this process, beside the executor's threads, each release could wait a
+            # whole GIL switch interval and iterations took seconds. On with a worker process.
+            proposals=bool(self._param("proposals", separate, "IK-guided candidates")),
         )
         self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
         status_rate = self._number("status_rate", 2.0, "Hz of status messages")
@@ -84,9 +88,6 @@ class ControllerNode(ReadOnlyParameters):
         self._was_active = False
         self.rejected_states = 0
         self.commands_sent = 0
-        # In its own process the planner never waits for the GIL on this node's callbacks
-        # (in-process it fell from ~45 Hz to 1-3 Hz beside the executor on two loaded cores).
-        separate = bool(self._param("planner_process", True, "plan in a worker process"))
         logger = self.get_logger()
         self.mpc = (ProcessMPC if separate else RealtimeMPC)(
             robot,
@@ -107,7 +108,8 @@ class ControllerNode(ReadOnlyParameters):
             self.create_timer(1.0 / status_rate, self.publish_status, clock=steady),
         ]
         self.get_logger().info(
-            f"{robot}: {config.sampler} MPC, {config.samples} samples, {config.horizon:g} s "
+            f"{robot}: {config.sampler} MPC, {config.samples} samples"
+            f"{' + IK proposals' if config.proposals else ''}, {config.horizon:g} s "
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
             f"{topics.JOINT_COMMAND.name}"
         )
