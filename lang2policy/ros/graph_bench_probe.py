@@ -29,6 +29,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
+from lang2policy.bench.graph_bench_analysis import phase
 from lang2policy.graph import topics
 from lang2policy.ros import convert
 
@@ -171,16 +172,6 @@ def wait_ready(probe: GraphBenchProbe, timeout: float) -> dict:
     wait_for(lambda: probe.latest and probe.objects, 60, "joint states and /sim/objects")
     wait_for(probe.instruction.get_subscription_count, 60, "planner on the instruction topic")
     return {"t": when, "detail": event.get("detail")}
-
-
-def phase(status: dict) -> str:
-    """What a ``running`` status says the planner is doing (its first words: "planning",
-    "checking the program on a simulated copy of the scene", "running the program ..."); ""
-    for other states. The bench's timeline shows where the time before the motion goes."""
-    detail = status.get("detail")
-    if status.get("state") != "running" or not isinstance(detail, str):
-        return ""
-    return detail.split(":", 1)[0].split(" (", 1)[0][:60]
 
 
 def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
