@@ -178,3 +178,17 @@ def test_instructions_cover_each_route_asked():
         grounding="on", cameras=True,
     )  # fmt: skip
     assert graph_bench.graph_options(args)["route"] == "auto"  # it chooses per instruction
+
+
+def test_the_timeline_names_the_planner_phases_and_the_first_motion():
+    from lang2policy.bench.graph_bench import timeline
+    from lang2policy.graph.topics import planner_phase
+
+    checking = {"state": "running", "detail": "checking the program on a simulated copy"}
+    assert planner_phase(checking) == "checking the program on a simulated copy"
+    running = {"state": "running", "detail": "running the program (2 lines, 0 generated ...)"}
+    assert planner_phase(running) == "running the program"
+    assert planner_phase({"state": "plan", "detail": {"code": "x"}}) == ""
+    task = {"statuses": [["received", 0.0], ["running: planning", 0.01], ["plan", 3.5]],
+            "first_motion_s": 4.4}
+    assert timeline(task) == "received 0.0, running: planning 0.0, plan 3.5, FIRST MOTION 4.4"

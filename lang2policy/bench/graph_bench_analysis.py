@@ -63,16 +63,6 @@ def succeeded(check: dict, before: dict, after: dict, top: dict, sizes) -> tuple
     raise ValueError(f"unknown success check {check['kind']!r}")
 
 
-def phase(status: dict) -> str:
-    """What a ``running`` status says the planner is doing (its first words: "planning",
-    "checking the program on a simulated copy of the scene", "running the program ..."); ""
-    for other states. The bench's timeline shows where the time before the motion goes."""
-    detail = status.get("detail")
-    if status.get("state") != "running" or not isinstance(detail, str):
-        return ""
-    return detail.split(":", 1)[0].split(" (", 1)[0][:60]
-
-
 def task_figures(task: dict, sizes) -> dict:
     """One instruction's figures: first motion, planning, motion and wall time, success."""
     sent = task["sent"]

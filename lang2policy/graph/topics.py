@@ -118,3 +118,13 @@ def status_node(line: dict[str, Any]) -> str:
     bags) are the planner's."""
     node = line.get("node", PLANNER_NODE)
     return node if isinstance(node, str) else PLANNER_NODE
+
+
+def planner_phase(line: dict[str, Any]) -> str:
+    """What a ``running`` status says the planner is doing (its first words: "planning",
+    "checking the program on a simulated copy of the scene", "running the program ..."); ""
+    for other states. The bench's timeline shows where the time before the motion goes."""
+    detail = line.get("detail")
+    if line.get("state") != "running" or not isinstance(detail, str):
+        return ""
+    return detail.split(":", 1)[0].split(" (", 1)[0][:60]

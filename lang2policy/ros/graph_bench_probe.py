@@ -29,7 +29,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.bench.graph_bench_analysis import phase
 from lang2policy.graph import topics
 from lang2policy.ros import convert
 
@@ -205,7 +204,7 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
     with probe.lock:
         probe.watch = None
         statuses = [
-            [t, s.get("state"), phase(s)]
+            [t, s.get("state"), topics.planner_phase(s)]
             for t, s in probe.statuses[since:]
             if s.get("node") == topics.PLANNER_NODE and s.get("instruction") == text
         ]
