@@ -93,8 +93,9 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
         except Exception as exc:  # a warm-up never keeps the node from being ready
             log.warning("preparing the planner failed (the first instruction pays): %r", exc)
         code = planning.planner.fixed_prompts()
-        if planning.grounding.retrieved_examples > 0:  # the examples a typical first one gets
-            typical = [planning.planner.main_prompt(TYPICAL_INSTRUCTION)]
+        # The examples a typical first instruction gets (without retrieval: the fixed main
+        # prompt again, which warm_up sends once).
+        typical = [planning.planner.main_prompt(TYPICAL_INSTRUCTION)]
     reward = []
     if settings.route != "code" and settings.reward_llm in ("", settings.llm):
         reward = RewardPrompts.load().fixed_prompts()

@@ -155,7 +155,9 @@ class TrajectoryFollower:
         ``measured_velocity`` when given, as joint_trajectory_controller's decelerate-to-stop
         does from the current state (so also a joint whose arm still moves, faster than
         ``REST_SPEED``, toward a target at rest), else from its target and commanded velocity;
-        never past the running command's last point (a cut at the workspace box stays a cut).
+        never past the running command's last point where that lies ahead in the direction of
+        travel (a cut at the workspace box stays a cut; an end the arm already left behind is
+        no target).
         From the measured state the servo's error is zero as braking starts: the arm, which
         lags its target while moving, is braked from where it is instead of being pulled on by
         its lag and swinging past the rest point (simulated SO-101 at 20 rad/s^2: from the
