@@ -189,10 +189,38 @@ def test_an_instruction_naming_its_objects_keeps_the_main_code_to_them(vocab):
     spatial = code_grammars(SCENE, PARSERS, ["red block", "blue bowl"], "left of the blue bowl")
     assert rejected_at(vocab, spatial.main, target + end) is None
     assert rejected_at(vocab, grammars.program, "x = np.array([0.2, 0.1, 0.0])" + end) is None
-    # one object named ("put it in the blue bowl"): no restriction, "it" is another object
-    one = code_grammars(SCENE, PARSERS, focus=["blue bowl"])
-    assert one.main == one.program
-    assert code_grammars(SCENE, PARSERS, focus=["pink bowl", "red block"]).main == one.program
+    # one object named ("put it in the blue bowl"): "it" is any block, but the only bowl the
+    # main code may name is the blue one
+    one = code_grammars(SCENE, PARSERS, focus=["blue bowl"], instruction="put it in the blue bowl")
+    for block in ("red block", "green block"):
+        assert (
+            rejected_at(vocab, one.main, f"put_first_on_second({block!r}, 'blue bowl')" + end)
+            is None
+        )
+    other_bowl = "put_first_on_second('red block', 'yellow bowl')" + end
+    assert rejected_at(vocab, one.main, other_bowl) is not None
+    assert rejected_at(vocab, one.program, other_bowl) is None  # parsing code names any
+    # the plural keeps the kind open: "the bowls" may be any of them
+    plural = code_grammars(SCENE, PARSERS, ["blue bowl"], "put the blocks in the bowls")
+    assert rejected_at(vocab, plural.main, other_bowl) is None
+    assert code_grammars(SCENE, PARSERS, focus=["pink bowl", "red block"]).main != one.program
+
+
+def test_a_speed_is_a_literal_below_one_metre_per_second_when_the_person_asks_for_one(vocab):
+    grammars = code_grammars(SCENE, PARSERS, instruction="slowly put the red block away")
+    end = "\n#"
+    ok = "put_first_on_second('red block', 'blue bowl', 0.05)" + end
+    assert rejected_at(vocab, grammars.main, ok) is None
+    assert rejected_at(vocab, grammars.main, "go_home(speed=0.2)" + end) is None
+    for bad in ("1", "block", "speed"):
+        code = f"put_first_on_second('red block', 'blue bowl', {bad})" + end
+        assert rejected_at(vocab, grammars.main, code) is not None, bad
+    # said nothing of speed: the default or none (not the 0.5 m/s of a repair example)
+    plain = code_grammars(SCENE, PARSERS, instruction="put the red block in the blue bowl")
+    assert rejected_at(vocab, plain.main, ok) is not None
+    default = "put_first_on_second('red block', 'blue bowl', 0.15)" + end
+    assert rejected_at(vocab, plain.main, default) is None
+    assert rejected_at(vocab, plain.program, ok) is None  # helpers and parsing code: any
 
 
 def test_the_grammar_admits_helpers_loops_and_free_text(vocab):
@@ -304,20 +332,21 @@ def _planner(llm, grammar: bool = True) -> CodeAsPoliciesPlanner:
 
 def test_a_completion_endpoint_decodes_main_code_helpers_and_parsers_under_the_grammar():
     answers = [
-        "for b in get_block_names():\n    put_first_on_second(b, parse_obj_name('the far bowl'))",
+        "for b in blocks_here():\n    put_first_on_second(b, parse_obj_name('the far bowl'))",
         "    return [n for n in get_obj_names() if n.endswith('block')]\n",
         "ret_val = 'blue bowl'",
     ]
     llm = RecordingLLM(answers, "completion")
-    program = _planner(llm).generate("put the blocks in the far bowl", SCENE, [])
-    grammars = code_grammars(SCENE, PromptSet.load().parsers)
+    instruction = "put the blocks in the far bowl"
+    program = _planner(llm).generate(instruction, SCENE, [])
+    grammars = code_grammars(SCENE, PromptSet.load().parsers, instruction=instruction)
     assert [o.get("grammar") for o in llm.options] == [
-        grammars.program,
+        grammars.main,
         grammars.function,
         grammars.program,
     ]
     assert "'red block'" in grammars.program and "'pink bowl'" not in grammars.program
-    assert program.problems == [] and "def get_block_names" in program.code
+    assert program.problems == [] and "def blocks_here" in program.code
 
 
 def test_the_main_code_of_an_instruction_naming_its_objects_is_decoded_under_its_focus():
@@ -368,3 +397,24 @@ def test_the_local_server_honours_a_grammar_the_model_would_not_follow():
     grammar = 'root ::= "say(" ("\'no\'" | "\'not now\'") ")\\n#"'
     reply = llm.complete(prompt, stop=["\n#"], max_tokens=32, grammar=grammar)
     assert reply.text in ("say('no')", "say('not now')")
+
+
+def test_a_helper_the_function_prompt_defines_is_reused_without_an_llm_call():
+    main = "for b in get_block_names():\n    put_first_on_second(b, matching_bowl(b))"
+    llm = RecordingLLM([main], "completion")
+    program = _planner(llm).generate("put the blocks in the bowls of their colour", SCENE, [])
+    assert len(llm.options) == 1  # the main code only: both helpers came from the library
+    assert "def get_block_names():" in program.code and "def matching_bowl(block):" in program.code
+    assert program.problems == [] and program.llm_calls == 1
+    # a call the library's definition does not accept is written by the LLM as before
+    odd = "put_first_on_second('red block', matching_bowl('red block', 'blue'))"
+    written = "    return 'blue bowl'\n"
+    llm = RecordingLLM([odd, written], "completion")
+    program = _planner(llm).generate("put the red block in its bowl", SCENE, [])
+    assert len(llm.options) == 2 and "return 'blue bowl'" in program.code
+    # the ungrounded baseline writes every helper itself
+    llm = RecordingLLM([main, written, written], "completion")
+    baseline = CodeAsPoliciesPlanner(
+        llm, PromptSet.load(), max_depth=1, grounding=GroundingSettings.off()
+    )
+    assert baseline.generate("put the blocks in the bowls", SCENE, []).llm_calls == 3

@@ -23,7 +23,12 @@ from dataclasses import asdict, dataclass, field
 from lang2policy.errors import LLMResponseError
 from lang2policy.llm.exchange import LLM, LLMReply
 from lang2policy.planning.code_grammar import CodeGrammars, check_program, code_grammars
-from lang2policy.planning.codegen import FunctionGenerator, clean_code, join_program
+from lang2policy.planning.codegen import (
+    FunctionGenerator,
+    clean_code,
+    join_program,
+    prompt_library,
+)
 from lang2policy.planning.examples import ExampleBank, ExampleRetriever
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, fill
@@ -109,6 +114,12 @@ class CodeAsPoliciesPlanner:
         self.max_depth = max_depth
         self.grounding = grounding or GroundingSettings.off()
         self._retriever: ExampleRetriever | None = None  # built on first retrieval
+        self._parser_retrievers: dict[str, ExampleRetriever] = {}
+        # The helpers the function-writing prompt defines, reused as they are (grounding's
+        # function_library): a program calling get_block_names() costs no second LLM call.
+        self.library = (
+            prompt_library(self.prompts.function) if self.grounding.function_library else {}
+        )
 
     def generate(
         self, instruction: str, objects: list[str], history: list[tuple[str, str]]
@@ -134,6 +145,18 @@ class CodeAsPoliciesPlanner:
             bank = self.prompts.main.rstrip("\n") + "\n" + self.prompts.repair_examples
             self._retriever = ExampleRetriever(ExampleBank.parse(bank))
         return self._retriever.prompt_for(instruction, k, repair=repair, motion=motion)
+
+    def parser_prompt(self, name: str, description: str) -> str:
+        """The parsing sub-prompt ``name`` with all its examples, the one most similar to
+        ``description`` last: the 270M model copies the nearest example, and "a point 8cm
+        left of the red bowl" should sit next to the "left of" example, not the "between"
+        one that happens to end the file."""
+        retriever = self._parser_retrievers.get(name)
+        if retriever is None:
+            bank = ExampleBank.parse(self.prompts.parsers[name])
+            retriever = ExampleRetriever(bank, ignore_colours=True)
+            self._parser_retrievers[name] = retriever
+        return retriever.prompt_for(description, len(retriever.bank.examples))
 
     def fixed_prompts(self) -> list[str]:
         """The parts of this planner's prompts that are the same for every instruction (the
@@ -226,6 +249,8 @@ class CodeAsPoliciesPlanner:
             self.prompts.parsers,
             self.max_depth,
             grammars=self.grammars(objects),
+            library=self.library,
+            parser_prompt=self.parser_prompt if self.grounding.retrieved_examples > 0 else None,
         )
         generated = generator.generate(main, objects)
         code = join_program(generated.functions, main)

@@ -40,6 +40,7 @@ from functools import lru_cache
 
 from lang2policy.llm.gbnf import gbnf_literal
 from lang2policy.planning.code_grammar_check import OBJECT_KINDS, check_program
+from lang2policy.planning.instruction_focus import asks_for_speed, kind_focus
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
@@ -115,6 +116,8 @@ assign ::= targets " = " expr | var ("[" slice "]")+ " = " expr | var " " [-+*/]
 """
 
 
+_SPEED_RULE = 'speed ::= "0." [0-9] [0-9]? [0-9]?'
+_DEFAULT_SPEED = 'speed ::= "0.15"'
 # An instruction that names at least this many objects present has its main code's object
 # literals restricted to them (``code_grammars``' ``focus``).
 FOCUS_MIN = 2
@@ -141,15 +144,21 @@ def _cached(
     free_text_calls: tuple[str, ...],
     focus: tuple[str, ...],
     finders: tuple[str, ...],
+    literals: tuple[str, ...],
+    speeds: bool,
 ) -> CodeGrammars:
     shared = _shared_rules(objects, free_text_calls)
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
     program = "\n".join(_PROGRAM_ROOT + shared)
-    main = program
     if len(focus) >= FOCUS_MIN:
-        focused = _shared_rules(focus, free_text_calls, finders=finders)
-        main = "\n".join(_PROGRAM_ROOT + focused)
-    return CodeGrammars(program, "\n".join(function + shared), main)
+        main_rules = _shared_rules(focus, free_text_calls, finders=finders)
+    else:
+        main_rules = _shared_rules(literals, free_text_calls)
+    if not speeds:  # the person said nothing of speed: a speed argument is the default
+        main_rules = [_DEFAULT_SPEED if r.startswith("speed ::=") else r for r in main_rules]
+    return CodeGrammars(
+        program, "\n".join(function + shared), "\n".join(_PROGRAM_ROOT + main_rules)
+    )
 
 
 def code_grammars(
@@ -171,7 +180,9 @@ def code_grammars(
     named = tuple(o for o in dict.fromkeys(focus) if o in present)
     words = set(re.findall(r"[a-z]+", instruction.lower()))
     finders = tuple(n for n, asked in FINDER_WORDS.items() if words & set(asked))
-    return _cached(present, tuple(sorted(set(free_text_calls))), named, finders)
+    literals = kind_focus(present, named, instruction)
+    free = tuple(sorted(set(free_text_calls)))
+    return _cached(present, free, named, finders, literals, asks_for_speed(instruction))
 
 
 def program_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> str:
@@ -191,7 +202,7 @@ def _shared_rules(
 ) -> list[str]:
     """The rules both grammars share; ``finders`` (a tuple, maybe empty) makes them the
     focused main program's (``_object_argument_rules``)."""
-    rules = [line for line in _EXPRESSIONS.strip().splitlines()]
+    rules = [*_EXPRESSIONS.strip().splitlines(), _SPEED_RULE]
     rules += _string_rules(objects)
     rules += _object_argument_rules(objects, free_text_calls, finders)
     calls = _call_rules(free_text_calls)
@@ -250,6 +261,8 @@ def _argument(param: Param, skill: str = "") -> str:
         return f"({_alternation(repr(c) for c in param.choices)} | nexpr)"
     if param.kind == "string":
         return "targ"
+    if param.kind == "number" and param.name == "speed":
+        return "speed"  # a literal below 1 m/s: a small model otherwise passes a name or 1
     return "nexpr"
 
 

@@ -169,6 +169,44 @@ def literal_queries(source: str, name: str) -> list[str]:
     return queries
 
 
+def accepts_call(definition: str | None, source: str, name: str) -> bool:
+    """Whether the function ``definition`` (its source; None: no definition) accepts every
+    call of ``name`` in ``source`` as written: no more positional arguments than it takes, its
+    required parameters given, every keyword one of its parameters."""
+    if definition is None:
+        return False
+    try:
+        function = ast.parse(definition).body[0]
+        tree = ast.parse(source)
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(function, ast.FunctionDef):
+        return False
+    spec = function.args
+    names = [a.arg for a in spec.args]
+    required = len(names) - len(spec.defaults)
+    for call in (n for n in ast.walk(tree) if _calls(n, name)):
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords
+        ):
+            return False
+        keywords = {k.arg for k in call.keywords}
+        given = len(call.args)
+        too_many = given > len(names) and spec.vararg is None
+        unknown = keywords - set(names) and spec.kwarg is None
+        missing = any(n not in keywords for n in names[given:required])
+        if too_many or unknown or missing:
+            return False
+    return True
+
+
+def prompt_library(function_prompt: str) -> dict[str, str]:
+    """The helpers a function-writing prompt defines as examples (name -> source): its
+    ``def`` blocks, less the skill API's stubs that its header shows."""
+    known = SANDBOX_NAMES | set(SKILLS) | FORBIDDEN_NAMES
+    return {n: c for n, c in function_definitions(function_prompt).items() if n not in known}
+
+
 def function_definitions(text: str) -> dict[str, str]:
     """The top-level ``def`` blocks of an answer, name -> source (other statements dropped).
 
@@ -216,7 +254,10 @@ class FunctionGenerator:
     """Fills in the undefined functions of a program with the function-writing prompt and the
     parsing sub-prompts, level by level up to ``max_depth`` levels below the main code.
     ``grammars`` (``code_grammar.code_grammars`` of the scene): decode function bodies and
-    parsing code under them."""
+    parsing code under them. ``library``: helpers already written (name -> source), used as
+    they are when the program calls one with arguments it accepts, without an LLM call: Code
+    as Policies keeps the functions it has generated for reuse, and the helpers the
+    function-writing prompt shows are what the model copies at temperature 0 anyway."""
 
     def __init__(
         self,
@@ -225,10 +266,16 @@ class FunctionGenerator:
         parsers: dict[str, str],
         max_depth: int,
         grammars: CodeGrammars | None = None,
+        library: dict[str, str] | None = None,
+        parser_prompt: Callable[[str, str], str] | None = None,
     ) -> None:
         self.ask, self.function_prompt = ask, function_prompt
         self.parsers, self.max_depth = parsers, max_depth
         self.grammars = grammars
+        self.library = dict(library or {})
+        # (parser name, description) -> that parser's prompt with its examples in the order
+        # to show them (the planner's retriever: the most similar last); None: as written.
+        self.parser_prompt = parser_prompt
 
     def _ask(self, prompt: str, stop: tuple[str, ...], max_tokens: int, grammar: str) -> str:
         """A lenient call, under ``grammar`` when the generator has grammars."""
@@ -247,6 +294,9 @@ class FunctionGenerator:
             if not pending and not parse_work:
                 break
             for name in pending:
+                if accepts_call(self.library.get(name), source, name):
+                    result.functions[name] = self.library[name]
+                    continue
                 written = self._write_function(name, call_site(source, name), source)
                 if name not in written:
                     failed.add(name)
@@ -292,7 +342,8 @@ class FunctionGenerator:
         # The description is a string literal of LLM-written code: quoted, so a line break in
         # it cannot end the comment line of the sub-prompt.
         description = one_line(query.rstrip("."))
-        prompt = f"{self.parsers[name].rstrip()}\nobjects = {list(objects)!r}\n# {description}.\n"
+        text = self.parser_prompt(name, query) if self.parser_prompt else self.parsers[name]
+        prompt = f"{text.rstrip()}\nobjects = {list(objects)!r}\n# {description}.\n"
         grammar = self.grammars.program if self.grammars else ""
         body = clean_code(self._ask(prompt, PARSE_STOP, PARSE_MAX_TOKENS, grammar))
         try:

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from lang2policy.corrections.embedder import Embedder
+from lang2policy.instruction_text import COLOURS
 from lang2policy.planning.scoring import moves
 
 _BLOCK_START = "objects = "
 _INSTRUCTION = re.compile(r"^#\s*(?!\()(.+?)\s*$")  # a comment that is not "# (a note)"
 _REPAIR_MARK = re.compile(r"^# (error|fix):", re.MULTILINE)
+_COLOUR_WORD = re.compile(r"\b(" + "|".join(COLOURS) + r")\s+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -107,16 +109,24 @@ class ExampleRetriever:
     one CPU thread, see ``corrections.embedder``).
     """
 
-    def __init__(self, bank: ExampleBank, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, bank: ExampleBank, embedder: Embedder | None = None, *, ignore_colours: bool = False
+    ) -> None:
         self.bank = bank
         self.embedder = embedder or Embedder()
+        # Measure similarity without colour words: "a point 8cm left of the red bowl" is like
+        # "a point 10cm left of the green bowl", not like "5cm in front of the red bowl".
+        self.ignore_colours = ignore_colours
 
     def similarities(self, instruction: str) -> np.ndarray:
         """Cosine similarity of ``instruction`` to every example, in bank order."""
         if not self.bank.examples:
             return np.zeros(0, np.float32)
-        query = self.embedder.encode([instruction])[0]
+        query = self.embedder.encode([self._text(instruction)])[0]
         return self._example_vectors() @ query
+
+    def _text(self, instruction: str) -> str:
+        return _COLOUR_WORD.sub("", instruction) if self.ignore_colours else instruction
 
     def choose(
         self, instruction: str, k: int, *, repair: bool = False, motion: bool = False
@@ -143,7 +153,7 @@ class ExampleRetriever:
         return self.bank.prompt(self.choose(instruction, k, repair=repair, motion=motion))
 
     def _example_vectors(self) -> np.ndarray:
-        key = tuple(example.instruction for example in self.bank.examples)
+        key = tuple(self._text(example.instruction) for example in self.bank.examples)
         with _EMBEDDINGS_LOCK:
             if key not in _EMBEDDINGS:
                 _EMBEDDINGS[key] = self.embedder.encode(list(key))

@@ -19,7 +19,9 @@ class GroundingSettings:
     ``retrieved_examples``: few-shot examples chosen by similarity to the instruction (0: the
     prompt's fixed examples). ``dry_run``: run the chosen program on a simulated copy of the
     scene before the arm moves. ``check_goal``: judge the outcome by the plan's success
-    condition in the simulator state.
+    condition in the simulator state. ``function_library``: a helper the program calls that
+    the function-writing prompt already defines (``get_block_names``, ``matching_bowl``, ...)
+    is taken from there, without an LLM call.
     """
 
     grammar: bool = True
@@ -27,6 +29,7 @@ class GroundingSettings:
     retrieved_examples: int = 6
     dry_run: bool = True
     check_goal: bool = True
+    function_library: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.candidates <= 16:
@@ -45,4 +48,10 @@ class GroundingSettings:
     def off(cls) -> GroundingSettings:
         """Today's planner: free decoding, one program, the fixed examples, no checks (the
         goal is still checked: an honest status is not a grounding option)."""
-        return cls(grammar=False, candidates=1, retrieved_examples=0, dry_run=False)
+        return cls(
+            grammar=False,
+            candidates=1,
+            retrieved_examples=0,
+            dry_run=False,
+            function_library=False,
+        )
