@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lang2policy.planning.helper_library import accepts_call
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
@@ -167,37 +168,6 @@ def literal_queries(source: str, name: str) -> list[str]:
             if literal and first.value not in queries:
                 queries.append(first.value)
     return queries
-
-
-def accepts_call(definition: str | None, source: str, name: str) -> bool:
-    """Whether the function ``definition`` (its source; None: no definition) accepts every
-    call of ``name`` in ``source`` as written: no more positional arguments than it takes, its
-    required parameters given, every keyword one of its parameters."""
-    if definition is None:
-        return False
-    try:
-        function = ast.parse(definition).body[0]
-        tree = ast.parse(source)
-    except (SyntaxError, IndexError):
-        return False
-    if not isinstance(function, ast.FunctionDef):
-        return False
-    spec = function.args
-    names = [a.arg for a in spec.args]
-    required = len(names) - len(spec.defaults)
-    for call in (n for n in ast.walk(tree) if _calls(n, name)):
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(
-            k.arg is None for k in call.keywords
-        ):
-            return False
-        keywords = {k.arg for k in call.keywords}
-        given = len(call.args)
-        too_many = given > len(names) and spec.vararg is None
-        unknown = keywords - set(names) and spec.kwarg is None
-        missing = any(n not in keywords for n in names[given:required])
-        if too_many or unknown or missing:
-            return False
-    return True
 
 
 def prompt_library(function_prompt: str) -> dict[str, str]:

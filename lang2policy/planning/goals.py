@@ -2,8 +2,14 @@
 
 The planner states a ``Goal`` with each plan (Inner Monologue style), before the arm moves:
 
-* the **relation** the person asked for, read from the instruction: "put the red block in the
-  yellow bowl" -> ``is_in('red block', 'yellow bowl')``; "stack the red block on the green
+* first, a compound request read from the instruction (``goal_phrases``): every block into
+  one bowl (``is_in`` for each block), each block into the bowl of its colour, all the blocks
+  in one tower (``one_tower``), a block beside an object on one side (``is_left_of`` ...), the
+  blocks in a line (``in_a_line``), a block at a corner or side of the table (``at_corner``);
+  their geometry is in ``goal_checks``. A phrase these readings are not sure of falls through
+  to the rules below;
+* else the **relation** the person asked for, read from the instruction: "put the red block in
+  the yellow bowl" -> ``is_in('red block', 'yellow bowl')``; "stack the red block on the green
   block" -> ``is_on('red block', 'green block')``;
 * else the relations the program's own ``put_first_on_second`` calls aim at (when they name
   objects: the goal the program states);
@@ -24,6 +30,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lang2policy.planning import goal_checks
+from lang2policy.planning.goal_phrases import read_request
 from lang2policy.planning.route import is_question
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.text_quote import one_line
@@ -33,6 +41,8 @@ VERDICTS = ("goal_reached", "goal_not_reached", "answered", "refused", "failed")
 _PUT = "put_first_on_second"
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (x, y) was moved
 _INTO = re.compile(r"\b(in|into|inside|onto|on|on top of|to|in to|on to)\s+(the\s+)?$")
+# "next to the bowl", "close to the bowl": "to" that does not name a destination
+_NOT_INTO = re.compile(r"\b(next|close|closer|near|nearer|adjacent)\s+(to|on|onto)\s+(the\s+)?$")
 # Words that make a named object a reference ("the block closest to the green bowl"), not the
 # thing to move.
 _REFERRING = re.compile(
@@ -43,13 +53,17 @@ _REFERRING = re.compile(
 
 @dataclass(frozen=True)
 class Relation:
-    """``a`` in (bowl) or on (block) ``b``."""
+    """``a`` in (bowl) or on (block) ``b``; or ``a`` on the table beside ``b``, on its
+    ``direction`` side ("left" | "right" | "top" | "bottom", the robot's frame)."""
 
     a: str
-    relation: str  # "in" | "on"
+    relation: str  # "in" | "on" | "beside"
     b: str
+    direction: str = ""  # "beside": the side of ``b``
 
     def __str__(self) -> str:
+        if self.relation == "beside":
+            return f"is_{self.direction}_of({self.a!r}, {self.b!r})"
         return f"is_{self.relation}({self.a!r}, {self.b!r})"
 
 
@@ -57,14 +71,24 @@ class Relation:
 class Goal:
     """The success condition of one plan."""
 
-    kind: str  # "relations" | "into" | "moved" | "answer"
+    kind: str  # "relations" | "into" | "moved" | "answer" | "one_tower" | "in_a_line" | "at_corner"
     relations: tuple[Relation, ...] = ()
     moved: tuple[str, ...] = ()  # "moved": objects that must move (empty: the arm);
     # "into": the destination something must arrive in or on
+    objects: tuple[str, ...] = ()  # the blocks of "one_tower", "in_a_line", "at_corner"
+    place: str = ""  # "in_a_line": the orientation ("" any); "at_corner": the corner's name
+    request: str = ""  # the compound request it was read from (goal_phrases), "" for none
 
     def describe(self) -> str:
         if self.kind == "relations":
             return " and ".join(str(r) for r in self.relations)
+        names = ", ".join(repr(n) for n in self.objects)
+        if self.kind == "one_tower":
+            return f"one_tower({names})"
+        if self.kind == "in_a_line":
+            return f"in_a_line({self.place!r}: {names})" if self.place else f"in_a_line({names})"
+        if self.kind == "at_corner":
+            return f"at_corner({names}, {self.place!r})"
         if self.kind == "answer":
             return "nothing to move: answer the question"
         if self.kind == "into":
@@ -92,6 +116,9 @@ def state_goal(instruction: str, code: str, objects: Sequence[str], kinds: dict[
     -> "block" | "bowl")."""
     if is_question(instruction):
         return Goal("answer")
+    compound = _compound_goal(instruction, objects, kinds)
+    if compound is not None:
+        return compound
     text = " ".join(instruction.lower().split())
     named = objects_named(instruction, objects)
     destination = _destination(text, named)
@@ -109,7 +136,11 @@ def state_goal(instruction: str, code: str, objects: Sequence[str], kinds: dict[
 
 def corrected_goal(goal: Goal, outcome: PlanOutcome, objects, kinds: dict[str, str]) -> Goal:
     """The goal after a person's accepted edits changed the calls: the relations the calls
-    that ran aim at (their arguments as edited), else ``goal``."""
+    that ran aim at (their arguments as edited), else ``goal``. A compound goal (read from the
+    instruction: all the blocks, a tower, a line, ...) stays as it is: one edited call does
+    not say the whole request changed."""
+    if goal.request:
+        return goal
     relations = []
     for intent in outcome.intents:
         target = intent.args.get("target") if intent.skill == _PUT else None
@@ -138,11 +169,14 @@ def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
             _not_reached([goal.describe()], moves, outcome),
             [goal.describe()],
         )
-    if goal.kind == "relations":
-        unmet = [str(r) for r in goal.relations if not _holds(world, r)]
-        if not unmet:
+    if goal.kind in ("relations", *_SHAPES):
+        problems = _problems(goal, world)
+        if not problems:
             return Verdict("goal_reached", goal)
-        return Verdict("goal_not_reached", goal, _not_reached(unmet, moves, outcome), unmet)
+        unmet = [what for what, _ in problems]
+        reason = _not_reached(unmet, moves, outcome)
+        why = "; ".join(w for _, w in problems if w)
+        return Verdict("goal_not_reached", goal, f"{reason}: {why}" if why else reason, unmet)
     if not moves:
         return Verdict("goal_not_reached", goal, _nothing_moved(outcome), [goal.describe()])
     still = [n for n in goal.moved if not _moved(world, n, before)]
@@ -150,6 +184,54 @@ def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
         reason = f"finished, but {', '.join(repr(n) for n in still)} did not move"
         return Verdict("goal_not_reached", goal, reason, [goal.describe()])
     return Verdict("goal_reached", goal)
+
+
+def _compound_goal(instruction: str, objects: Sequence[str], kinds: dict[str, str]):
+    """The goal of a compound request (``goal_phrases.read_request``), or None."""
+    request = read_request(instruction, objects, kinds)
+    if request is None:
+        return None
+    if request.kind in ("all_in_bowl", "matching"):
+        relations = tuple(Relation(a, "in", b) for a, b in request.pairs)
+        return Goal("relations", relations, request=request.kind)
+    if request.kind == "beside":
+        relation = Relation(request.subject, "beside", request.reference, request.place)
+        return Goal("relations", (relation,), request=request.kind)
+    if request.kind == "tower":
+        return Goal("one_tower", objects=request.blocks, request=request.kind)
+    if request.kind == "line":
+        return Goal("in_a_line", objects=request.blocks, place=request.place, request="line")
+    return Goal("at_corner", objects=(request.subject,), place=request.place, request="corner")
+
+
+def _problems(goal: Goal, world) -> list[tuple[str, str]]:
+    """(what does not hold, why: measured, or "") for each part of ``goal`` that does not."""
+    if goal.kind in _SHAPES:
+        try:
+            why = _SHAPES[goal.kind](world, goal)
+        except Exception as exc:  # an object that left the scene, a world without a readout
+            why = f"it could not be checked ({type(exc).__name__}: {one_line(str(exc))})"
+        return [(goal.describe(), why)] if why else []
+    problems = []
+    for relation in goal.relations:
+        if relation.relation == "beside":
+            try:
+                why = goal_checks.beside(world, relation.a, relation.direction, relation.b)
+            except Exception as exc:
+                why = f"it could not be checked ({type(exc).__name__}: {one_line(str(exc))})"
+            if why:
+                problems.append((str(relation), why))
+        elif not _holds(world, relation):
+            problems.append((str(relation), ""))
+    return problems
+
+
+# goal kind -> its check: None when it holds, else why not
+_SHAPES = {
+    "one_tower": lambda world, goal: goal_checks.one_tower(world, goal.objects),
+    "in_a_line": lambda world, goal: goal_checks.in_a_line(world, goal.objects, goal.place),
+    "at_corner": lambda world, goal: goal_checks.at_corner(world, goal.objects[0], goal.place),
+}
 
 
 def objects_named(text: str, objects: Sequence[str]) -> list[str]:
@@ -167,7 +249,7 @@ def _destination(text: str, named: list[str]) -> str | None:
     """The last named object that follows "in/into/on/onto/to (the)": where things go."""
     for name in reversed(named):
         at = text.rfind(name.lower())
-        if at > 0 and _INTO.search(text[:at]):
+        if at > 0 and _INTO.search(text[:at]) and not _NOT_INTO.search(text[:at]):
             return name
     return None
 

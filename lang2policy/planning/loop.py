@@ -89,7 +89,11 @@ class PlanLoop:
     """Keeps history; plans, checks, runs through the sandbox, judges, re-plans once."""
 
     def __init__(
-        self, planner: CodeAsPoliciesPlanner, runner: SandboxRunner, backend: SkillBackend, *,
+        self,
+        planner: CodeAsPoliciesPlanner,
+        runner: SandboxRunner,
+        backend: SkillBackend,
+        *,
         grounding: GroundingSettings | None = None,
     ) -> None:
         self.planner, self.runner, self.backend = planner, runner, backend
