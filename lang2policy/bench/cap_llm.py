@@ -171,7 +171,19 @@ class LLMTrack:
             # the planner's own judgement (its stated goal); success above is the benchmark's
             "verdict": result.verdict.verdict if result.verdict is not None else "failed",
             "code": "" if program is None else program.code[:_CODE_LIMIT],
+            **_first_attempt(result),
         }
+
+
+def _first_attempt(result) -> dict:
+    """The first program and why it was re-planned, when it was (what a reader of the JSON
+    needs to see how the re-plan changed it)."""
+    if result.first_program is None or result.first_verdict is None:
+        return {}
+    return {
+        "first_code": result.first_program.code[:_CODE_LIMIT],
+        "first_reason": result.first_verdict.reason[:300],
+    }
 
 
 def llm_tracks(llm, choice: str, judge: Judge) -> dict[str, LLMTrack]:

@@ -56,6 +56,8 @@ class InstructionResult:
     attempts: int  # 1 or 2
     first_outcome: PlanOutcome | None = None  # the failed first attempt when a re-plan ran
     verdict: Verdict | None = None  # judged by the goal; None when nothing ran
+    first_program: GeneratedProgram | None = None  # the first attempt's, when a re-plan ran
+    first_verdict: Verdict | None = None
 
     @property
     def ok(self) -> bool:
@@ -151,11 +153,14 @@ class PlanLoop:
             return InstructionResult(instruction, program, final, 2, first.outcome, first.verdict)
         second = self._attempt(instruction, repaired, objects, before, status)
         if second.verdict.ok:
-            return self._succeeded(instruction, second, before, 2, first.outcome, status)
-        status(f"failed: {second.verdict.reason}")
-        return InstructionResult(
-            instruction, repaired, second.outcome, 2, first.outcome, second.verdict
-        )
+            result = self._succeeded(instruction, second, before, 2, first.outcome, status)
+        else:
+            status(f"failed: {second.verdict.reason}")
+            result = InstructionResult(
+                instruction, repaired, second.outcome, 2, first.outcome, second.verdict
+            )
+        result.first_program, result.first_verdict = program, first.verdict
+        return result
 
     def _first_program(self, instruction, objects, history, status: Status) -> GeneratedProgram:
         """The greedy program, or with ``grounding.candidates`` > 1 the best-scoring of that
