@@ -134,17 +134,31 @@ class CodeAsPoliciesPlanner:
         return self._context(objects, history, instruction) + _comment(instruction)
 
     def main_prompt(self, instruction: str, repair: bool = False, motion: bool = False) -> str:
-        """The fixed part of the prompt: all of ``main.txt``'s examples, or with
-        ``grounding.retrieved_examples`` > 0 that many, chosen by similarity (``examples``;
-        a repair prompt chooses among ``repair_examples.txt`` too, and for an instruction
-        that asks for ``motion`` only repairs that fix by moving)."""
+        """The prompt's examples: all of ``main.txt``, or with ``grounding.retrieved_examples``
+        > 0 every example that shows no repair (the fixed part, the same for every
+        instruction, which the server keeps processed) followed by that many chosen by
+        similarity, the most similar last (``examples``; a repair prompt chooses among
+        ``repair_examples.txt`` too, and for an instruction that asks for ``motion`` only
+        repairs that fix by moving). The recalled examples put the nearest pattern next to
+        the instruction, which is what a 270M model copies, for the price of a few dozen
+        tokens instead of a whole prompt of chosen examples evaluated per instruction."""
         k = self.grounding.retrieved_examples
         if k <= 0 or not instruction:
             return self.prompts.main
+        retriever = self._example_retriever()
+        chosen = retriever.choose(instruction, k, repair=repair, motion=motion)
+        return self._fixed_examples() + "".join(example.text + "\n" for example in chosen)
+
+    def _example_retriever(self) -> ExampleRetriever:
         if self._retriever is None:
             bank = self.prompts.main.rstrip("\n") + "\n" + self.prompts.repair_examples
             self._retriever = ExampleRetriever(ExampleBank.parse(bank))
-        return self._retriever.prompt_for(instruction, k, repair=repair, motion=motion)
+        return self._retriever
+
+    def _fixed_examples(self) -> str:
+        """The preamble and every example that shows no repair, in file order."""
+        bank = self._example_retriever().bank
+        return bank.prompt([example for example in bank.examples if not example.repair])
 
     def parser_prompt(self, name: str, description: str) -> str:
         """The parsing sub-prompt ``name`` with all its examples, the one most similar to
@@ -163,7 +177,7 @@ class CodeAsPoliciesPlanner:
         main prompt's preamble or whole example list, the function-writing prompt, the
         parsing prompts): what ``llm.warm.warm_up`` processes at start-up."""
         if self.grounding.retrieved_examples > 0:
-            main = ExampleBank.parse(self.prompts.main).preamble + "\n"
+            main = self._fixed_examples()
         else:
             main = self.prompts.main
         return [main, self.prompts.function, *self.prompts.parsers.values()]

@@ -16,17 +16,18 @@ class GroundingSettings:
     ``grammar``: decode under a grammar built from the skill catalog and the objects present
     (where the endpoint supports grammars; elsewhere candidates are checked after decoding).
     ``candidates``: programs sampled and scored SayCan-style (1: the greedy one only).
-    ``retrieved_examples``: few-shot examples chosen by similarity to the instruction (0: the
-    prompt's fixed examples). ``dry_run``: run the chosen program on a simulated copy of the
-    scene before the arm moves. ``check_goal``: judge the outcome by the plan's success
-    condition in the simulator state. ``function_library``: a helper the program calls that
+    ``retrieved_examples``: few-shot examples chosen by similarity to the instruction and
+    shown again right before it, after every example (0: the prompt's examples only; see
+    ``CodeAsPoliciesPlanner.main_prompt``). ``dry_run``: run the chosen program on a simulated
+    copy of the scene before the arm moves. ``check_goal``: judge the outcome by the plan's
+    success condition in the simulator state. ``function_library``: a helper the program calls that
     the function-writing prompt already defines (``get_block_names``, ``matching_bowl``, ...)
     is taken from there, without an LLM call.
     """
 
     grammar: bool = True
     candidates: int = 1  # benches measure 3; on two cores each one costs an LLM call
-    retrieved_examples: int = 6
+    retrieved_examples: int = 2
     dry_run: bool = True
     check_goal: bool = True
     function_library: bool = True
