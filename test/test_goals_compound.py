@@ -530,3 +530,20 @@ def test_the_plan_loop_no_longer_reports_a_wrong_bowl_as_done(session):
     )
     assert result.verdict.verdict == "goal_reached", result.verdict.reason
     assert world.is_in("red block", "orange bowl") and world.is_in("green block", "orange bowl")
+
+
+def test_a_block_resting_on_a_block_in_the_bowl_is_in_the_bowl(session):
+    """Two blocks put in one bowl often end up one on the other: both are in it."""
+    instruction = "put all the blocks in the orange bowl"
+    half = session.world.description.objects.block_half
+    spots = {
+        "red block": (0.20, 0.10),
+        "green block": (0.20, 0.10, 3.2 * half + 0.004),  # dropped on the red block
+        "orange bowl": (0.20, 0.10),
+        "yellow bowl": (0.24, -0.10),
+    }
+    world = arrange(session, spots)
+    assert world.is_on("green block", "red block") and not world.is_in("green block", "orange bowl")
+    assert verdict(session, instruction).verdict == "goal_reached"
+    arrange(session, {**spots, "red block": (0.16, -0.12), "green block": (0.16, -0.12, 0.04)})
+    assert verdict(session, instruction).verdict == "goal_not_reached"  # a tower beside it

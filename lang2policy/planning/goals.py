@@ -284,9 +284,15 @@ def _program_relations(code: str, objects: Sequence[str], kinds: dict[str, str])
 
 
 def _holds(world, relation: Relation) -> bool:
+    """Whether ``relation`` holds now. A block is in a bowl when it rests inside it or on a
+    block that does (two blocks put in one bowl often end up one on the other)."""
     try:
         if relation.relation == "in":
-            return world.is_in(relation.a, relation.b)
+            return world.is_in(relation.a, relation.b) or any(
+                world.is_in(other, relation.b) and world.is_on(relation.a, other)
+                for other in world.present
+                if other not in (relation.a, relation.b) and world.object_kind(other) == "block"
+            )
         return world.is_on(relation.a, relation.b)
     except Exception:  # an object that left the scene: the relation does not hold
         return False
