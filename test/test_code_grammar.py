@@ -418,3 +418,18 @@ def test_a_helper_the_function_prompt_defines_is_reused_without_an_llm_call():
         llm, PromptSet.load(), max_depth=1, grounding=GroundingSettings.off()
     )
     assert baseline.generate("put the blocks in the bowls", SCENE, []).llm_calls == 3
+
+
+def test_right_as_an_intensifier_is_no_direction(vocab):
+    """'drop the red block right into the yellow bowl' once aimed at a point right of the bowl."""
+    end = "\n#"
+    aside = "put_first_on_second('red block', parse_position('a point right of the blue bowl'))"
+    named = ["red block", "blue bowl"]
+    stressed = code_grammars(SCENE, PARSERS, named, "drop the red block right into the blue bowl")
+    assert rejected_at(vocab, stressed.main, aside + end) is not None
+    assert (
+        rejected_at(vocab, stressed.main, "put_first_on_second('red block', 'blue bowl')" + end)
+        is None
+    )
+    beside = code_grammars(SCENE, PARSERS, named, "put the red block right of the blue bowl")
+    assert rejected_at(vocab, beside.main, aside + end) is None

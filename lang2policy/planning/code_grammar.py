@@ -33,14 +33,17 @@ rules, checked on any program after the fact, are ``code_grammar_check.check_pro
 from __future__ import annotations
 
 import keyword
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from lang2policy.llm.gbnf import gbnf_literal
 from lang2policy.planning.code_grammar_check import OBJECT_KINDS, check_program
-from lang2policy.planning.instruction_focus import asks_for_speed, kind_focus
+from lang2policy.planning.instruction_focus import (
+    asks_for_speed,
+    instruction_words,
+    kind_focus,
+)
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
@@ -178,7 +181,7 @@ def code_grammars(
     bowl" is found by ``parse_obj_name``, which the instruction does not name)."""
     present = tuple(dict.fromkeys(objects))
     named = tuple(o for o in dict.fromkeys(focus) if o in present)
-    words = set(re.findall(r"[a-z]+", instruction.lower()))
+    words = instruction_words(instruction)
     finders = tuple(n for n, asked in FINDER_WORDS.items() if words & set(asked))
     literals = kind_focus(present, named, instruction)
     free = tuple(sorted(set(free_text_calls)))

@@ -33,3 +33,17 @@ def asks_for_speed(instruction: str) -> bool:
     may the main code pass a speed other than the default (a small model otherwise copies the
     0.5 m/s of a repair example, which the privilege policy refuses)."""
     return bool(_SPEED_WORDS.search(instruction.lower()))
+
+
+# "right" as an intensifier ("drop it right into the bowl", "right there"), not a direction.
+_RIGHT_AS_INTENSIFIER = re.compile(
+    r"\bright\s+(?=(in|into|inside|on|onto|there|here|away|now|next|beside|by|over)\b)"
+)
+
+
+def instruction_words(instruction: str) -> set[str]:
+    """The lower-case words of ``instruction`` that say what it asks for: "right" is left out
+    where it only stresses what follows ("right into the yellow bowl"), so it does not let
+    the main code aim at a place to the right of something."""
+    text = _RIGHT_AS_INTENSIFIER.sub("", instruction.lower())
+    return set(re.findall(r"[a-z]+", text))
