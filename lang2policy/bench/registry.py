@@ -20,6 +20,7 @@ from lang2policy.bench import (
     corrections,
     graph_bench,
     graph_idle,
+    ik_speed,
     intents,
     l2r,
     mpc,
@@ -60,6 +61,13 @@ BENCHES: dict[str, Bench] = {
             pickplace.add_arguments,
             pickplace.run_args,
             pickplace.format_text,
+        ),
+        Bench(
+            "ik",
+            "IK host time per pick-and-place, with the descent's stall test and without",
+            ik_speed.add_arguments,
+            ik_speed.run_args,
+            ik_speed.format_text,
         ),
         Bench(
             "sim",
