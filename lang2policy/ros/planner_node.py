@@ -74,11 +74,24 @@ class PlannerNode(ReadOnlyParameters):
 
     def _warm_up(self) -> None:
         """Have the LLM server process the fixed prompt parts now, then say ``ready``: the
-        first instruction then waits only for its own part of the prompt (issue 16)."""
+        first instruction then waits only for its own part of the prompt (issue 16). A
+        shutdown while it works (Ctrl-C during start-up) ends it quietly: the node, its
+        publisher and the sandbox it rehearses in may already be gone."""
+        try:
+            self._announce_ready()
+        except Exception as exc:  # a thread must not die with a traceback
+            if self.context.ok():
+                self.get_logger().warning(f"start-up warm-up failed ({exc}); planning goes on")
+                detail = {"llm": f"warm-up failed: {exc}"}
+                self.status(StatusEvent(PLANNER_NODE, "ready", "", detail))
+
+    def _announce_ready(self) -> None:
         self.warmth = warm_conductor(self.conductor, self.settings)
         detail = {"llm": self.warmth.describe(), "warm_s": round(self.warmth.seconds, 2)}
         deadline = time.monotonic() + READY_LISTENER_WAIT  # a terminal started with the graph
         while self._status.get_subscription_count() == 0 and time.monotonic() < deadline:
+            if not self.context.ok():
+                return
             time.sleep(0.1)
         event = StatusEvent(PLANNER_NODE, "ready", "", {**detail, "prompts": self.warmth.prompts})
         self.status(event)
