@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lang2policy.planning.helper_library import accepts_call
+from lang2policy.planning.helper_library import accepts_call, calls
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
@@ -121,9 +121,9 @@ def call_site(source: str, name: str) -> str:
     it feeds (``bowl = matching_bowl(block)``) when there is one, on one line."""
     tree = ast.parse(source)
     for node in _in_order(tree):
-        if isinstance(node, ast.Assign | ast.AnnAssign) and _calls(node.value, name):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and calls(node.value, name):
             return _one_line(ast.unparse(node))
-        if _calls(node, name):
+        if calls(node, name):
             return _one_line(ast.unparse(node))
     return f"{name}()"
 
@@ -132,7 +132,7 @@ def parameter_names(source: str, name: str) -> list[str]:
     """Parameter names for ``name`` from its first call: a variable passed keeps its name
     (``matching_bowl(block)`` -> ``block``), a keyword its keyword, anything else ``argN``."""
     tree = ast.parse(source)
-    call = next((n for n in _in_order(tree) if _calls(n, name)), None)
+    call = next((n for n in _in_order(tree) if calls(n, name)), None)
     if call is None:
         return []
     names: list[str] = []
@@ -162,7 +162,7 @@ def literal_queries(source: str, name: str) -> list[str]:
         return []
     queries: list[str] = []
     for node in _in_order(tree):
-        if _calls(node, name) and node.args:
+        if calls(node, name) and node.args:
             first = node.args[0]
             literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
             if literal and first.value not in queries:
@@ -376,10 +376,6 @@ def _called_names(source: str) -> set[str]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
-
-
-def _calls(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
 def _in_order(tree: ast.AST) -> list[ast.AST]:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lang2policy.planning import goal_checks
-from lang2policy.planning.goal_phrases import read_request
+from lang2policy.planning.goal_phrases import named_in, read_request
 from lang2policy.planning.route import is_question
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.text_quote import one_line
@@ -236,13 +236,7 @@ _SHAPES = {
 
 def objects_named(text: str, objects: Sequence[str]) -> list[str]:
     """The objects ``text`` names, in the order it names them."""
-    lowered = " ".join(text.lower().split())
-    found = []
-    for name in objects:
-        match = re.search(rf"\b{re.escape(name.lower())}\b", lowered)
-        if match:
-            found.append((match.start(), name))
-    return [name for _, name in sorted(found)]
+    return named_in(" ".join(text.lower().split()), objects)
 
 
 def _destination(text: str, named: list[str]) -> str | None:

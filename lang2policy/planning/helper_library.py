@@ -23,7 +23,7 @@ def accepts_call(definition: str | None, source: str, name: str) -> bool:
     spec = function.args
     names = [a.arg for a in spec.args]
     required = len(names) - len(spec.defaults)
-    for call in (n for n in ast.walk(tree) if _calls(n, name)):
+    for call in (n for n in ast.walk(tree) if calls(n, name)):
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
             k.arg is None for k in call.keywords
         ):
@@ -38,5 +38,6 @@ def accepts_call(definition: str | None, source: str, name: str) -> bool:
     return True
 
 
-def _calls(node: ast.AST, name: str) -> bool:
+def calls(node: ast.AST | None, name: str) -> bool:
+    """Whether ``node`` is a call of the plain name ``name``."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
