@@ -88,8 +88,9 @@ def test_bench_graph_runs_the_pick_and_place_through_the_graph_and_measures_it(t
     assert {"planner_node", "sim_node", "controller_node"} <= set(idle["nodes"]), idle
     assert "skipped" in report["controller_rate"]["unavailable"]
     names = [row["name"] for row in report["rows"]]
-    assert names[:2] == [
+    assert names[:3] == [
         "graph start-up (launch -> ready)",
+        "graph restart (LLM prefixes kept on disk)",  # the idle graph's start-up
         "instruction -> first motion p50 / p90",
     ]
     assert {"stop: halted", "stop: overshoot", "idle CPU, all nodes"} <= set(names)

@@ -18,6 +18,10 @@ end, in one run, against the acceptance figures of issue 16.
    and the controller's planning rate in the graph vs standalone
    (``lang2policy.bench.controller_rate``), unless skipped.
 
+The LLM server keeps processed prompt prefixes on disk (``llm.llama_disk_prefixes``). The
+bench gives its graphs a fresh directory (``--keep-prefixes``: the user's own), so the first
+start-up is a first-ever start and the idle graph's, started after it, is a restart.
+
 Processes only: this module imports no ROS. Progress lines go to stderr.
 """
 
@@ -29,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,6 +44,7 @@ from lang2policy.bench import graph_bench_analysis as analysis
 from lang2policy.bench.graph_idle import graph_env, graph_specs, measure_idle_cpu, running_graph
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph.rules import LLM_FILE_KINDS
+from lang2policy.llm.llama_disk_prefixes import ROOT_ENV as PREFIX_ROOT_ENV
 from lang2policy.scene.robot_description import load_robot_description
 
 OBJECTS = ("red block", "blue block", "blue bowl", "green bowl")
@@ -164,6 +170,25 @@ def run_client(options: dict, plan: dict, domain: int) -> tuple[dict, float]:
 
 
 # ----------------------------------------------------------------- one run
+@contextlib.contextmanager
+def prefix_directory(keep: bool):
+    """The graphs' directory of kept LLM prompt prefixes: a fresh one, removed afterwards,
+    unless ``keep`` (then the user's, as ``lang2policy sim`` uses it)."""
+    if keep:
+        yield
+        return
+    old = os.environ.get(PREFIX_ROOT_ENV)
+    with tempfile.TemporaryDirectory(prefix="lang2policy-bench-prefixes-") as root:
+        os.environ[PREFIX_ROOT_ENV] = root
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop(PREFIX_ROOT_ENV, None)
+            else:
+                os.environ[PREFIX_ROOT_ENV] = old
+
+
 def _first_motion(tasks: list[dict]) -> dict:
     latencies = [t["first_motion_s"] for t in tasks if t["first_motion_s"] is not None]
     return {
@@ -213,7 +238,9 @@ def run_bench(args: argparse.Namespace) -> dict:
         "stop": not args.skip_stop,
     }
     domain = args.domain if args.domain is not None else 100 + os.getpid() % 60
-    result, launched = run_client(options, plan, domain)
+    with prefix_directory(args.keep_prefixes):
+        result, launched = run_client(options, plan, domain)
+        idle = _idle(args, options, (domain + 1) % 233)
     sizes = load_robot_description("so101").objects
     tasks = [analysis.task_figures(task, sizes) for task in result["tasks"]]
     ready = result.get("ready") or {}
@@ -230,7 +257,8 @@ def run_bench(args: argparse.Namespace) -> dict:
         "tasks": tasks,
         "stop": analysis.stop_figures(stop) if stop else {"unavailable": _no_stop(args, result)},
     }
-    report["idle_cpu"] = _idle(args, options, (domain + 1) % 233)
+    report["idle_cpu"] = idle
+    report["restart_s"] = idle.get("startup_s")
     report["controller_rate"] = _controller(args, (domain + 2) % 233)
     report["rows"] = analysis.latency_rows(report) + analysis.resource_rows(report)
     report["passed"] = report["error"] is None and all(
@@ -310,6 +338,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controller-seconds", type=float, default=10.0, help="rate window")
     parser.add_argument("--ready-timeout", type=float, default=300.0, help="s to 'ready'")
     parser.add_argument("--task-timeout", type=float, default=240.0, help="s per instruction")
+    parser.add_argument(
+        "--keep-prefixes", action="store_true", help="start with the LLM prefixes kept on disk"
+    )
     parser.add_argument("--domain", type=int, help="ROS_DOMAIN_ID of the graph (default: free)")
 
 

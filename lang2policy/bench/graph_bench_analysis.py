@@ -155,6 +155,9 @@ def _outcome(task: dict) -> str:
 def latency_rows(report: dict) -> list[dict]:
     """Start-up, instruction -> first motion (p50, p90), per-task wall time and success."""
     rows = [_row("graph start-up (launch -> ready)", _fmt(report["startup_s"], "s", 1), "-", None)]
+    if report.get("restart_s") is not None:
+        value = _fmt(report["restart_s"], "s", 1)
+        rows.append(_row("graph restart (LLM prefixes kept on disk)", value, "-", None))
     latency = report["first_motion"]
     p90 = latency["p90_s"]
     rows.append(

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lang2policy.errors import LLMTimeoutError, LLMUnavailableError
 from lang2policy.llm import llama_prefix_cache
+from lang2policy.llm.llama_disk_prefixes import DIR_ENV, cache_dir_for, default_root
 
 log = logging.getLogger("lang2policy.llm")
 
@@ -36,7 +37,8 @@ LOCAL_MODEL_ALIAS = "gemma-3-270m"
 LOCAL_N_CTX = 8192
 
 # Runs llama_cpp.server (answering ``logprobs`` for generated tokens: llama_logprobs; grammars
-# applied grammar-first: llama_grammar_first; several prompt prefixes kept: llama_prefix_cache), and
+# applied grammar-first: llama_grammar_first; several prompt prefixes kept: llama_prefix_cache, also
+# on disk across restarts: llama_disk_prefixes), and
 # ends it when our process is gone (its parent changes) even if
 # atexit never ran (SIGKILL, SIGTERM), so no orphaned server keeps its memory.
 _LAUNCHER = """\
@@ -53,6 +55,9 @@ from lang2policy.llm.llama_grammar_first import install as install_grammar_first
 install_grammar_first()
 from lang2policy.llm.llama_prefix_cache import install as install_prefix_cache
 install_prefix_cache()
+if os.environ.get("LANG2POLICY_LLM_PREFIX_DIR"):
+    from lang2policy.llm.llama_disk_cache import install as install_disk_prefixes
+    install_disk_prefixes(os.environ["LANG2POLICY_LLM_PREFIX_DIR"])
 sys.argv[0] = "llama_cpp.server"
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
@@ -82,7 +87,11 @@ class LocalModelServer:
         n_threads: int | None = None,
         startup_timeout_s: float = 120.0,
         log_path: str | Path | None = None,
+        prefix_root: str | Path | None = "default",
     ) -> None:
+        """``prefix_root``: where processed prompt prefixes are kept across restarts
+        (``llama_disk_prefixes``); "default" is ``~/.cache/lang2policy/llm-prefixes`` or
+        ``$LANG2POLICY_LLM_PREFIX_ROOT``, None keeps them in RAM only."""
         self.model_path = Path(model_path) if model_path else None
         self.host = "127.0.0.1"
         self.port = port
@@ -91,6 +100,7 @@ class LocalModelServer:
         self.startup_timeout_s = startup_timeout_s
         self.log_path = Path(log_path) if log_path else None
         self._temporary_log = False
+        self.prefix_root = default_root() if prefix_root == "default" else prefix_root
         self._process: subprocess.Popen | None = None
 
     @property
@@ -125,6 +135,7 @@ class LocalModelServer:
         with self.log_path.open("ab") as log_file:
             self._process = subprocess.Popen(
                 self._command(),
+                env=self._environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -187,6 +198,20 @@ class LocalModelServer:
         }
         args = [str(part) for name, value in options.items() for part in (f"--{name}", value)]
         return [sys.executable, "-c", _LAUNCHER, *args]
+
+    @property
+    def prefix_dir(self) -> Path | None:
+        """The directory of this model's processed prompt prefixes, None when not kept."""
+        if self.prefix_root is None or self.model_path is None:
+            return None
+        return cache_dir_for(Path(self.prefix_root), self.model_path, self.n_ctx)
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop(DIR_ENV, None)
+        if self.prefix_dir is not None:
+            env[DIR_ENV] = str(self.prefix_dir)
+        return env
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
