@@ -23,6 +23,7 @@ from lang2policy.bench import (
     ik_speed,
     intents,
     l2r,
+    llm_warm,
     mpc,
     paraphrase,
     parity,
@@ -104,6 +105,14 @@ BENCHES: dict[str, Bench] = {
             l2r.add_arguments,
             l2r.run_args,
             l2r.format_text,
+        ),
+        Bench(
+            "llm-warm",
+            "warming the planners' fixed prompts: a first start vs restarts that find the "
+            "processed prefixes on disk",
+            llm_warm.add_arguments,
+            llm_warm.run_args,
+            llm_warm.format_text,
         ),
         Bench(
             "mpc",
