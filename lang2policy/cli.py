@@ -9,6 +9,7 @@ owning module's own parser (``graph.launcher``, ``robots.so101.guided``,
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from lang2policy import cli_types
 from lang2policy.bench.registry import BENCHES
 from lang2policy.errors import Lang2PolicyError
 
+# Commands whose module (lang2policy.commands.<name>) adds its parser and runs it.
+MODULE_COMMANDS = ("record",)
 _OBJECTS_HELP = 'comma-separated objects, e.g. "red block,blue bowl"'
 
 
@@ -29,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_exec_policy(commands)
     _add_bench(commands)
     _add_forwarded(commands)
+    for name in MODULE_COMMANDS:
+        importlib.import_module(f"lang2policy.commands.{name}").add_parser(commands)
     return parser
 
 
@@ -192,6 +197,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _exec_policy(args)
     if args.command == "run":
         return _run(args)
+    if args.command in MODULE_COMMANDS:
+        return importlib.import_module(f"lang2policy.commands.{args.command}").run(args)
     return _bench(args)
 
 

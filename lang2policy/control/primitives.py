@@ -263,6 +263,10 @@ class MotionPrimitives:
         self._target = q
         return q
 
+    def hold_still(self, seconds: float) -> None:
+        """Keep commanding the measured position for ``seconds`` (robot time)."""
+        self._hold(self.joints(), seconds)
+
     def stop(self) -> None:
         """Hold the arm at its measured position and wait, briefly, until it is still.
         Ignores the deadline."""

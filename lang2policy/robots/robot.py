@@ -69,6 +69,11 @@ class Robot(abc.ABC):
         self._connected = False
         self._last_command = None
 
+    @property
+    def last_command(self) -> np.ndarray | None:
+        """The last action sent (after clamping), None before the first or after a forget."""
+        return None if self._last_command is None else self._last_command.copy()
+
     def forget_last_command(self) -> None:
         """Rate-limit the next command from the measured position (after a reset or a stop)."""
         self._last_command = None

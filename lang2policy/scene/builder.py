@@ -17,6 +17,7 @@ import numpy as np
 
 from lang2policy.errors import ConfigError
 from lang2policy.paths import sim_dir
+from lang2policy.scene.light_meshes import lighten
 from lang2policy.scene.objects import ObjectSpec, add_block, add_bowl
 from lang2policy.scene.robot_description import (
     CameraConfig,
@@ -28,10 +29,15 @@ from lang2policy.scene.robot_description import (
 _PKG_PLACEHOLDER = re.compile(r"\{pkg:([A-Za-z0-9_]+)\}")
 
 
-def build_scene(description: RobotDescription, pool: Sequence[ObjectSpec]) -> mujoco.MjSpec:
-    """Return the scene spec (not compiled) for a robot and an object pool."""
+def build_scene(
+    description: RobotDescription, pool: Sequence[ObjectSpec], light_meshes: bool = False
+) -> mujoco.MjSpec:
+    """Return the scene spec (not compiled) for a robot and an object pool; ``light_meshes``:
+    the robot's meshes decimated for fast rendering (``light_meshes.lighten``)."""
     scene = mujoco.MjSpec.from_file(str(sim_dir() / "scenes" / "tabletop.xml"))
     robot = load_robot_spec(description)
+    if light_meshes:
+        lighten(robot, resolve_mjcf(description.mjcf))
     _add_cameras(scene, robot, description.cameras)
     mount = scene.frame("robot_mount")
     mount.pos = list(description.base_pos)

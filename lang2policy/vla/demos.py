@@ -1,0 +1,184 @@
+"""Scripted demonstrations for the VLA (issue 17): seeded, randomised scenes, the oracle doing
+each task, and the frames it produced (``lang2policy record demos``).
+
+Every episode is fixed by its ``EpisodeSpec`` (task, phrasing, seed): the scene's layout,
+distractors and look come from the seed, so an episode can be made again exactly. Training
+episodes use seen combinations and seen phrasings only (``tasks``). A layout where the oracle
+cannot do the task (a push that would leave the workspace, a block out of reach) is redrawn
+from the same seed's generator. Failed demonstrations are kept, marked ``success = False``.
+
+Episodes run in worker processes (``workers``), each with its own simulation and renderer;
+the parent receives whole episodes and writes them in order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lang2policy.errors import Lang2PolicyError, UnreachableError
+from lang2policy.session.sim import SimSession
+from lang2policy.vla.frames import FrameRecorder, frame_renderer
+from lang2policy.vla.judge import judge, start_positions
+from lang2policy.vla.oracle import check_feasible, run_oracle
+from lang2policy.vla.scenes import Appearance, scene_objects
+from lang2policy.vla.tasks import FAMILIES, Task, sample_task, seen_phrasings
+
+LAYOUT_TRIES = 20
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to make: what, in which words, on which seed, for which split."""
+
+    index: int
+    task: Task
+    phrasing: int
+    seed: int
+    split: str = "train"
+
+    @property
+    def instruction(self) -> str:
+        return self.task.instruction(self.phrasing)
+
+
+@dataclass
+class Episode:
+    """A recorded episode: its spec, frames, and the judge's verdict at the end."""
+
+    spec: EpisodeSpec
+    images: dict[str, np.ndarray]
+    state: np.ndarray
+    action: np.ndarray
+    success: bool
+    detail: str
+    sim_seconds: float
+    wall_seconds: float
+
+
+def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[EpisodeSpec]:
+    """``per_family`` training episodes of each family: seen combinations, seen phrasings."""
+    for family in families:
+        if family not in FAMILIES:
+            raise Lang2PolicyError(f"unknown task family {family!r}; families: {FAMILIES}")
+    rng = np.random.default_rng(seed)
+    specs = []
+    for family in families:
+        phrasings = list(seen_phrasings(family))
+        for _ in range(per_family):
+            task = sample_task(rng, family, seen=True)
+            phrasing = phrasings[len(specs) % len(phrasings)]
+            # Below 2**30: evaluation layouts use seeds above it (rollout.evaluation_specs).
+            specs.append(EpisodeSpec(len(specs), task, phrasing, int(rng.integers(2**30))))
+    return specs
+
+
+def set_up_scene(session: SimSession, spec: EpisodeSpec) -> Appearance:
+    """Reset ``session`` to a layout of ``spec``'s seed where the oracle can do the task, with
+    the seed's look applied; raises ``UnreachableError`` after ``LAYOUT_TRIES`` layouts."""
+    rng = np.random.default_rng(spec.seed)
+    for _ in range(LAYOUT_TRIES):
+        session.reset(int(rng.integers(2**31)), scene_objects(rng, spec.task))
+        try:
+            check_feasible(session, spec.task)
+        except UnreachableError:
+            continue
+        appearance = Appearance.draw(rng, session.world)
+        appearance.apply(session.world)
+        return appearance
+    raise UnreachableError(f"no feasible layout for {spec.task} in {LAYOUT_TRIES} tries")
+
+
+def record_episode(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
+    """Set up ``spec``'s scene, run the oracle while recording frames, judge the result."""
+    started = time.monotonic()
+    appearance = set_up_scene(session, spec)
+    if hasattr(renderer, "sync_look"):
+        renderer.sync_look()
+    recorder = FrameRecorder(session.robot, renderer)
+    session.robot.observers.append(recorder)
+    start, sim_start = start_positions(session.world, spec.task), session.world.time
+    try:
+        recorder.take()
+        try:
+            run_oracle(session, spec.task)
+            note = ""
+        except Lang2PolicyError as exc:  # kept, marked failed
+            note = f"; oracle: {type(exc).__name__}: {exc}"
+        success, detail = judge(session.world, spec.task, start)
+    finally:
+        session.robot.observers.remove(recorder)
+        appearance.restore(session.world)
+    images, state, action = recorder.arrays()
+    return Episode(
+        spec, images, state, action, success, detail + note,
+        session.world.time - sim_start, time.monotonic() - started,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------- worker processes
+def _worker(jobs, results) -> None:
+    session = SimSession("so101")
+    renderer = frame_renderer(session.world)
+    for spec in iter(jobs.get, None):
+        try:
+            results.put(record_episode(session, renderer, spec))
+        except Exception as exc:  # reported to the parent, which says which episode
+            results.put((spec, f"{type(exc).__name__}: {exc}"))
+
+
+def generate(
+    specs: Sequence[EpisodeSpec],
+    workers: int = 2,
+) -> Iterator[Episode]:
+    """Record every spec (in ``workers`` processes; 0 = in this process) and yield the
+    episodes in ``specs``' order. An episode that raised is an error naming it."""
+    if workers <= 0:
+        session = SimSession("so101")
+        renderer = frame_renderer(session.world)
+        for spec in specs:
+            yield record_episode(session, renderer, spec)
+        return
+    yield from _generate_in_workers(specs, workers)
+
+
+def _generate_in_workers(specs: Sequence[EpisodeSpec], workers: int) -> Iterator[Episode]:
+    context = multiprocessing.get_context("spawn")  # no forked GL contexts
+    jobs, results = context.Queue(), context.Queue()
+    processes = [
+        context.Process(target=_worker, args=(jobs, results), daemon=True) for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for spec in specs:
+        jobs.put(spec)
+    for _ in processes:
+        jobs.put(None)
+    pending: dict[int, Episode] = {}
+    try:
+        for spec in specs:
+            while spec.index not in pending:
+                pending.update(_receive(results, processes))
+            yield pending.pop(spec.index)
+    finally:
+        for process in processes:
+            process.terminate() if process.is_alive() else None
+            process.join(timeout=5)
+
+
+def _receive(results, processes) -> dict[int, Episode]:
+    while True:
+        try:
+            item = results.get(timeout=5.0)
+            break
+        except Exception:  # queue.Empty: check that the workers live
+            if not any(p.is_alive() for p in processes):
+                raise Lang2PolicyError("every demonstration worker exited") from None
+    if isinstance(item, tuple):
+        spec, error = item
+        raise Lang2PolicyError(f"episode {spec.index} ({spec.instruction!r}) failed: {error}")
+    return {item.spec.index: item}

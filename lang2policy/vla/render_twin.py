@@ -1,0 +1,55 @@
+"""Fast camera images of a simulated world (issue 17): a *render twin*, the same scene compiled
+with the robot's meshes decimated (``scene.light_meshes``), posed from the world's joint
+positions before each frame. The physics is the world's own; only drawing is lighter
+(``lang2policy bench vla`` prints the render time of both).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from lang2policy.errors import ConfigError
+from lang2policy.scene.builder import build_scene, compile_scene
+from lang2policy.scene.world import World
+
+
+class RenderTwin:
+    """Renders ``world``'s cameras from a light copy of its model; same API as
+    ``CameraRenderer.render``."""
+
+    def __init__(self, world: World, width: int, height: int) -> None:
+        spec = build_scene(world.description, world.layout.pool(), light_meshes=True)
+        self.model = compile_scene(spec)
+        if self.model.nq != world.model.nq or self.model.ncam != world.model.ncam:
+            raise ConfigError("the render twin's model does not match the world's")
+        self.world = world
+        self.data = mujoco.MjData(self.model)
+        self.camera_names = [self.model.camera(i).name for i in range(self.model.ncam)]
+        self._renderer = mujoco.Renderer(self.model, height=height, width=width)
+        self._posed_at = -1.0
+
+    def sync_look(self) -> None:
+        """Copy the world's lights, colours and camera poses (``vla.scenes.Appearance``)."""
+        source, target = self.world.model, self.model
+        target.light_diffuse[:] = source.light_diffuse
+        target.vis.headlight.diffuse[:] = source.vis.headlight.diffuse
+        target.geom_rgba[:] = source.geom_rgba
+        target.mat_rgba[:] = source.mat_rgba
+        target.cam_pos[:] = source.cam_pos
+
+    def render(self, data: mujoco.MjData, camera: str) -> np.ndarray:
+        """An RGB image of ``camera`` with the bodies where ``data`` has them."""
+        if camera not in self.camera_names:
+            raise ConfigError(f"unknown camera '{camera}'; the scene has {self.camera_names}")
+        if data.time != self._posed_at:
+            self.data.qpos[:] = data.qpos
+            self.data.time = data.time
+            mujoco.mj_kinematics(self.model, self.data)
+            mujoco.mj_camlight(self.model, self.data)
+            self._posed_at = data.time
+        self._renderer.update_scene(self.data, camera=camera)
+        return self._renderer.render()
+
+    def close(self) -> None:
+        self._renderer.close()

@@ -1,0 +1,36 @@
+"""What one recorded frame holds, shared by the demonstrations, the dataset, the model and the
+policy at run time (issue 17).
+
+A frame is taken every ``1 / FPS`` s of simulated time:
+
+- ``observation.images.<camera>``: an RGB image (``IMAGE_SIZE`` square, uint8) from each camera
+  of ``CAMERAS`` (the fixed front camera and the wrist camera);
+- ``observation.state``: the measured arm joints (rad) and the gripper opening (0 closed ..
+  1 open), ``STATE_NAMES``;
+- ``action``: the commanded joint position targets and gripper opening in force *until the
+  next frame* (the target the arm is sent towards over the next ``1 / FPS`` s), same names;
+- the task: the instruction as a person would type it (one of several phrasings).
+
+Actions are absolute joint targets, as the SO-101's leader arm gives them in LeRobot's own
+datasets, so a recording from the real arm has the same meaning.
+"""
+
+from __future__ import annotations
+
+FPS = 10  # frames (and policy actions) per second
+IMAGE_SIZE = 96  # pixels, square
+CAMERAS = ("front", "wrist")
+JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+STATE_NAMES = (*JOINT_NAMES, "gripper")
+STATE_DIM = len(STATE_NAMES)
+ACTION_DIM = len(STATE_NAMES)
+ROBOT_TYPE = "so101"
+
+
+def image_key(camera: str) -> str:
+    """The LeRobot feature name of a camera's images."""
+    return f"observation.images.{camera}"
+
+
+STATE_KEY = "observation.state"
+ACTION_KEY = "action"
