@@ -29,6 +29,7 @@ from lang2policy.bench import (
     parity,
     pickplace,
     sim_speed,
+    vla,
 )
 
 
@@ -113,6 +114,16 @@ BENCHES: dict[str, Bench] = {
             llm_warm.add_arguments,
             llm_warm.run_args,
             llm_warm.format_text,
+        ),
+        Bench(
+            "vla",
+            "the trained VLA policy in closed loop on unseen layouts, by task family and split "
+            "(seen / unseen combinations / unseen phrasings), beside the scripted oracle; "
+            "latency per action on one core; a video",
+            vla.add_arguments,
+            vla.run_args,
+            vla.format_text,
+            vla.exit_code,
         ),
         Bench(
             "mpc",

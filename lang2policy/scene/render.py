@@ -63,24 +63,29 @@ class VideoRecorder:
             self._next_time = data.time + 1.0 / self.fps
 
     def save(self, path: str | Path) -> Path:
-        import imageio_ffmpeg
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         if not self.frames:
             raise ConfigError("no frames were recorded; nothing to save")
-        height, width = self.frames[0].shape[:2]
-        writer = imageio_ffmpeg.write_frames(
-            str(path),
-            (width, height),
-            fps=self.fps,
-            codec="libx264",
-            pix_fmt_out="yuv420p",
-            macro_block_size=1,
-            quality=7,
-        )
-        writer.send(None)
-        for frame in self.frames:
-            writer.send(np.ascontiguousarray(frame))
-        writer.close()
-        return path
+        return write_mp4(self.frames, path, self.fps)
+
+
+def write_mp4(frames: list[np.ndarray], path: str | Path, fps: int) -> Path:
+    """Write RGB frames (all of one size) as an H.264 MP4 (imageio-ffmpeg's bundled ffmpeg)."""
+    import imageio_ffmpeg
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    height, width = frames[0].shape[:2]
+    writer = imageio_ffmpeg.write_frames(
+        str(path),
+        (width, height),
+        fps=fps,
+        codec="libx264",
+        pix_fmt_out="yuv420p",
+        macro_block_size=1,
+        quality=7,
+    )
+    writer.send(None)
+    for frame in frames:
+        writer.send(np.ascontiguousarray(frame))
+    writer.close()
+    return path

@@ -4,8 +4,8 @@ each task, and the frames it produced (``lang2policy record demos``).
 Every episode is fixed by its ``EpisodeSpec`` (task, phrasing, seed): the scene's layout,
 distractors and look come from the seed, so an episode can be made again exactly. Training
 episodes use seen combinations and seen phrasings only (``tasks``). A layout where the oracle
-cannot do the task (a push that would leave the workspace, a block out of reach) is redrawn
-from the same seed's generator. Failed demonstrations are kept, marked ``success = False``.
+cannot do the task (a push that would leave the workspace, a block out of reach), or where
+the drawn objects do not fit on the table, is redrawn from the same seed's generator. Failed demonstrations are kept, marked ``success = False``.
 
 Episodes run in worker processes (``workers``), each with its own simulation and renderer;
 the parent receives whole episodes and writes them in order.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lang2policy.errors import Lang2PolicyError, UnreachableError
+from lang2policy.errors import ConfigError, Lang2PolicyError, UnreachableError
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.frames import FrameRecorder, frame_renderer
 from lang2policy.vla.judge import judge, start_positions
@@ -82,10 +82,10 @@ def set_up_scene(session: SimSession, spec: EpisodeSpec) -> Appearance:
     the seed's look applied; raises ``UnreachableError`` after ``LAYOUT_TRIES`` layouts."""
     rng = np.random.default_rng(spec.seed)
     for _ in range(LAYOUT_TRIES):
-        session.reset(int(rng.integers(2**31)), scene_objects(rng, spec.task))
         try:
+            session.reset(int(rng.integers(2**31)), scene_objects(rng, spec.task))
             check_feasible(session, spec.task)
-        except UnreachableError:
+        except (UnreachableError, ConfigError):  # out of reach, or the objects did not fit
             continue
         appearance = Appearance.draw(rng, session.world)
         appearance.apply(session.world)

@@ -56,26 +56,30 @@ class RolloutRunner:
         self.renderer = frame_renderer(self.session.world)
         self.video_renderer = frame_renderer(self.session.world, video_size) if video_size else None
 
-    def run(self, policy: Policy, spec: EpisodeSpec, video: bool = False) -> Rollout:
-        """Run ``policy`` on ``spec``'s scene until the task is done or time is up."""
+    def run(
+        self, policy: Policy, spec: EpisodeSpec, video: bool = False, max_seconds: float = 0.0
+    ) -> Rollout:
+        """Run ``policy`` on ``spec``'s scene until the task is done or time is up (the
+        family's ``MAX_SECONDS``, or ``max_seconds`` when given)."""
         session, robot = self.session, self.session.robot
         appearance = set_up_scene(session, spec)
         for renderer in filter(None, (self.renderer, self.video_renderer)):
             renderer.sync_look()
         try:
-            return self._loop(policy, spec, video)
+            limit = max_seconds or MAX_SECONDS[spec.task.family]
+            return self._loop(policy, spec, video, limit)
         finally:
             appearance.restore(session.world)
             robot.forget_last_command()
 
-    def _loop(self, policy: Policy, spec: EpisodeSpec, video: bool) -> Rollout:
+    def _loop(self, policy: Policy, spec: EpisodeSpec, video: bool, limit: float) -> Rollout:
         world, robot = self.session.world, self.session.robot
         start, began = start_positions(world, spec.task), world.time
         result = Rollout(spec, False, "", 0.0)
         steps = max(1, round(1.0 / (FPS * robot.control_period)))
         done_since: float | None = None
         policy.reset()
-        while world.time - began < MAX_SECONDS[spec.task.family]:
+        while world.time - began < limit:
             images = {c: self.renderer.render(world.data, c) for c in CAMERAS}
             if video and self.video_renderer is not None:
                 result.video.append(self.video_renderer.render(world.data, "front"))

@@ -1,0 +1,206 @@
+"""``lang2policy bench vla``: the trained VLA policy in closed loop on layouts no demonstration
+used, beside the scripted oracle on the same scenes, in one run (issue 17).
+
+Per task family, ``--per-split`` episodes of each split (``vla.rollout.evaluation_specs``):
+seen combinations with seen phrasings, held-out colour/object combinations, and held-out
+phrasings. Each episode runs the policy (``vla.rollout``) and then the oracle on the same
+seeded scene. Episodes run in ``--workers`` processes, one torch thread each. Then, in this
+process on one thread, the policy's latency per action (p50 / p99) and rate, and a video of
+the first episode of each family (``--video``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from lang2policy.errors import ConfigError
+
+TARGETS = {"seen": 0.8, "unseen combination": 0.5, "unseen phrasing": 0.5}
+RATE_TARGET = 100.0  # actions per second on one core
+VIDEO_SIZE = 192
+
+_STATE: dict = {}
+
+
+def _init_worker(model: str) -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.rollout import RolloutRunner
+
+    _STATE["policy"] = VLAPolicy.load(model, device="cpu", threads=1)
+    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE)
+
+
+def _episode(spec, video: bool) -> dict:
+    runner = _STATE["runner"]
+    result = runner.run(_STATE["policy"], spec, video=video)
+    oracle, oracle_detail = runner.oracle(spec)
+    return {
+        "index": spec.index, "family": spec.task.family, "split": spec.split,
+        "instruction": spec.instruction, "success": result.success, "detail": result.detail,
+        "sim_s": round(result.sim_seconds, 1), "oracle": oracle, "oracle_detail": oracle_detail,
+        "act_s": result.act_seconds, "video": result.video if video else [],
+    }  # fmt: skip
+
+
+def run_episodes(args: argparse.Namespace, specs: list) -> list[dict]:
+    """Every spec in worker processes, with a progress line per episode."""
+    first = {}
+    for spec in specs:
+        first.setdefault(spec.task.family, spec.index)
+    wanted = set(first.values()) if args.video else set()
+    results = []
+    with ProcessPoolExecutor(
+        max_workers=max(1, args.workers), mp_context=get_context("spawn"),
+        initializer=_init_worker, initargs=(str(args.model),),
+    ) as pool:  # fmt: skip
+        futures = [pool.submit(_episode, spec, spec.index in wanted) for spec in specs]
+        for number, future in enumerate(futures, 1):
+            result = future.result()
+            results.append(result)
+            if not args.json:
+                done = sum(r["success"] for r in results)
+                print(f"[vla] {number}/{len(specs)} {result['family']}/{result['split']}: "
+                      f"{'ok' if result['success'] else 'FAIL'} ({result['detail']}); "
+                      f"policy {done}/{number}", file=sys.stderr, flush=True)  # fmt: skip
+    return results
+
+
+def measure_latency(model: str, calls: int = 300) -> dict:
+    """The policy's time per action on one thread, on recorded-shaped inputs."""
+    import torch
+
+    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.schema import CAMERAS, IMAGE_SIZE, STATE_DIM
+
+    torch.set_num_threads(1)
+    policy = VLAPolicy.load(model, device="cpu", threads=1)
+    rng = np.random.default_rng(0)
+    images = {c: rng.integers(0, 255, (IMAGE_SIZE, IMAGE_SIZE, 3), np.uint8) for c in CAMERAS}
+    state = np.zeros(STATE_DIM, np.float32)
+    policy.reset()
+    policy.act(images, state, "lift the red block")
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        policy.act(images, state, "lift the red block")
+        times.append(time.perf_counter() - started)
+    return _latency(times)
+
+
+def _latency(times: list[float]) -> dict:
+    times_ms = 1000 * np.asarray(times)
+    return {
+        "p50_ms": round(float(np.percentile(times_ms, 50)), 2),
+        "p99_ms": round(float(np.percentile(times_ms, 99)), 2),
+        "rate_hz": round(1000.0 / float(np.mean(times_ms)), 1),
+        "calls": len(times),
+    }
+
+
+def save_video(results: list[dict], path: Path) -> Path | None:
+    """The recorded episodes one after another, each labelled with its instruction and verdict."""
+    import cv2
+
+    from lang2policy.scene.render import write_mp4
+
+    clips = [r for r in results if r["video"]]
+    if not clips:
+        return None
+    frames = []
+    for clip in clips:
+        label = f"{clip['instruction']}: {'success' if clip['success'] else 'failed'}"
+        for frame in clip["video"]:
+            frame = np.ascontiguousarray(frame)
+            cv2.putText(frame, label[:40], (3, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.33,
+                        (255, 255, 255), 1, cv2.LINE_AA)  # fmt: skip
+            frames.append(frame)
+    return write_mp4(frames, path, fps=10)
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """One row per family and split: policy and oracle successes against the target."""
+    rows = []
+    for family in dict.fromkeys(r["family"] for r in results):
+        for split, target in TARGETS.items():
+            group = [r for r in results if r["family"] == family and r["split"] == split]
+            if not group:
+                continue
+            rate = sum(r["success"] for r in group) / len(group)
+            rows.append({
+                "family": family, "split": split, "episodes": len(group),
+                "policy": sum(r["success"] for r in group), "rate": round(rate, 3),
+                "oracle": sum(r["oracle"] for r in group), "target": target,
+                "passed": rate >= target,
+            })  # fmt: skip
+    return rows
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    from lang2policy.vla.rollout import evaluation_specs
+    from lang2policy.vla.tasks import FAMILIES
+
+    if not (Path(args.model) / "config.json").exists():
+        raise ConfigError(f"{args.model} is no VLA model directory (no config.json); train one "
+                          "with `lang2policy train vla` or use models/vla-so101-tiny")  # fmt: skip
+    families = tuple(args.families or FAMILIES)
+    specs = evaluation_specs(families, args.per_split, args.seed)
+    started = time.monotonic()
+    results = run_episodes(args, specs)
+    latency = measure_latency(str(args.model))
+    video = save_video(results, args.video) if args.video else None
+    rows = summarize(results)
+    in_loop = _latency([t for r in results for t in r["act_s"]])
+    for r in results:
+        r.pop("video"), r.pop("act_s")
+    return {
+        "benchmark": "vla", "model": str(args.model), "seed": args.seed,
+        "per_split": args.per_split, "rows": rows, "latency_one_core": latency,
+        "latency_in_loop": in_loop, "rate_passed": latency["rate_hz"] >= RATE_TARGET,
+        "video": str(video) if video else None, "seconds": round(time.monotonic() - started),
+        "episodes": results, "load_average": round(os.getloadavg()[0], 2),
+    }  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", type=Path, default=Path("models/vla-so101-tiny"))
+    parser.add_argument("--per-split", type=int, default=10, help="episodes per family and split")
+    parser.add_argument("--families", type=lambda t: [f for f in t.split(",") if f],
+                        help="comma-separated (default: all)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation layouts")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--video", type=Path, default=Path("out/vla_bench.mp4"),
+                        help="video of the first episode of each family")  # fmt: skip
+
+
+def format_text(report: dict) -> str:
+    head = f"lang2policy bench vla: {report['model']}, seed {report['seed']}, "
+    lines = [head + f"{report['per_split']} episodes per family and split, {report['seconds']} s"]
+    for row in report["rows"]:
+        verdict = "PASS" if row["passed"] else "FAIL"
+        lines.append(
+            f"  {row['family']:<10} {row['split']:<19} policy {row['policy']}/{row['episodes']} "
+            f"({100 * row['rate']:.0f} %, target {100 * row['target']:.0f} %) {verdict}; "
+            f"oracle {row['oracle']}/{row['episodes']}"
+        )
+    lat, loop = report["latency_one_core"], report["latency_in_loop"]
+    lines.append(
+        f"  latency per action, one core: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
+        f"{lat['rate_hz']} actions/s ({'PASS' if report['rate_passed'] else 'FAIL'}, target "
+        f">= {RATE_TARGET:g}); in the episodes: p50 {loop['p50_ms']} ms, p99 {loop['p99_ms']} ms"
+    )
+    if report["video"]:
+        lines.append(f"  video: {report['video']}")
+    return "\n".join(lines)
+
+
+def exit_code(report: dict) -> int:
+    return 0 if report["rate_passed"] and all(r["passed"] for r in report["rows"]) else 1

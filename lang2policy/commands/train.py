@@ -1,0 +1,178 @@
+"""``lang2policy train vla``: train the VLA policy on a recorded demonstration dataset.
+
+    lang2policy train vla --dataset data/demos --out models/vla-pick [--steps 10000]
+    torchrun --nproc_per_node 4 -m lang2policy.cli train vla ...   # data-parallel on 4 GPUs
+
+Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports (torch, the
+dataset reader, the simulation for closed-loop evaluation) happen only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from lang2policy import cli_types
+from lang2policy.errors import Lang2PolicyError
+
+
+def _count(value: str) -> int:
+    """A whole number >= 0."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} is negative")
+    return number
+
+
+def _positive(value: str) -> int:
+    number = _count(value)
+    if number == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def _rate(value: str) -> float:
+    """A positive learning rate."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a number") from None
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not a learning rate (0 < lr < 1)")
+    return number
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``train`` (with its ``vla`` subcommand) to the ``lang2policy`` subparsers."""
+    train = commands.add_parser("train", help="train a learned policy from recorded data")
+    kinds = train.add_subparsers(dest="train_kind", required=True)
+    vla = kinds.add_parser(
+        "vla", help="the vision-language-action policy (FiLM CNN + action chunks)"
+    )
+    vla.add_argument("--dataset", type=Path, required=True, help="a recorded demo dataset")
+    vla.add_argument("--out", type=Path, required=True, help="model directory, e.g. models/vla")
+    vla.add_argument("--steps", type=_positive, default=10_000, help="optimiser steps in all")
+    vla.add_argument("--batch-size", type=_positive, default=64, help="per process")
+    vla.add_argument("--lr", type=_rate, default=3e-4, help="peak learning rate (AdamW)")
+    vla.add_argument("--warmup", type=_count, default=500, help="linear warm-up steps")
+    vla.add_argument("--ema", type=float, default=0.0, help="EMA decay of the weights (0: off)")
+    vla.add_argument(
+        "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
+    )
+    vla.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    vla.add_argument("--resume", action="store_true", help="continue OUT's checkpoint.pt")
+    vla.add_argument("--eval-every", type=_count, default=0, help="closed-loop eval period")
+    vla.add_argument(
+        "--eval-episodes", type=_positive, default=12, help="episodes per eval (all families)"
+    )
+    vla.add_argument("--val-episodes", type=_count, default=2, help="held-out episodes")
+    vla.add_argument("--val-every", type=_count, default=500, help="validation loss period")
+    vla.add_argument("--checkpoint-every", type=_positive, default=1000)
+    vla.add_argument("--shift", type=_count, default=4, help="random-shift pixels (0: off)")
+    vla.add_argument("--jitter", type=float, default=0.0, help="brightness/contrast jitter")
+    vla.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """The ``TrainSettings`` the command line asks for."""
+    from lang2policy.vla.augment import AugmentConfig
+    from lang2policy.vla.train import TrainSettings
+    from lang2policy.vla.train_loop import OptimConfig
+
+    if not 0.0 <= args.ema < 1.0:
+        raise Lang2PolicyError(f"--ema must be in [0, 1), got {args.ema}")
+    return TrainSettings(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        optim=OptimConfig(lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema),
+        augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
+        val_episodes=args.val_episodes,
+        val_every=args.val_every,
+        eval_every=args.eval_every,
+        checkpoint_every=args.checkpoint_every,
+        seed=args.seed,
+        threads=args.threads,
+        device=args.device,
+        resume=args.resume,
+        progress=not args.no_progress,
+    )
+
+
+def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:
+    """``evaluate(policy) -> dict``: about ``--eval-episodes`` simulated episodes spread over
+    the task families the dataset holds. None when not asked for, or when the rollout module
+    is not available (training then goes on with the validation loss alone)."""
+    if args.eval_every <= 0:
+        return None
+    try:
+        from lang2policy.vla.rollout import evaluate_policy
+        from lang2policy.vla.tasks import FAMILIES
+    except ImportError as exc:
+        print(
+            f"lang2policy train vla: closed-loop evaluation is not available ({exc}); "
+            "training with the validation loss only",
+            file=sys.stderr,
+        )
+        return None
+    present = {str(episode.get("family")) for episode in data.episodes}
+    families = tuple(f for f in FAMILIES if f in present) or tuple(FAMILIES)
+    per_family = max(1, math.ceil(args.eval_episodes / len(families)))
+
+    def evaluate(policy: Any) -> dict[str, Any]:
+        return evaluate_policy(policy, per_family=per_family, seed=args.seed, families=families)
+
+    return evaluate
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train; 0 when the run finished, 130 when interrupted (the last checkpoint is kept)."""
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch starts its thread pool
+    settings = settings_from_args(args)
+    try:
+        from lang2policy.vla.dataset import load_dataset
+    except ImportError as exc:
+        raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
+    from lang2policy.vla.train import train_vla
+
+    data = load_dataset(args.dataset)
+    source = {
+        "dataset": str(args.dataset),
+        "dataset_episodes": len(data.episodes),
+        "command": shlex.join(["lang2policy", *sys.argv[1:]]),
+    }
+    try:
+        summary = train_vla(
+            data, args.out, settings, evaluate=closed_loop_evaluator(args, data), source=source
+        )
+    except KeyboardInterrupt:
+        print(
+            f"lang2policy train vla: interrupted; continue from the last checkpoint with "
+            f"--resume --out {args.out}",
+            file=sys.stderr,
+        )
+        return 130
+    if summary:  # rank 0 of a distributed run, or a plain run
+        print(format_summary(summary, args.out))
+    return 0
+
+
+def format_summary(summary: dict[str, Any], out: Path) -> str:
+    """The end of a run in three lines."""
+    loss, val = summary.get("final_train_loss"), summary.get("final_val_loss")
+    val_text = f", validation {val:.4f}" if val is not None else ""
+    loss_text = f"{loss:.4f}" if loss is not None else "n/a"
+    return (
+        f"trained {summary['steps']} steps in {summary['wall_time_s']} s "
+        f"({summary['samples_per_s']} samples/s)\n"
+        f"final L1 loss: train {loss_text}{val_text}\n"
+        f"model: {out} (config.json, model.safetensors, normalization.json)"
+    )

@@ -1,0 +1,242 @@
+"""``load_dataset``: a whole v3.0 dataset in memory for training, every frame decoded.
+
+Reads what LeRobot's ``LeRobotDataset`` reads, following the episode rows: the frames from
+``data_path`` files, each camera's frames from the ``video_path`` files at the episode's
+``from_timestamp``. Works for datasets written by ``DatasetWriter`` and, with the same kind of
+features (vector state/action, RGB videos at the dataset's fps), by LeRobot itself.
+
+Checked on the way: the frames table has one row per frame in dataset order and each episode's
+rows say so; every video holds exactly the frames its episodes need, at the feature's size.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.vla.dataset import layout, tables
+from lang2policy.vla.dataset.meta import DatasetMeta, load_meta
+from lang2policy.vla.dataset.video import video_frames
+from lang2policy.vla.schema import ACTION_KEY, STATE_KEY, image_key
+
+_INDEX_COLUMNS = ("episode_index", "frame_index", "index", "task_index")
+_FRAME_COLUMNS = (STATE_KEY, ACTION_KEY, "timestamp", *_INDEX_COLUMNS)
+# DemoDataset's per-frame arrays, taken together by ``select``.
+_ROW_ARRAYS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
+
+
+@dataclass(frozen=True)
+class DemoDataset:
+    """All frames of a dataset (or of some of its episodes, ``select``), in episode order.
+
+    ``episodes[i]`` describes the i-th episode held: ``index`` (its ``episode_index`` in the
+    dataset), ``length``, ``from``/``to`` (its rows here: ``state[from:to]``), ``task`` and the
+    dataset's own episode columns (``success``, ``family`` ...). ``stats`` are the dataset's
+    (stats.json), also after ``select``.
+    """
+
+    root: Path
+    info: dict[str, Any]
+    tasks: list[str]
+    episodes: list[dict[str, Any]]
+    stats: dict[str, dict[str, np.ndarray]]
+    images: dict[str, np.ndarray]  # camera -> uint8 (N, H, W, 3)
+    state: np.ndarray  # float32 (N, state dim)
+    action: np.ndarray  # float32 (N, action dim)
+    episode_index: np.ndarray  # int64 (N,)
+    frame_index: np.ndarray  # int64 (N,): 0.. within each episode
+    task_index: np.ndarray  # int64 (N,): into ``tasks``
+    timestamp: np.ndarray  # float32 (N,): s since the episode's first frame
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+    @property
+    def fps(self) -> int:
+        return int(self.info["fps"])
+
+    @property
+    def cameras(self) -> list[str]:
+        return list(self.images)
+
+    def select(self, episodes: Iterable[int]) -> DemoDataset:
+        """The episodes with these ``episode_index`` values, in the order given."""
+        wanted = [int(e) for e in episodes]
+        by_index = {ep["index"]: ep for ep in self.episodes}
+        unknown = sorted(set(wanted) - set(by_index))
+        if unknown or len(set(wanted)) != len(wanted):
+            raise Lang2PolicyError(
+                f"select: episodes must be distinct and among the {len(by_index)} held "
+                f"({_ranges(sorted(by_index))}); unknown: {unknown}"
+            )
+        chosen = [by_index[e] for e in wanted]
+        rows = np.concatenate(
+            [np.arange(ep["from"], ep["to"]) for ep in chosen] or [np.zeros(0, np.int64)]
+        )
+        starts = np.cumsum([0] + [ep["length"] for ep in chosen])[:-1]
+        moved = [
+            {**ep, "from": int(start), "to": int(start + ep["length"])}
+            for ep, start in zip(chosen, starts, strict=True)
+        ]
+        return replace(
+            self,
+            episodes=moved,
+            images={camera: frames[rows] for camera, frames in self.images.items()},
+            **{name: getattr(self, name)[rows] for name in _ROW_ARRAYS},
+        )
+
+
+def load_dataset(root: Path, cameras: Iterable[str] | None = None) -> DemoDataset:
+    """Every frame of the dataset at ``root`` (``cameras``: the ones to decode; default all)."""
+    meta = load_meta(Path(root))
+    cameras = list(meta.cameras if cameras is None else cameras)
+    unknown = [c for c in cameras if c not in meta.cameras]
+    if unknown:
+        raise Lang2PolicyError(f"the dataset has no camera {unknown}; it has {meta.cameras}")
+    frames = read_frames(meta)
+    images = {camera: read_images(meta, image_key(camera)) for camera in cameras}
+    extra = meta.extra_columns()
+    episodes = [
+        {
+            "index": row["episode_index"],
+            "length": row["length"],
+            "from": row["dataset_from_index"],
+            "to": row["dataset_to_index"],
+            "task": _task(row, meta.tasks),
+            **{name: row[name] for name in extra},
+        }
+        for row in meta.episodes
+    ]
+    return DemoDataset(
+        root=meta.root,
+        info=meta.info,
+        tasks=meta.tasks,
+        episodes=episodes,
+        stats=meta.stats,
+        images=images,
+        **frames,
+    )
+
+
+def _task(row: dict[str, Any], tasks: list[str]) -> str:
+    listed = row.get("tasks") or []
+    return listed[0] if listed else tasks[0]
+
+
+def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
+    """The frames table(s) as arrays in dataset order, checked against the episode rows."""
+    table = _frames_table(meta)
+    what = f"the frames of {meta.root}"
+    order = np.argsort(np.asarray(table.column("index")), kind="stable")
+    table = table.take(pa.array(order))
+    columns = {name: np.asarray(table.column(name), np.int64) for name in _INDEX_COLUMNS}
+    if not np.array_equal(columns["index"], np.arange(meta.total_frames)):
+        raise Lang2PolicyError(
+            f"{what}: the index column must run 0..{meta.total_frames - 1} (one row per frame), "
+            f"got {len(table)} rows from {columns['index'][:1]} to {columns['index'][-1:]}"
+        )
+    _check_rows(meta, columns)
+    features = meta.info["features"]
+    state_dim, action_dim = features[STATE_KEY]["shape"][0], features[ACTION_KEY]["shape"][0]
+    return {
+        "state": tables.vector_column(table, STATE_KEY, state_dim, what),
+        "action": tables.vector_column(table, ACTION_KEY, action_dim, what),
+        "episode_index": columns["episode_index"],
+        "frame_index": columns["frame_index"],
+        "task_index": columns["task_index"],
+        "timestamp": np.asarray(table.column("timestamp"), np.float32),
+    }
+
+
+def _frames_table(meta: DatasetMeta) -> pa.Table:
+    files = sorted({(row["data/chunk_index"], row["data/file_index"]) for row in meta.episodes})
+    parts = []
+    for chunk, file in files:
+        relative = layout.format_path(
+            meta.info["data_path"], "data_path", chunk_index=chunk, file_index=file
+        )
+        part = tables.read_table(meta.root / relative, "a frames table")
+        tables.require_columns(part, _FRAME_COLUMNS, str(relative))
+        parts.append(part.select(list(_FRAME_COLUMNS)))
+    return pa.concat_tables(parts)
+
+
+def _check_rows(meta: DatasetMeta, columns: dict[str, np.ndarray]) -> None:
+    """Each episode's rows carry its episode_index and frame indices 0..length-1."""
+    for row in meta.episodes:
+        start, stop = row["dataset_from_index"], row["dataset_to_index"]
+        episode = columns["episode_index"][start:stop]
+        frames = columns["frame_index"][start:stop]
+        if not (episode == row["episode_index"]).all() or not np.array_equal(
+            frames, np.arange(stop - start)
+        ):
+            raise Lang2PolicyError(
+                f"the frames table disagrees with episode {row['episode_index']}: rows "
+                f"{start}..{stop} must be its frames 0..{stop - start - 1}"
+            )
+
+
+def read_images(meta: DatasetMeta, key: str) -> np.ndarray:
+    """All frames of the video feature ``key`` in dataset order, uint8 ``(N, H, W, 3)``."""
+    height, width, _ = meta.info["features"][key]["shape"]
+    images = np.empty((meta.total_frames, height, width, 3), np.uint8)
+    by_file: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in meta.episodes:
+        by_file[(row[f"videos/{key}/chunk_index"], row[f"videos/{key}/file_index"])].append(row)
+    for (chunk, file), rows in sorted(by_file.items()):
+        relative = layout.format_path(
+            meta.info["video_path"], "video_path", video_key=key, chunk_index=chunk, file_index=file
+        )
+        targets = _frame_targets(rows, key, meta.fps)
+        count = 0
+        for count, frame in enumerate(video_frames(meta.root / relative), start=1):
+            if frame.shape[:2] != (height, width):
+                raise Lang2PolicyError(
+                    f"video {relative}: frames are {frame.shape[:2]}, info.json says {key} is "
+                    f"{(height, width)}"
+                )
+            if count <= len(targets) and targets[count - 1] >= 0:
+                images[targets[count - 1]] = frame
+        if count != len(targets):
+            raise Lang2PolicyError(_count_error(relative, count, len(targets), rows, key, meta.fps))
+    return images
+
+
+def _frame_targets(rows: list[dict[str, Any]], key: str, fps: int) -> np.ndarray:
+    """For each frame of one video file, the dataset row it belongs to (-1: none)."""
+    starts = [round(row[f"videos/{key}/from_timestamp"] * fps) for row in rows]
+    targets = np.full(max(s + row["length"] for s, row in zip(starts, rows, strict=True)), -1)
+    for start, row in zip(starts, rows, strict=True):
+        targets[start : start + row["length"]] = np.arange(
+            row["dataset_from_index"], row["dataset_to_index"]
+        )
+    return targets
+
+
+def _count_error(
+    relative: str, count: int, needed: int, rows: list[dict[str, Any]], key: str, fps: int
+) -> str:
+    listed = ", ".join(
+        f"episode {row['episode_index']}: {row['length']} frames from "
+        f"{row[f'videos/{key}/from_timestamp']:.3f} s"
+        for row in rows[:5]
+    )
+    more = ", ..." if len(rows) > 5 else ""
+    return (
+        f"video {relative} has {count} frames but its episodes need {needed} at {fps} fps "
+        f"({listed}{more})"
+    )
+
+
+def _ranges(values: list[int]) -> str:
+    """``0..9`` for a contiguous run, else the first few values."""
+    if values and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}..{values[-1]}"
+    return str(values[:10])

@@ -1,0 +1,91 @@
+"""One whole episode as the writer receives it, and the checks it must pass before any of it is
+written (a bad episode is refused whole, so a dataset never holds half of one)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lang2policy.errors import Lang2PolicyError
+
+
+@dataclass
+class EpisodeRecord:
+    """``T`` frames of one episode: the instruction, each camera's uint8 ``(T, H, W, 3)``
+    images, float32 ``(T, dim)`` state and action, and the caller's episode columns."""
+
+    task: str
+    images: dict[str, np.ndarray]
+    state: np.ndarray
+    action: np.ndarray
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        return len(self.state)
+
+
+def check_record(
+    record: EpisodeRecord,
+    cameras: Sequence[str],
+    image_size: int,
+    dim: int,
+    extra_columns: Sequence[str],
+) -> None:
+    """Raise a ``Lang2PolicyError`` saying what is wrong with ``record`` and what was expected."""
+    if not isinstance(record.task, str) or not record.task.strip():
+        raise Lang2PolicyError(f"an episode's task must be non-empty text, got {record.task!r}")
+    _check_vectors(record, dim)
+    _check_images(record, cameras, image_size)
+    unknown = sorted(set(record.extra) - set(extra_columns))
+    missing = [name for name in extra_columns if name not in record.extra]
+    if unknown or missing:
+        raise Lang2PolicyError(
+            f"episode columns must be exactly {list(extra_columns)} (the writer's "
+            f"extra_episode_columns); unknown: {unknown}, missing: {missing}"
+        )
+    bad = {k: type(v).__name__ for k, v in record.extra.items() if not _plain(v)}
+    if bad:
+        raise Lang2PolicyError(
+            f"episode columns must hold bool, int, float, str or None; got {bad}"
+        )
+
+
+def _check_vectors(record: EpisodeRecord, dim: int) -> None:
+    for name in ("state", "action"):
+        values = np.asarray(getattr(record, name))
+        if values.ndim != 2 or values.shape[1] != dim or len(values) == 0:
+            raise Lang2PolicyError(
+                f"an episode's {name} must be (T, {dim}) with T >= 1, got shape {values.shape}"
+            )
+        if not np.isfinite(values).all():
+            raise Lang2PolicyError(f"an episode's {name} holds NaN or inf values")
+    if len(record.action) != len(record.state):
+        raise Lang2PolicyError(
+            f"an episode's state has {len(record.state)} frames but its action "
+            f"{len(record.action)}; both need one row per frame"
+        )
+
+
+def _check_images(record: EpisodeRecord, cameras: Sequence[str], image_size: int) -> None:
+    if set(record.images) != set(cameras):
+        raise Lang2PolicyError(
+            f"an episode needs images of the cameras {list(cameras)}, got {sorted(record.images)}"
+        )
+    expected = (record.length, image_size, image_size, 3)
+    for camera in cameras:
+        frames = record.images[camera]
+        if not isinstance(frames, np.ndarray) or frames.dtype != np.uint8:
+            kind = getattr(frames, "dtype", type(frames).__name__)
+            raise Lang2PolicyError(f"camera {camera!r}: images must be uint8, got {kind}")
+        if frames.shape != expected:
+            raise Lang2PolicyError(
+                f"camera {camera!r}: images must be {expected} (one per frame), got {frames.shape}"
+            )
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str, np.bool_, np.number))

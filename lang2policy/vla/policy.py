@@ -1,0 +1,152 @@
+"""The trained VLA at run time: camera images, joint state and an instruction in, the next
+absolute joint target out.
+
+``VLAPolicy.load(model_dir)`` reads a model directory (no network: the weights are local and
+the instruction encoder is the bundled MiniLM). ``act`` predicts a chunk of future actions
+every ``query_every`` calls and returns the temporal ensemble of every chunk that covers the
+current step (``ensemble``); ``act_chunk`` returns one raw chunk for servers that execute
+chunks themselves. Actions are un-normalised and the gripper opening clipped to 0..1; joint
+limits are the safety layer's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla.checkpoint import load_model_dir
+from lang2policy.vla.ensemble import DEFAULT_M, TemporalEnsembler
+from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
+from lang2policy.vla.model import VLAConfig, VLANet
+from lang2policy.vla.normalize import Normalizer, images_to_float
+from lang2policy.vla.policy_inputs import check_images, check_instruction, check_state
+from lang2policy.vla.schema import STATE_NAMES
+
+GRIPPER = STATE_NAMES.index("gripper")
+
+
+class VLAPolicy:
+    """A trained network with its normaliser, instruction cache and temporal ensembler."""
+
+    def __init__(
+        self,
+        model: VLANet,
+        normalizer: Normalizer,
+        language: InstructionEmbeddings,
+        *,
+        ensemble_m: float = DEFAULT_M,
+        query_every: int = 1,
+    ) -> None:
+        config = model.config
+        if not 1 <= query_every <= config.chunk:
+            raise ConfigError(
+                f"query_every must be 1..{config.chunk} (the chunk length), got {query_every}"
+            )
+        if language.dim != config.language_dim:
+            raise ConfigError(
+                f"the instruction embeddings are {language.dim}-d; the model takes "
+                f"{config.language_dim}-d ({config.language_model})"
+            )
+        self.model = model.eval()
+        self.normalizer = normalizer
+        self.language = language
+        self.query_every = query_every
+        self.device = next(model.parameters()).device
+        self._ensembler = TemporalEnsembler(ensemble_m)
+        self._step = 0
+        self._instruction: str | None = None
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: Path | str,
+        device: str = "cpu",
+        threads: int | None = 1,
+        *,
+        encoder: Encoder | None = None,
+        ensemble_m: float = DEFAULT_M,
+        query_every: int = 1,
+    ) -> VLAPolicy:
+        """The policy in ``model_dir``. ``threads`` sets torch's CPU threads (one is fastest
+        beside a busy simulation); ``encoder`` replaces the instruction encoder the config names."""
+        if threads and device == "cpu":
+            torch.set_num_threads(threads)
+        loaded = load_model_dir(Path(model_dir), device)
+        encode = encoder or encoder_for(loaded.config.language_model)
+        language = InstructionEmbeddings(encode, loaded.config.language_dim)
+        return cls(
+            loaded.model,
+            loaded.normalizer,
+            language,
+            ensemble_m=ensemble_m,
+            query_every=query_every,
+        )
+
+    @property
+    def config(self) -> VLAConfig:
+        return self.model.config
+
+    def warm_up(self, instruction: str = "pick up the block") -> None:
+        """Load the instruction encoder and run the network once, so that the first real step
+        does not pay for it (the MiniLM load takes seconds)."""
+        size = self.config.image_size
+        images = {c: np.zeros((size, size, 3), np.uint8) for c in self.config.cameras}
+        self.act_chunk(images, np.zeros(self.config.state_dim, np.float32), instruction)
+
+    def reset(self) -> None:
+        """Forget the chunks of the previous episode; call before each new episode."""
+        self._ensembler.reset()
+        self._step = 0
+        self._instruction = None
+
+    def act(
+        self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
+    ) -> np.ndarray:
+        """The joint target ``float32 [action_dim]`` for the next ``1 / fps`` s.
+
+        A new instruction drops the chunks predicted for the old one, so the arm reacts at once.
+        """
+        inputs = self._check(images, state, instruction)
+        if instruction != self._instruction:
+            self._ensembler.reset()
+            self._instruction = instruction
+        if self._step % self.query_every == 0 or not self._ensembler.covers(self._step):
+            self._ensembler.add(self._step, self._predict(*inputs))
+        action = self._ensembler.action(self._step)
+        self._step += 1
+        return self._clip_gripper(action.astype(np.float32))
+
+    def act_chunk(
+        self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
+    ) -> np.ndarray:
+        """The next ``chunk`` joint targets ``float32 [chunk, action_dim]``, one per
+        ``1 / fps`` s (no ensembling; ``act``'s state is left alone)."""
+        return self._predict(*self._check(images, state, instruction))
+
+    def _check(
+        self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Validated inputs: stacked uint8 images, float32 state, instruction vector."""
+        config = self.config
+        stacked = check_images(images, config.cameras, config.image_size)
+        checked_state = check_state(state, config.state_dim)
+        return stacked, checked_state, self.language.embed(check_instruction(instruction))
+
+    def _predict(self, images: np.ndarray, state: np.ndarray, language: np.ndarray) -> np.ndarray:
+        """One forward pass: un-normalised actions ``[chunk, action_dim]``, gripper clipped."""
+        with torch.inference_mode():
+            image_tensor = images_to_float(torch.from_numpy(images).to(self.device))
+            state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
+            language_tensor = torch.from_numpy(language).to(self.device)
+            chunk = self.model(image_tensor[None], state_tensor[None], language_tensor[None])[0]
+        actions = self.normalizer.denormalize_action(chunk.float().cpu().numpy())
+        return self._clip_gripper(actions.astype(np.float32))
+
+    @staticmethod
+    def _clip_gripper(actions: np.ndarray) -> np.ndarray:
+        actions[..., GRIPPER] = np.clip(actions[..., GRIPPER], 0.0, 1.0)
+        return actions

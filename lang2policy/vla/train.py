@@ -1,0 +1,296 @@
+"""Training the VLA on recorded demonstrations (``lang2policy train vla``).
+
+``train_vla(dataset, out_dir, settings)`` fits the network on the successful training episodes
+and writes a model directory (``config.json``, ``model.safetensors``, ``normalization.json``)
+with ``training_log.jsonl``, ``training.png`` and ``train_summary.json``. Every
+``checkpoint_every`` steps it saves ``checkpoint.pt`` (weights, optimiser, schedule, step,
+random state) and refreshes the model directory, so a run can be resumed
+(``settings.resume``) or its latest weights tried while it goes on.
+
+Started by ``torchrun`` it trains data-parallel (``distributed``); rank 0 alone logs,
+validates, evaluates and writes files. ``evaluate(policy) -> dict`` (closed-loop rollouts,
+given by the caller) runs every ``eval_every`` steps on the current weights.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla import distributed
+from lang2policy.vla.augment import AugmentConfig
+from lang2policy.vla.language import Encoder
+from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
+from lang2policy.vla.normalize import Normalizer
+from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.train_data import BatchMaker, Frames, batch_indices
+from lang2policy.vla.train_loop import OptimConfig, Trainer
+from lang2policy.vla.train_outputs import RunOutputs, resume_state
+from lang2policy.vla.train_setup import TrainData, describe, model_config, prepare
+
+Evaluate = Callable[[VLAPolicy], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """One training run: how long, how, and how often to log, validate, evaluate and save."""
+
+    steps: int = 10_000
+    batch_size: int = 64  # per process
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    model: VLAConfig = field(default_factory=VLAConfig)
+    val_episodes: int = 2  # successful episodes held out for the validation loss
+    val_every: int = 500
+    eval_every: int = 0  # 0: no closed-loop evaluation during training
+    checkpoint_every: int = 1000
+    log_every: int = 50
+    seed: int = 0
+    threads: int = 1  # torch CPU threads: more thrash on a busy 2-core machine
+    device: str = "auto"
+    resume: bool = False
+    progress: bool = True  # the tqdm bar
+
+    def __post_init__(self) -> None:
+        small = {k: v for k, v in asdict(self).items() if k in _POSITIVE and v < 1}
+        if small:
+            raise ConfigError(f"these training settings must be at least 1: {small}")
+
+
+_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads")
+
+
+def train_vla(
+    data: Frames,
+    out_dir: Path,
+    settings: TrainSettings,
+    *,
+    evaluate: Evaluate | None = None,
+    encoder: Encoder | None = None,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Train, write the model directory and return the summary (rank 0; other ranks get {}).
+
+    ``encoder`` replaces the instruction encoder the config names (tests); ``source`` (dataset
+    path, command line) is copied into ``train_summary.json``."""
+    torch.set_num_threads(settings.threads)
+    context = distributed.start(settings.device)
+    try:
+        run = _build_run(data, Path(out_dir), settings, context, encoder, evaluate)
+        run.loop()
+        summary = run.finish(source or {}) if run.outputs is not None else {}
+    except BaseException:
+        distributed.stop(context, wait=False)
+        raise
+    distributed.stop(context)
+    return summary
+
+
+def _build_run(
+    frames: Frames,
+    out_dir: Path,
+    settings: TrainSettings,
+    context: distributed.DistContext,
+    encoder: Encoder | None,
+    evaluate: Evaluate | None,
+) -> _Run:
+    """Set up a fresh run, or the saved one when resuming (its config and normaliser win)."""
+    state = resume_state(out_dir, settings.resume, context.device)
+    config, normalizer = model_config(frames, settings.model), None
+    if state is not None:
+        config = VLAConfig.from_dict(state["config"])
+        normalizer = Normalizer.from_stats(state["normalizer"], min_std=0.0)
+    data = prepare(
+        frames,
+        config,
+        val_episodes=settings.val_episodes,
+        seed=settings.seed,
+        encoder=encoder,
+        normalizer=normalizer,
+    )
+    torch.manual_seed(settings.seed)
+    trainer = Trainer(VLANet(config), settings.optim, settings.steps, context)
+    generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
+    start = 0
+    if state is not None:
+        trainer.load_state_dict(state)
+        start = int(state["step"])
+        if context.is_main:
+            generator.set_state(state["generator"])
+    make_batch = BatchMaker(
+        frames,
+        config.cameras,
+        config.chunk,
+        frame_end=data.frame_end,
+        task_vectors=data.task_vectors,
+        normalizer=data.normalizer,
+        device=context.device,
+    )
+    outputs = None
+    if context.is_main:
+        outputs = RunOutputs(out_dir, start if state is not None else None)
+    return _Run(settings, context, data, trainer, make_batch, generator, outputs, evaluate, start)
+
+
+@dataclass
+class _Run:
+    """One run's parts and its progress between steps."""
+
+    settings: TrainSettings
+    context: distributed.DistContext
+    data: TrainData
+    trainer: Trainer
+    make_batch: BatchMaker
+    generator: torch.Generator
+    outputs: RunOutputs | None  # rank 0 only
+    evaluate: Evaluate | None
+    start_step: int
+    step: int = 0
+    window: list[float] = field(default_factory=list)  # losses since the last log record
+    window_seconds: float = 0.0
+    train_seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.step = self.start_step
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.settings.batch_size * self.context.world_size
+
+    def loop(self) -> None:
+        """Train from ``start_step`` to ``settings.steps``."""
+        settings, context = self.settings, self.context
+        batches = batch_indices(
+            self.data.train_frames,
+            settings.batch_size,
+            context.rank,
+            context.world_size,
+            settings.seed,
+            self.step,
+        )
+        show = settings.progress and context.is_main
+        bar = tqdm(total=settings.steps, initial=self.step, disable=not show, unit="step")
+        with bar:
+            if context.is_main:
+                bar.write(self._opening_line())
+            while self.step < settings.steps:
+                started = time.perf_counter()
+                batch = self.make_batch(next(batches))
+                loss = self.trainer.step(batch, settings.augment, self.generator)
+                self.window.append(loss)
+                self.window_seconds += time.perf_counter() - started
+                self.step += 1
+                bar.update(1)
+                self._after_step(bar)
+
+    def _after_step(self, bar: tqdm) -> None:
+        """Log, validate, evaluate and save when their turn comes."""
+        settings, done = self.settings, self.step
+        last = done == settings.steps
+
+        def due(every: int) -> bool:
+            return every > 0 and (done % every == 0 or last)
+
+        if due(settings.log_every):
+            self._log_train(bar)
+        if self.outputs is None:
+            return
+        if due(settings.val_every) and len(self.data.val_frames):
+            self._validate(bar)
+        if due(settings.checkpoint_every):  # before the rollouts, which may crash a simulation
+            self.outputs.save_checkpoint(done, self.trainer, self.generator, self.data.normalizer)
+        if self.evaluate is not None and due(settings.eval_every):
+            self._evaluate(bar)
+
+    def _log_train(self, bar: tqdm) -> None:
+        loss = float(np.mean(self.window))
+        rate = len(self.window) * self.samples_per_step / max(self.window_seconds, 1e-9)
+        self.train_seconds += self.window_seconds
+        self.window, self.window_seconds = [], 0.0
+        bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}")
+        if self.outputs is not None:
+            self.outputs.log.add(
+                "train", self.step, loss=loss, lr=self.trainer.lr, samples_per_s=round(rate, 1)
+            )
+
+    def _validate(self, bar: tqdm) -> None:
+        frames = self.data.val_frames
+        pieces = np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size))
+        loss = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
+        self.outputs.log.add("val", self.step, val_loss=loss)
+        bar.write(f"step {self.step}: validation L1 {loss:.4f}")
+
+    def _evaluate(self, bar: tqdm) -> None:
+        """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""
+        data = self.data
+        policy = VLAPolicy(self.trainer.export_net, data.normalizer, data.language)
+        started = time.monotonic()
+        metrics = _flatten(self.evaluate(policy))
+        seconds = round(time.monotonic() - started, 1)
+        self.outputs.log.add("eval", self.step, **metrics, eval_seconds=seconds)
+        shown = ", ".join(f"{k} {_short(v)}" for k, v in metrics.items())
+        bar.write(f"step {self.step}: evaluation ({seconds} s): {shown}")
+        self.outputs.plot()
+
+    def _opening_line(self) -> str:
+        counts = describe(self.data)
+        episodes, frames = counts["episodes"], counts["frames"]
+        return (
+            f"training on {episodes['train']} episodes ({frames['train']} frames; "
+            f"{episodes['failed_excluded']} failed left out), validating on {episodes['val']}, "
+            f"{counts['instructions']} instructions; {parameter_count(self.trainer.net):,} "
+            f"params on {self.context.device} x{self.context.world_size}, from step {self.step}"
+        )
+
+    def finish(self, source: dict[str, Any]) -> dict[str, Any]:
+        """Write ``train_summary.json`` and the plot; return the summary."""
+        log = self.outputs.log
+        trained = self.step - self.start_step
+        summary = {
+            "steps": self.step,
+            "resumed_from_step": self.start_step or None,
+            "wall_time_s": round(time.monotonic() - self.started, 1),
+            "train_time_s": round(self.train_seconds, 1),
+            "samples_per_s": round(
+                trained * self.samples_per_step / max(self.train_seconds, 1e-9), 1
+            ),
+            "final_train_loss": (log.last("train") or {}).get("loss"),
+            "final_val_loss": (log.last("val") or {}).get("val_loss"),
+            "last_eval": log.last("eval"),
+            **describe(self.data),
+            "parameters": parameter_count(self.trainer.net),
+            "device": str(self.context.device),
+            "world_size": self.context.world_size,
+            "threads": self.settings.threads,
+            "config": self.trainer.net.config.to_dict(),
+            "settings": asdict(self.settings),
+            **source,
+        }
+        self.outputs.write_summary(summary)
+        self.outputs.plot()
+        return summary
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"per_family": {"push": 0.5}}`` → ``{"per_family.push": 0.5}``: one curve each."""
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -1,0 +1,214 @@
+"""What training reads from a demonstration dataset: which episodes, which frames, and batches of
+(frame t, the actions t .. t+k-1) ready for the network.
+
+Only successful episodes are trained on (failed ones stay in the dataset, marked). A few of
+them are held out for a validation loss. An action chunk that runs past the end of its episode
+is padded with the episode's last action and masked out of the loss, so the model is never
+taught to predict what follows an episode's end.
+
+The dataset is duck-typed: anything with the attributes of ``FrameArrays`` will do, as the
+recorded ``DemoDataset`` (``lang2policy.vla.dataset``) does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch.utils.data import BatchSampler, DistributedSampler
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla.normalize import Normalizer, images_to_float
+
+
+class Frames(Protocol):
+    """The attributes of a dataset that training reads."""
+
+    images: dict[str, np.ndarray]  # camera -> uint8 [N, H, W, 3]
+    state: np.ndarray  # float32 [N, state_dim]
+    action: np.ndarray  # float32 [N, action_dim]
+    episode_index: np.ndarray  # int [N]
+    task_index: np.ndarray  # int [N]
+    tasks: list[str]  # instruction by task index
+    # per episode: its rows "from"/"to" (or LeRobot's "dataset_from_index"/"dataset_to_index"),
+    # "success", "split", "family" ...
+    episodes: list[dict[str, Any]]
+    stats: dict[str, dict[str, Any]]
+
+
+@dataclass
+class FrameArrays:
+    """An in-memory dataset with the attributes training reads (tests, tools)."""
+
+    images: dict[str, np.ndarray]
+    state: np.ndarray
+    action: np.ndarray
+    episode_index: np.ndarray
+    frame_index: np.ndarray
+    task_index: np.ndarray
+    tasks: list[str]
+    episodes: list[dict[str, Any]]
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeSplit:
+    """Episode indices (positions in ``dataset.episodes``) to train and validate on."""
+
+    train: list[int]
+    val: list[int]
+    failed: int  # successful == False: kept in the data, never trained on
+    other_split: int  # marked for a split other than "train" (held-out evaluation)
+
+
+VAL_SPLITS = ("val", "validation")  # episodes recorded for the validation loss
+
+
+def split_episodes(
+    episodes: Sequence[dict[str, Any]], val_episodes: int, seed: int
+) -> EpisodeSplit:
+    """The successful episodes to train on and to validate on.
+
+    Episodes marked for a validation split validate; otherwise ``val_episodes`` training
+    episodes are drawn (by ``seed``) for it. An episode with no ``success`` (or None) counts as
+    successful (teleoperated data), one with no ``split`` as a training episode; other splits
+    (held-out evaluation) are left out."""
+    usable, marked_val, failed, other = [], [], 0, 0
+    for position, episode in enumerate(episodes):
+        split = episode.get("split") or "train"
+        if split not in ("train", *VAL_SPLITS):
+            other += 1
+        elif episode.get("success") is not None and not bool(episode["success"]):
+            failed += 1
+        else:
+            (marked_val if split in VAL_SPLITS else usable).append(position)
+    if not usable:
+        raise ConfigError(
+            f"no successful training episodes among {len(episodes)} ({failed} failed, "
+            f"{other} in other splits)"
+        )
+    if marked_val:
+        return EpisodeSplit(usable, marked_val, failed, other)
+    count = min(max(0, val_episodes), len(usable) - 1)
+    held = set(np.random.default_rng(seed).choice(usable, size=count, replace=False).tolist())
+    train = [p for p in usable if p not in held]
+    return EpisodeSplit(train, sorted(held), failed, other)
+
+
+def _span(data: Frames, position: int) -> tuple[int, int]:
+    """The frames ``start .. end - 1`` of the episode at ``position``, checked."""
+    episode = data.episodes[position]
+    if "from" in episode:  # DemoDataset: rows in the arrays held (also after select)
+        start, end = int(episode["from"]), int(episode["to"])
+    else:  # LeRobot's episode columns
+        start, end = int(episode["dataset_from_index"]), int(episode["dataset_to_index"])
+    if not 0 <= start < end <= len(data.state):
+        name = episode.get("index", episode.get("episode_index", position))
+        raise ConfigError(
+            f"episode {name} spans frames {start}..{end}, "
+            f"outside the dataset's {len(data.state)} frames"
+        )
+    return start, end
+
+
+def episode_frames(data: Frames, positions: Sequence[int]) -> np.ndarray:
+    """The frame indices of the episodes at ``positions`` (positions in ``data.episodes``)."""
+    spans = [_span(data, position) for position in positions]
+    return np.concatenate([np.arange(start, end) for start, end in spans] or [np.zeros(0, int)])
+
+
+def episode_ends(data: Frames) -> np.ndarray:
+    """Per frame, the index one past the last frame of its episode (``int64 [N]``)."""
+    ends = np.zeros(len(data.state), np.int64)
+    for position in range(len(data.episodes)):
+        start, end = _span(data, position)
+        ends[start:end] = end
+    return ends
+
+
+@dataclass
+class Batch:
+    """One training batch on the training device; actions normalised."""
+
+    images: torch.Tensor  # [B, cameras, 3, H, W] in 0..1
+    state: torch.Tensor  # [B, state_dim], normalised
+    language: torch.Tensor  # [B, language_dim]
+    actions: torch.Tensor  # [B, chunk, action_dim], normalised
+    mask: torch.Tensor  # [B, chunk]: 1 where the action is inside the episode
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+
+class BatchMaker:
+    """Gathers batches by frame index from a dataset held in memory."""
+
+    def __init__(
+        self,
+        data: Frames,
+        cameras: Sequence[str],
+        chunk: int,
+        frame_end: np.ndarray,
+        task_vectors: np.ndarray,
+        normalizer: Normalizer,
+        device: torch.device,
+    ) -> None:
+        missing = [c for c in cameras if c not in data.images]
+        if missing:
+            raise ConfigError(f"the dataset has no images of cameras {missing}")
+        self.images = [data.images[c] for c in cameras]
+        self.state = normalizer.normalize_state(np.asarray(data.state, np.float32))
+        self.action = normalizer.normalize_action(np.asarray(data.action, np.float32))
+        self.task_index = np.asarray(data.task_index)
+        self.task_vectors = torch.as_tensor(task_vectors, dtype=torch.float32, device=device)
+        self.frame_end = frame_end
+        self.offsets = np.arange(chunk)
+        self.device = device
+
+    def __call__(self, frames: np.ndarray) -> Batch:
+        targets = frames[:, None] + self.offsets[None, :]
+        ends = self.frame_end[frames][:, None]
+        mask = targets < ends
+        targets = np.minimum(targets, ends - 1)  # pad with the episode's last action
+
+        def put(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+        images = np.stack([camera[frames] for camera in self.images], axis=1)
+        language = self.task_vectors[put(self.task_index[frames])]
+        return Batch(
+            images=images_to_float(put(images)),
+            state=put(self.state[frames]),
+            language=language,
+            actions=put(self.action[targets]),
+            mask=put(mask.astype(np.float32)),
+        )
+
+
+def batch_indices(
+    frames: np.ndarray, batch_size: int, rank: int, world_size: int, seed: int, start_step: int
+) -> Iterator[np.ndarray]:
+    """Frame-index batches for this process from ``start_step`` on, epoch after epoch.
+
+    Each epoch is torch's ``DistributedSampler`` permutation (seeded by ``seed`` and the epoch)
+    split between the processes, so a resumed run sees the batches it would have seen."""
+    if len(frames) // world_size < batch_size:
+        raise ConfigError(
+            f"{len(frames)} training frames cannot fill one batch of {batch_size} in each of "
+            f"{world_size} processes: lower --batch-size or record more episodes"
+        )
+    sampler = DistributedSampler(
+        range(len(frames)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed
+    )
+    batches = BatchSampler(sampler, batch_size, drop_last=True)
+    per_epoch = len(batches)
+    epoch, skip = divmod(start_step, per_epoch)
+    while True:
+        sampler.set_epoch(epoch)
+        for number, positions in enumerate(batches):
+            if number >= skip:
+                yield frames[np.asarray(positions)]
+        epoch, skip = epoch + 1, 0

@@ -1,0 +1,128 @@
+"""The optimisation itself: AdamW with warm-up and a cosine schedule, the masked L1 loss on
+action chunks, gradient clipping, an optional EMA of the weights, and the state that resumes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+from lang2policy.vla.augment import AugmentConfig, augment
+from lang2policy.vla.distributed import DistContext
+from lang2policy.vla.model import VLANet
+from lang2policy.vla.train_data import Batch
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """How the weights are fitted."""
+
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    warmup_steps: int = 500
+    min_lr_ratio: float = 0.05  # the cosine ends at this fraction of ``lr``
+    grad_clip: float = 1.0
+    ema_decay: float = 0.0  # 0: no EMA; else e.g. 0.999
+
+
+def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
+    """The learning-rate multiplier at a step: linear warm-up, then a cosine to ``min_ratio``."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def masked_l1(predicted: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean absolute error over the actions inside their episode (``mask [B, chunk]``)."""
+    error = (predicted - target).abs().mean(dim=-1)
+    return (error * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+class Trainer:
+    """The network (wrapped for DDP in a distributed run), its optimiser, schedule and EMA."""
+
+    def __init__(
+        self, net: VLANet, optim: OptimConfig, total_steps: int, context: DistContext
+    ) -> None:
+        self.net = net.to(context.device)
+        self.model: nn.Module = self.net
+        if context.distributed:
+            ids = [context.device.index] if context.device.type == "cuda" else None
+            self.model = DistributedDataParallel(self.net, device_ids=ids)
+        self.optim = optim
+        self.optimizer = torch.optim.AdamW(
+            self.net.parameters(), lr=optim.lr, weight_decay=optim.weight_decay
+        )
+        factor = lr_factor(optim.warmup_steps, total_steps, optim.min_lr_ratio)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+        self.ema: AveragedModel | None = None
+        if optim.ema_decay > 0:
+            self.ema = AveragedModel(self.net, multi_avg_fn=get_ema_multi_avg_fn(optim.ema_decay))
+
+    @property
+    def export_net(self) -> VLANet:
+        """The weights to evaluate and save: the EMA when there is one."""
+        return self.ema.module if self.ema is not None else self.net
+
+    @property
+    def lr(self) -> float:
+        return self.scheduler.get_last_lr()[0]
+
+    def step(self, batch: Batch, augmentation: AugmentConfig, generator: torch.Generator) -> float:
+        """One optimiser step on ``batch``; returns its loss."""
+        self.model.train()
+        images = augment(batch.images, augmentation, generator)
+        predicted = self.model(images, batch.state, batch.language)
+        loss = masked_l1(predicted, batch.actions, batch.mask)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.optim.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.net.parameters(), self.optim.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update_parameters(self.net)
+        return loss.item()
+
+    def validation_loss(self, batches: Iterable[Batch]) -> float:
+        """The mean masked L1 of the exported weights over ``batches`` (no augmentation)."""
+        net = self.export_net
+        net.eval()
+        total, weight = 0.0, 0.0
+        with torch.inference_mode():
+            for batch in batches:
+                predicted = net(batch.images, batch.state, batch.language)
+                loss = masked_l1(predicted, batch.actions, batch.mask)
+                total += loss.item() * batch.mask.sum().item()
+                weight += batch.mask.sum().item()
+        return total / max(weight, 1.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the step and the random state, for ``checkpoint.pt``."""
+        return {
+            "model": self.net.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["model"])
+        if self.ema is not None and state.get("ema") is not None:
+            self.ema.load_state_dict(state["ema"])
+        elif self.ema is not None:  # EMA switched on at resume: start it from the weights
+            self.ema.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])

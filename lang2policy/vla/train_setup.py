@@ -1,0 +1,106 @@
+"""Everything a training run decides before its first step: the episodes, the normaliser, the
+instruction vectors and the network's config, checked against the dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
+from lang2policy.vla.model import VLAConfig
+from lang2policy.vla.normalize import Normalizer
+from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
+from lang2policy.vla.train_data import (
+    EpisodeSplit,
+    Frames,
+    episode_ends,
+    episode_frames,
+    split_episodes,
+)
+
+MAX_VAL_FRAMES = 2048  # frames the validation loss is computed on (a fixed random subset)
+
+
+@dataclass
+class TrainData:
+    """A dataset made ready for training."""
+
+    split: EpisodeSplit
+    train_frames: np.ndarray
+    val_frames: np.ndarray
+    frame_end: np.ndarray
+    normalizer: Normalizer
+    language: InstructionEmbeddings
+    task_vectors: np.ndarray  # [tasks, language_dim]
+
+
+def model_config(data: Frames, base: VLAConfig) -> VLAConfig:
+    """``base`` with the dataset's image size, state and action sizes; its cameras must exist."""
+    missing = [camera for camera in base.cameras if camera not in data.images]
+    if missing:
+        raise ConfigError(
+            f"the model wants cameras {list(base.cameras)} but the dataset has only "
+            f"{sorted(data.images)}"
+        )
+    shape = data.images[base.cameras[0]].shape
+    if len(shape) != 4 or shape[1] != shape[2] or shape[3] != 3:
+        raise ConfigError(f"dataset images must be uint8 [N, S, S, 3], got shape {shape}")
+    return replace(
+        base,
+        image_size=int(shape[1]),
+        state_dim=int(np.shape(data.state)[1]),
+        action_dim=int(np.shape(data.action)[1]),
+    )
+
+
+def normalizer_for(data: Frames, frames: np.ndarray) -> Normalizer:
+    """From the dataset's stats when it has them, else from the training frames."""
+    stats = getattr(data, "stats", None) or {}
+    if STATE_KEY in stats and ACTION_KEY in stats:
+        return Normalizer.from_stats(stats)
+    return Normalizer.from_arrays(np.asarray(data.state)[frames], np.asarray(data.action)[frames])
+
+
+def prepare(
+    data: Frames,
+    config: VLAConfig,
+    *,
+    val_episodes: int,
+    seed: int,
+    encoder: Encoder | None = None,
+    normalizer: Normalizer | None = None,
+) -> TrainData:
+    """Split the episodes, embed every instruction once, and fix the normaliser (``normalizer``
+    given: a resumed run keeps its own)."""
+    split = split_episodes(data.episodes, val_episodes, seed)
+    train_frames = episode_frames(data, split.train)
+    val_frames = episode_frames(data, split.val)
+    if len(val_frames) > MAX_VAL_FRAMES:
+        rng = np.random.default_rng(seed)
+        val_frames = np.sort(rng.choice(val_frames, MAX_VAL_FRAMES, replace=False))
+    normalizer = normalizer or normalizer_for(data, train_frames)
+    normalizer.check_dims(config.state_dim, config.action_dim)
+    encode = encoder or encoder_for(config.language_model)
+    language = InstructionEmbeddings(encode, config.language_dim)
+    task_vectors = language.embed_many(list(data.tasks))
+    return TrainData(
+        split, train_frames, val_frames, episode_ends(data), normalizer, language, task_vectors
+    )
+
+
+def describe(data: TrainData) -> dict[str, Any]:
+    """Episode and frame counts, for the summary and the first status line."""
+    split = data.split
+    return {
+        "episodes": {
+            "train": len(split.train),
+            "val": len(split.val),
+            "failed_excluded": split.failed,
+            "other_split_excluded": split.other_split,
+        },
+        "frames": {"train": len(data.train_frames), "val": len(data.val_frames)},
+        "instructions": len(data.task_vectors),
+    }

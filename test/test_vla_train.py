@@ -1,0 +1,263 @@
+"""Training the VLA (issue 17): episode selection, chunk batches, the schedule, a tiny model that
+must learn, resuming, data-parallel training on CPU and the ``train vla`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lang2policy.commands import train as train_command
+from lang2policy.errors import ConfigError
+from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
+from lang2policy.vla.normalize import Normalizer
+from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
+from lang2policy.vla.tasks import FAMILIES
+from lang2policy.vla.train import TrainSettings, train_vla
+from lang2policy.vla.train_data import (
+    BatchMaker,
+    batch_indices,
+    episode_ends,
+    episode_frames,
+    split_episodes,
+)
+from lang2policy.vla.train_loop import OptimConfig, lr_factor, masked_l1
+from lang2policy.vla.train_outputs import SUMMARY_FILE
+from lang2policy.vla.train_plot import LOG_FILE, PLOT_FILE, eval_metrics
+
+
+def settings(steps: int = 50, **overrides) -> TrainSettings:
+    values = dict(
+        steps=steps,
+        batch_size=16,
+        model=tiny_config(),
+        optim=OptimConfig(lr=3e-3, warmup_steps=5),
+        log_every=10,
+        val_every=25,
+        checkpoint_every=25,
+        device="cpu",
+        progress=False,
+    )
+    values.update(overrides)
+    return TrainSettings(**values)
+
+
+def log_records(out) -> list[dict]:
+    return [json.loads(line) for line in (out / LOG_FILE).read_text().splitlines()]
+
+
+# ---------------------------------------------------------------- data
+def test_only_successful_training_episodes_are_used():
+    episodes = [{"success": True}] * 6 + [{"success": False}, {"success": True, "split": "test"}]
+    split = split_episodes(episodes, val_episodes=2, seed=0)
+    assert len(split.train) == 4 and len(split.val) == 2
+    assert not set(split.train) & set(split.val) and max(split.train + split.val) < 6
+    assert (split.failed, split.other_split) == (1, 1)
+    marked = split_episodes([*episodes, {"split": "val"}], val_episodes=2, seed=0)
+    assert len(marked.train) == 6 and marked.val == [8]
+    with pytest.raises(ConfigError, match="no successful training episodes"):
+        split_episodes([{"success": False}], val_episodes=0, seed=0)
+
+
+def test_lerobot_episode_columns_are_read_too():
+    data = synthetic_frames(episodes=2, length=5)
+    data.episodes = [{"dataset_from_index": 5 * i, "dataset_to_index": 5 * i + 5} for i in (0, 1)]
+    assert episode_frames(data, [1]).tolist() == [5, 6, 7, 8, 9]
+    assert episode_ends(data).tolist() == [5] * 5 + [10] * 5
+    data.episodes[1]["dataset_to_index"] = 99
+    with pytest.raises(ConfigError, match="outside the dataset's 10 frames"):
+        episode_ends(data)
+
+
+def test_chunks_are_padded_and_masked_at_the_episode_end():
+    data = synthetic_frames(episodes=2, length=5)
+    normalizer = Normalizer.from_stats(data.stats)
+    vectors = hash_encoder(8)(data.tasks)
+    maker = BatchMaker(data, ("front",), 4, episode_ends(data), vectors, normalizer, "cpu")
+    batch = maker(np.array([0, 3]))  # frame 3 of 5: actions 3, 4, then padding
+    assert batch.images.shape == (2, 1, 3, 32, 32) and batch.actions.shape == (2, 4, 6)
+    assert batch.mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    last = normalizer.normalize_action(data.action[4])
+    for padded in (2, 3):
+        np.testing.assert_allclose(batch.actions[1, padded].numpy(), last, rtol=1e-6)
+    prediction = batch.actions.clone()
+    prediction[1, 2:] += 100.0  # errors where the mask is 0 do not count
+    assert masked_l1(prediction, batch.actions, batch.mask).item() == 0.0
+
+
+def test_batches_resume_in_place_and_ranks_share_an_epoch():
+    frames = np.arange(100, 200)
+    straight = batch_indices(frames, 10, 0, 1, seed=3, start_step=0)
+    first = [next(straight) for _ in range(14)]
+    resumed = batch_indices(frames, 10, 0, 1, seed=3, start_step=7)
+    assert all(np.array_equal(first[7 + i], next(resumed)) for i in range(7))
+    ranks = [batch_indices(frames, 10, r, 2, seed=3, start_step=0) for r in (0, 1)]
+    seen = [np.concatenate([next(it) for _ in range(5)]) for it in ranks]
+    assert not set(seen[0]) & set(seen[1]) and len(set(seen[0]) | set(seen[1])) == 100
+    with pytest.raises(ConfigError, match="cannot fill one batch"):
+        next(batch_indices(frames, 60, 0, 2, seed=0, start_step=0))
+
+
+def test_learning_rate_warms_up_then_follows_a_cosine():
+    factor = lr_factor(warmup=10, total=110, min_ratio=0.1)
+    assert factor(0) == pytest.approx(0.1) and factor(9) == pytest.approx(1.0)
+    assert factor(60) == pytest.approx(0.55) and factor(110) == pytest.approx(0.1)
+
+
+# ---------------------------------------------------------------- training
+def test_a_tiny_model_learns_loads_and_runs(tmp_path):
+    data = synthetic_frames(failed=(4,))
+    summary = train_vla(data, tmp_path, settings(50), encoder=hash_encoder(8))
+    train = [r["loss"] for r in log_records(tmp_path) if r["kind"] == "train"]
+    assert train[-1] < 0.5 * train[0], train
+    assert summary["steps"] == 50 and summary["episodes"]["failed_excluded"] == 1
+    assert summary["final_val_loss"] is not None and summary["samples_per_s"] > 0
+    for name in (*MODEL_FILES, LOG_FILE, PLOT_FILE, SUMMARY_FILE, TRAINING_STATE_FILE):
+        assert (tmp_path / name).is_file(), name
+    policy = VLAPolicy.load(tmp_path, encoder=hash_encoder(8))
+    images = {c: data.images[c][0] for c in ("front", "wrist")}
+    action = policy.act(images, data.state[0], data.tasks[0])
+    assert action.shape == (6,) and np.isfinite(action).all()
+
+
+def test_resume_continues_the_step_count_and_the_very_same_run(tmp_path):
+    data = synthetic_frames()
+    ema = OptimConfig(lr=3e-3, warmup_steps=5, ema_decay=0.9)  # the EMA is resumed too
+    train_vla(data, tmp_path / "straight", settings(50, optim=ema), encoder=hash_encoder(8))
+
+    def crash(policy):
+        raise KeyboardInterrupt  # after the step-25 checkpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        train_vla(
+            data,
+            tmp_path / "cut",
+            settings(50, eval_every=25, optim=ema),
+            encoder=hash_encoder(8),
+            evaluate=crash,
+        )
+    assert torch.load(tmp_path / "cut" / TRAINING_STATE_FILE)["step"] == 25
+    resumed_settings = settings(50, resume=True, optim=ema)
+    summary = train_vla(data, tmp_path / "cut", resumed_settings, encoder=hash_encoder(8))
+    assert summary["resumed_from_step"] == 25 and summary["steps"] == 50
+    steps = [r["step"] for r in log_records(tmp_path / "cut") if r["kind"] == "train"]
+    assert steps == [10, 20, 30, 40, 50]
+    straight = load_file(tmp_path / "straight" / "model.safetensors")
+    resumed = load_file(tmp_path / "cut" / "model.safetensors")
+    for name, tensor in straight.items():
+        torch.testing.assert_close(resumed[name], tensor, msg=name)
+
+
+def test_a_fresh_run_does_not_overwrite_another(tmp_path):
+    data = synthetic_frames(episodes=4)
+    train_vla(data, tmp_path, settings(2, val_episodes=0), encoder=hash_encoder(8))
+    with pytest.raises(ConfigError, match="--resume"):
+        train_vla(data, tmp_path, settings(2, val_episodes=0), encoder=hash_encoder(8))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _ddp_worker(rank: int, out: str, port: int) -> None:
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    train_vla(synthetic_frames(), out, settings(10, log_every=5), encoder=hash_encoder(8))
+
+
+def test_data_parallel_training_on_cpu_with_two_processes(tmp_path):
+    torch.multiprocessing.spawn(_ddp_worker, args=(str(tmp_path), _free_port()), nprocs=2)
+    summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 10
+    assert all((tmp_path / name).is_file() for name in MODEL_FILES)
+
+
+# ---------------------------------------------------------------- command line
+def parse(*words: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    train_command.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["train", "vla", *words])
+
+
+@pytest.fixture
+def fake_modules(monkeypatch):
+    """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
+    dataset = types.ModuleType("lang2policy.vla.dataset")
+    dataset.load_dataset = lambda root: synthetic_frames(episodes=6)
+    monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset", dataset)
+    monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
+    rollout = types.ModuleType("lang2policy.vla.rollout")
+    rollout.calls = []
+
+    def evaluate_policy(policy, **options):
+        assert isinstance(policy, VLAPolicy)
+        rollout.calls.append(options)
+        return {"success": 0.5, "per_family": {"push": 0.25}, "episodes": 4}
+
+    rollout.evaluate_policy = evaluate_policy
+    monkeypatch.setitem(sys.modules, "lang2policy.vla.rollout", rollout)
+    return rollout
+
+
+def test_the_command_trains_and_evaluates(tmp_path, fake_modules, capsys):
+    args = parse(
+        "--dataset",
+        "d",
+        "--out",
+        str(tmp_path),
+        "--steps",
+        "4",
+        "--batch-size",
+        "8",
+        "--eval-every",
+        "4",
+        "--eval-episodes",
+        "3",
+        "--no-progress",
+    )
+    assert train_command.run(args) == 0
+    assert fake_modules.calls == [{"per_family": 1, "seed": 0, "families": FAMILIES}]
+    assert "trained 4 steps" in capsys.readouterr().out
+    summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert summary["last_eval"]["success"] == 0.5 and summary["dataset"] == "d"
+    assert summary["last_eval"]["per_family.push"] == 0.25
+    assert eval_metrics(log_records(tmp_path)) == ["success", "per_family.push"]
+    assert summary["config"]["image_size"] == 32
+
+
+def test_the_command_trains_without_a_rollout_module(tmp_path, fake_modules, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "lang2policy.vla.rollout", None)  # import fails
+    args = parse(
+        "--dataset",
+        "d",
+        "--out",
+        str(tmp_path),
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--eval-every",
+        "1",
+        "--no-progress",
+    )
+    assert train_command.run(args) == 0
+    assert "closed-loop evaluation is not available" in capsys.readouterr().err
+
+
+def test_the_command_refuses_bad_numbers(capsys):
+    for words in (["--steps", "0"], ["--lr", "5"], ["--batch-size", "x"]):
+        with pytest.raises(SystemExit):
+            parse("--dataset", "d", "--out", "o", *words)
+    assert "must be at least 1" in capsys.readouterr().err
