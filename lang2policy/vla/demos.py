@@ -5,7 +5,8 @@ Every episode is fixed by its ``EpisodeSpec`` (task, phrasing, seed): the scene'
 distractors and look come from the seed, so an episode can be made again exactly. Training
 episodes use seen combinations and seen phrasings only (``tasks``). A layout where the oracle
 cannot do the task (a push that would leave the workspace, a block out of reach), or where
-the drawn objects do not fit on the table, is redrawn from the same seed's generator. Failed demonstrations are kept, marked ``success = False``.
+the drawn objects do not fit on the table, is redrawn from the same seed's generator.
+Failed demonstrations are kept, marked ``success = False``.
 
 Episodes run in worker processes (``workers``), each with its own simulation and renderer;
 the parent receives whole episodes and writes them in order.
