@@ -363,3 +363,26 @@ def test_frames_table_that_disagrees_with_info(copy):
 def test_unknown_camera(dataset, written):
     with pytest.raises(Lang2PolicyError, match=r"no camera \['top'\]; it has \['front', 'wrist'"):
         load_dataset(written[0], cameras=["top"])
+
+
+def test_environment_state_round_trips_and_is_checked(tmp_path):
+    names = ("block_x", "goal_x")
+    with DatasetWriter(tmp_path / "ds", environment_names=names) as writer:
+        with pytest.raises(Lang2PolicyError, match=r"environment state must be \(5, 2\)"):
+            writer.add_episode(record())
+        with pytest.raises(Lang2PolicyError, match="NaN or inf"):
+            writer.add_episode(record(environment=np.full((5, 2), np.nan, np.float32)))
+        scene = np.arange(10, dtype=np.float32).reshape(5, 2)
+        writer.add_episode(record(environment=scene, extra={}))
+        writer.add_episode(record(environment=scene + 100, extra={}))
+    data = load_dataset(tmp_path / "ds")
+    np.testing.assert_array_equal(data.environment[:5], scene)
+    np.testing.assert_array_equal(data.select([1]).environment, scene + 100)
+    assert load_meta(tmp_path / "ds").info["features"]["observation.environment_state"][
+        "names"
+    ] == list(names)
+    with DatasetWriter(tmp_path / "plain") as writer:
+        with pytest.raises(Lang2PolicyError, match="has no environment_names"):
+            writer.add_episode(record(environment=scene, extra={}))
+        writer.add_episode(record(extra={}))
+    assert load_dataset(tmp_path / "plain").environment is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -112,6 +113,34 @@ def test_normalisation_round_trip_numpy_torch_and_file(tmp_path, normalizer):
     again = Normalizer.load(tmp_path / "n.json")
     state = action[0, 0]
     np.testing.assert_allclose(again.normalize_state(state), normalizer.normalize_state(state))
+
+
+def test_normaliser_files_keep_the_action_mode_and_scene_statistics(tmp_path, normalizer):
+    legacy = {key: value for key, value in normalizer.to_dict().items() if key != "action_mode"}
+    (tmp_path / "old.json").write_text(json.dumps(legacy))
+    assert Normalizer.load(tmp_path / "old.json").action_mode == "absolute"
+    state = np.zeros((20, 6), np.float32)
+    action = np.cumsum(np.ones((20, 6), np.float32), axis=0)
+    delta = normalizer.with_delta_actions(state, action, np.arange(16), np.full(20, 20), chunk=3)
+    delta = dataclasses.replace(delta, env_mean=np.ones(2, np.float32), env_std=np.ones(2))
+    delta.save(tmp_path / "new.json")
+    again = Normalizer.load(tmp_path / "new.json")
+    assert again.action_mode == "delta" and again.action_mean.shape == (3, 6)
+    np.testing.assert_allclose(again.normalize_environment(np.array([3.0, 1.0])), [2.0, 0.0])
+    again.check_dims(6, 6, chunk=3)
+    with pytest.raises(ConfigError, match=r"do not match .* chunk=10 \(delta actions\)"):
+        again.check_dims(6, 6, chunk=10)
+
+
+def test_the_auxiliary_head_feeds_the_action_head():
+    net = VLANet(tiny_config(aux_dim=5))
+    images, state, language = example_inputs(net.config, batch=3)
+    actions, aux = net(images, state, language, with_aux=True)
+    assert actions.shape == (3, 4, 6) and aux.shape == (3, 5)
+    assert torch.equal(net(images, state, language), actions)
+    assert VLANet(tiny_config())(images, state, language, with_aux=True)[1] is None
+    with pytest.raises(ConfigError, match="aux_dim"):
+        tiny_config(aux_dim=-1)
 
 
 def test_normaliser_clamps_the_std_of_a_still_joint():

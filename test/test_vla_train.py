@@ -93,6 +93,26 @@ def test_chunks_are_padded_and_masked_at_the_episode_end():
     assert masked_l1(prediction, batch.actions, batch.mask).item() == 0.0
 
 
+def test_delta_chunks_are_the_motion_from_the_frame_and_come_back_absolute():
+    data = synthetic_frames(episodes=2, length=5)
+    ends = episode_ends(data)
+    frames = np.arange(10)
+    normalizer = Normalizer.from_stats(data.stats).with_delta_actions(
+        data.state, data.action, frames, ends, chunk=4
+    )
+    assert normalizer.action_mode == "delta" and normalizer.action_mean.shape == (4, 6)
+    vectors = hash_encoder(8)(data.tasks)
+    maker = BatchMaker(data, ("front",), 4, ends, vectors, normalizer, "cpu")
+    batch = maker(np.array([1]))
+    motion = data.action[1:5] - data.state[1]
+    expected = (motion - normalizer.action_mean) / normalizer.action_std
+    np.testing.assert_allclose(batch.actions[0].numpy(), expected, rtol=1e-5, atol=1e-5)
+    back = normalizer.denormalize_chunk(batch.actions[0].numpy(), data.state[1])
+    np.testing.assert_allclose(back, data.action[1:5], atol=1e-5)
+    with pytest.raises(ConfigError, match="single actions have no normalisation"):
+        normalizer.normalize_action(data.action[0])
+
+
 def test_batches_resume_in_place_and_ranks_share_an_epoch():
     frames = np.arange(100, 200)
     straight = batch_indices(frames, 10, 0, 1, seed=3, start_step=0)
@@ -115,10 +135,10 @@ def test_learning_rate_warms_up_then_follows_a_cosine():
 # ---------------------------------------------------------------- training
 def test_a_tiny_model_learns_loads_and_runs(tmp_path):
     data = synthetic_frames(failed=(4,))
-    summary = train_vla(data, tmp_path, settings(50), encoder=hash_encoder(8))
+    summary = train_vla(data, tmp_path, settings(100), encoder=hash_encoder(8))
     train = [r["loss"] for r in log_records(tmp_path) if r["kind"] == "train"]
     assert train[-1] < 0.5 * train[0], train
-    assert summary["steps"] == 50 and summary["episodes"]["failed_excluded"] == 1
+    assert summary["steps"] == 100 and summary["episodes"]["failed_excluded"] == 1
     assert summary["final_val_loss"] is not None and summary["samples_per_s"] > 0
     for name in (*MODEL_FILES, LOG_FILE, PLOT_FILE, SUMMARY_FILE, TRAINING_STATE_FILE):
         assert (tmp_path / name).is_file(), name
@@ -126,6 +146,26 @@ def test_a_tiny_model_learns_loads_and_runs(tmp_path):
     images = {c: data.images[c][0] for c in ("front", "wrist")}
     action = policy.act(images, data.state[0], data.tasks[0])
     assert action.shape == (6,) and np.isfinite(action).all()
+
+
+def test_the_auxiliary_head_learns_the_scene_state_and_is_saved(tmp_path):
+    data = synthetic_frames(environment=True)
+    train_vla(data, tmp_path, settings(100), encoder=hash_encoder(8))
+    aux = [r["aux_loss"] for r in log_records(tmp_path) if r["kind"] == "train"]
+    assert len(aux) == 10 and aux[-1] < 0.6 * aux[0], aux
+    config = json.loads((tmp_path / "config.json").read_text())
+    saved = json.loads((tmp_path / "normalization.json").read_text())
+    assert config["aux_dim"] == 4 and saved["action_mode"] == "delta"
+    assert len(saved["observation.environment_state"]["mean"]) == 4
+    policy = VLAPolicy.load(tmp_path, encoder=hash_encoder(8))
+    images = {c: data.images[c][0] for c in ("front", "wrist")}
+    chunk = policy.act_chunk(images, data.state[0], data.tasks[0])
+    assert chunk.shape == (4, 6) and np.isfinite(chunk).all()
+    plain = tmp_path / "plain"
+    train_vla(data, plain, settings(10, auxiliary=False, action_mode="absolute"),
+              encoder=hash_encoder(8))  # fmt: skip
+    assert json.loads((plain / "config.json").read_text())["aux_dim"] == 0
+    assert json.loads((plain / "normalization.json").read_text())["action_mode"] == "absolute"
 
 
 def test_resume_continues_the_step_count_and_the_very_same_run(tmp_path):

@@ -51,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
     specs = training_specs(args.task_family, args.episodes, args.seed)
     started, outcomes = time.monotonic(), Counter()
-    with DatasetWriter(args.out, extra_episode_columns=EPISODE_COLUMNS) as writer:
+    from lang2policy.vla.environment_state import ENV_NAMES
+
+    writer = DatasetWriter(
+        args.out, extra_episode_columns=EPISODE_COLUMNS, environment_names=ENV_NAMES
+    )
+    with writer:
         bar = tqdm(total=len(specs), unit="episode", file=sys.stderr, desc="demos")
         for episode in generate(specs, workers=args.workers):
             spec = episode.spec
@@ -60,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 {"success": episode.success, "family": spec.task.family, "split": spec.split,
                  "seed": spec.seed, "phrasing": spec.phrasing,
                  "combination": spec.task.combination, "detail": episode.detail},
+                episode.environment,
             ))  # fmt: skip
             outcomes[(spec.task.family, episode.success)] += 1
             bar.set_postfix(ok=f"{sum(v for (_, ok), v in outcomes.items() if ok)}/{bar.n + 1}")

@@ -78,6 +78,10 @@ def add_parser(commands: Any) -> None:
     vla.add_argument("--checkpoint-every", type=_positive, default=1000)
     vla.add_argument("--shift", type=_count, default=4, help="random-shift pixels (0: off)")
     vla.add_argument("--jitter", type=float, default=0.0, help="brightness/contrast jitter")
+    vla.add_argument("--action-mode", choices=("delta", "absolute"), default="delta",
+                     help="predict actions relative to the frame's state (delta) or absolute")
+    vla.add_argument("--aux-weight", type=float, default=1.0,
+                     help="weight of the scene-state auxiliary loss (0: no auxiliary head)")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
 
@@ -90,10 +94,17 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
     if not 0.0 <= args.ema < 1.0:
         raise Lang2PolicyError(f"--ema must be in [0, 1), got {args.ema}")
+    if not 0.0 <= args.aux_weight <= 100.0:
+        raise Lang2PolicyError(f"--aux-weight must be in [0, 100], got {args.aux_weight}")
+    optim = OptimConfig(
+        lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight
+    )
     return TrainSettings(
         steps=args.steps,
         batch_size=args.batch_size,
-        optim=OptimConfig(lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema),
+        optim=optim,
+        action_mode=args.action_mode,
+        auxiliary=args.aux_weight > 0,
         augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
         val_episodes=args.val_episodes,
         val_every=args.val_every,

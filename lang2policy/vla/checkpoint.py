@@ -4,7 +4,7 @@ A model directory holds everything the runtime policy needs and nothing it must 
 
 - ``config.json``: the ``VLAConfig`` (every size of the network);
 - ``model.safetensors``: the weights (safetensors: no pickle, so loading runs no code);
-- ``normalization.json``: state/action mean and std.
+- ``normalization.json``: state/action mean and std, the action mode, scene-state stats.
 
 The training state (``checkpoint.pt``: weights, optimiser, schedule, step, random state) is a
 torch file read with ``weights_only=True``; only training reads it. Every file is written to a
@@ -78,7 +78,7 @@ def load_model_dir(directory: Path, device: str = "cpu") -> LoadedModel:
     except (OSError, ValueError, TypeError) as exc:
         raise ConfigError(f"cannot read {directory / CONFIG_FILE}: {exc}") from exc
     normalizer = Normalizer.load(directory / NORMALIZATION_FILE)
-    normalizer.check_dims(config.state_dim, config.action_dim)
+    normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
     model = VLANet(config)
     try:
         weights = load_file(str(directory / WEIGHTS_FILE), device="cpu")

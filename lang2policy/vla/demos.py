@@ -23,6 +23,7 @@ import numpy as np
 
 from lang2policy.errors import ConfigError, Lang2PolicyError, UnreachableError
 from lang2policy.session.sim import SimSession
+from lang2policy.vla.environment_state import environment_state, task_goal
 from lang2policy.vla.frames import FrameRecorder, frame_renderer
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.oracle import check_feasible, run_oracle
@@ -59,6 +60,7 @@ class Episode:
     detail: str
     sim_seconds: float
     wall_seconds: float
+    environment: np.ndarray | None = None  # (T, ENV_DIM): block and goal (environment_state)
 
 
 def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[EpisodeSpec]:
@@ -100,9 +102,13 @@ def record_episode(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
     appearance = set_up_scene(session, spec)
     if hasattr(renderer, "sync_look"):
         renderer.sync_look()
-    recorder = FrameRecorder(session.robot, renderer)
+    world, task = session.world, spec.task
+    goal = task_goal(world, task)
+    recorder = FrameRecorder(
+        session.robot, renderer, environment=lambda: environment_state(world, task, goal)
+    )
     session.robot.observers.append(recorder)
-    start, sim_start = start_positions(session.world, spec.task), session.world.time
+    start, sim_start = start_positions(world, task), world.time
     try:
         recorder.take()
         try:
@@ -118,6 +124,7 @@ def record_episode(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
     return Episode(
         spec, images, state, action, success, detail + note,
         session.world.time - sim_start, time.monotonic() - started,
+        recorder.environment_array(),
     )  # fmt: skip
 
 

@@ -9,6 +9,8 @@ the period between them (the last frame's is its own command).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lang2policy.robots.sim_robot import SimRobot
@@ -26,8 +28,12 @@ class FrameRecorder:
         renderer: CameraRenderer | RenderTwin,
         cameras: tuple[str, ...] = CAMERAS,
         fps: int = FPS,
+        environment: Callable[[], np.ndarray] | None = None,
     ) -> None:
+        """``environment``: called at every frame for its privileged scene state (optional)."""
         self.robot, self.renderer, self.cameras = robot, renderer, cameras
+        self.environment = environment
+        self.environment_rows: list[np.ndarray] = []
         self.period = 1.0 / fps
         self.images: dict[str, list[np.ndarray]] = {c: [] for c in cameras}
         self.states: list[np.ndarray] = []
@@ -48,6 +54,8 @@ class FrameRecorder:
         state = self.robot.get_observation().position.astype(np.float32)
         command = self.robot.last_command
         self.states.append(state)
+        if self.environment is not None:
+            self.environment_rows.append(self.environment())
         self.commands.append(state if command is None else command.astype(np.float32))
 
     def __len__(self) -> int:
@@ -60,6 +68,13 @@ class FrameRecorder:
         commands = np.stack(self.commands)
         action = np.concatenate([commands[1:], commands[-1:]])
         return images, state, action
+
+
+    def environment_array(self) -> np.ndarray | None:
+        """The scene state of every frame ``float32 (T, dim)``, or None if none was asked for."""
+        if self.environment is None:
+            return None
+        return np.stack(self.environment_rows).astype(np.float32)
 
 
 def frame_renderer(world, size: int = IMAGE_SIZE) -> RenderTwin:

@@ -10,6 +10,11 @@ conditioning so it can still attend to different things in each view. The head s
 cameras' keypoints, the normalised state and the language feature and predicts ``chunk``
 future actions, normalised.
 
+With ``aux_dim > 0`` a small auxiliary head first predicts the privileged scene state from the
+same features (where the named block is and where the task wants it:
+``environment_state``); training supervises it, and the action head reads its prediction. At
+run time it needs no privileged input: it is part of the network's own reading of the images.
+
 ``python -m lang2policy.vla.measure`` prints the parameter count, the safetensors size, the CPU
 latency of one forward pass and the training throughput.
 """
@@ -45,6 +50,7 @@ class VLAConfig:
     film_dim: int = 256  # the language MLP's width, source of every (γ, β)
     head_dim: int = 512
     head_layers: int = 2
+    aux_dim: int = 0  # auxiliary scene-state outputs (0: none)
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -58,6 +64,8 @@ class VLAConfig:
         if self.language_model == MINILM and self.language_dim != MINILM_DIM:
             raise ConfigError(f"{MINILM} embeddings are {MINILM_DIM}-d, not {self.language_dim}")
         small = {k: v for k, v in self.sizes().items() if v < 1}
+        if self.aux_dim < 0:
+            small["aux_dim"] = self.aux_dim
         if small:
             raise ConfigError(f"sizes must be positive: {small}")
 
@@ -144,19 +152,30 @@ class VLANet(nn.Module):
         self.encoder = FiLMEncoder(config)
         head_in = len(config.cameras) * self.encoder.out_dim + config.state_dim + config.film_dim
         hidden = [config.head_dim] * config.head_layers
-        self.head = _mlp([head_in, *hidden, config.chunk * config.action_dim])
+        self.aux_head = _mlp([head_in, config.head_dim, config.aux_dim]) if config.aux_dim else None
+        self.head = _mlp([head_in + config.aux_dim, *hidden, config.chunk * config.action_dim])
 
     def forward(
-        self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor
-    ) -> torch.Tensor:
+        self,
+        images: torch.Tensor,
+        state: torch.Tensor,
+        language: torch.Tensor,
+        with_aux: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         """``images [B, cameras, 3, H, W]`` in 0..1, ``state [B, state_dim]`` normalised,
-        ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions."""
+        ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions
+        (``with_aux``: and the normalised scene-state prediction ``[B, aux_dim]``, or None)."""
         batch = images.shape[0]
         words = torch.relu(self.language(language))
         condition = words[:, None, :] + self.camera_embedding[None, :, :]
         keypoints = self.encoder(images.flatten(0, 1), condition.flatten(0, 1))
         features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
-        return self.head(features).view(batch, self.config.chunk, self.config.action_dim)
+        aux = None
+        if self.aux_head is not None:
+            aux = self.aux_head(features)
+            features = torch.cat([features, aux], dim=1)
+        actions = self.head(features).view(batch, self.config.chunk, self.config.action_dim)
+        return (actions, aux) if with_aux else actions
 
 
 def parameter_count(model: nn.Module) -> int:

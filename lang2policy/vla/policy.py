@@ -143,7 +143,7 @@ class VLAPolicy:
             state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
             language_tensor = torch.from_numpy(language).to(self.device)
             chunk = self.model(image_tensor[None], state_tensor[None], language_tensor[None])[0]
-        actions = self.normalizer.denormalize_action(chunk.float().cpu().numpy())
+        actions = self.normalizer.denormalize_chunk(chunk.float().cpu().numpy(), state)
         return self._clip_gripper(actions.astype(np.float32))
 
     @staticmethod

@@ -9,6 +9,8 @@ A frame is taken every ``1 / FPS`` s of simulated time:
   1 open), ``STATE_NAMES``;
 - ``action``: the commanded joint position targets and gripper opening in force *until the
   next frame* (the target the arm is sent towards over the next ``1 / FPS`` s), same names;
+- ``observation.environment_state`` (simulated demonstrations only): where the named block
+  is and where the task wants it (``environment_state``), a training target, never an input;
 - the task: the instruction as a person would type it (one of several phrasings).
 
 Actions are absolute joint targets, as the SO-101's leader arm gives them in LeRobot's own
@@ -34,3 +36,6 @@ def image_key(camera: str) -> str:
 
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
+# Optional: privileged scene state of simulated demonstrations (``environment_state``), an
+# auxiliary training target; recordings of the real arm have none.
+ENV_KEY = "observation.environment_state"

@@ -3,7 +3,9 @@
 Each episode follows one of a few instructions; the arm moves by a fixed per-instruction step
 every frame (``action = state + step``, the next state is the action), so the action chunk is a
 learnable function of the state and the instruction. Images are random: they carry nothing,
-which keeps the check on learning about the state and language paths. ``hash_encoder`` stands in
+which keeps the check on learning about the state and language paths. With ``environment``
+the frames also carry a scene state (the first two joints and a per-instruction goal) for the
+auxiliary head. ``hash_encoder`` stands in
 for MiniLM: a fixed pseudo-random vector per string, with no model to load.
 """
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from lang2policy.vla.language import Encoder
 from lang2policy.vla.model import VLAConfig
-from lang2policy.vla.schema import ACTION_KEY, CAMERAS, STATE_DIM, STATE_KEY
+from lang2policy.vla.schema import ACTION_KEY, CAMERAS, ENV_KEY, STATE_DIM, STATE_KEY
 from lang2policy.vla.train_data import FrameArrays
 
 INSTRUCTIONS = ("move left", "move right", "lift the arm")
@@ -53,6 +55,7 @@ def synthetic_frames(
     cameras: Sequence[str] = CAMERAS,
     failed: Sequence[int] = (),
     seed: int = 0,
+    environment: bool = False,
 ) -> FrameArrays:
     """``episodes`` episodes of ``length`` frames; those numbered in ``failed`` marked failed."""
     rng = np.random.default_rng(seed)
@@ -78,17 +81,24 @@ def synthetic_frames(
     action = np.concatenate([s[1:] for s in states]).astype(np.float32)
     count = episodes * length
     shape = (count, image_size, image_size, 3)
+    tasks = np.concatenate(task_index)
+    scene = None
+    stats = {
+        STATE_KEY: {"mean": state.mean(0), "std": state.std(0)},
+        ACTION_KEY: {"mean": action.mean(0), "std": action.std(0)},
+    }
+    if environment:
+        scene = np.concatenate([state[:, :2], 10 * steps[tasks, :2]], axis=1).astype(np.float32)
+        stats[ENV_KEY] = {"mean": scene.mean(0), "std": scene.std(0)}
     return FrameArrays(
         images={c: rng.integers(0, 256, shape, dtype=np.uint8) for c in cameras},
         state=state,
         action=action,
         episode_index=np.repeat(np.arange(episodes), length),
         frame_index=np.tile(np.arange(length), episodes),
-        task_index=np.concatenate(task_index),
+        task_index=tasks,
         tasks=list(INSTRUCTIONS),
         episodes=table,
-        stats={
-            STATE_KEY: {"mean": state.mean(0), "std": state.std(0)},
-            ACTION_KEY: {"mean": action.mean(0), "std": action.std(0)},
-        },
+        stats=stats,
+        environment=scene,
     )

@@ -50,6 +50,8 @@ class TrainSettings:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     model: VLAConfig = field(default_factory=VLAConfig)
     val_episodes: int = 2  # successful episodes held out for the validation loss
+    action_mode: str = "delta"  # actions relative to the frame's state, or "absolute"
+    auxiliary: bool = True  # predict the scene state too, when the dataset records it
     val_every: int = 500
     eval_every: int = 0  # 0: no closed-loop evaluation during training
     checkpoint_every: int = 1000
@@ -105,10 +107,11 @@ def _build_run(
 ) -> _Run:
     """Set up a fresh run, or the saved one when resuming (its config and normaliser win)."""
     state = resume_state(out_dir, settings.resume, context.device)
-    config, normalizer = model_config(frames, settings.model), None
+    config = model_config(frames, settings.model, auxiliary=settings.auxiliary)
+    normalizer = None
     if state is not None:
         config = VLAConfig.from_dict(state["config"])
-        normalizer = Normalizer.from_stats(state["normalizer"], min_std=0.0)
+        normalizer = Normalizer.from_dict(state["normalizer"])
     data = prepare(
         frames,
         config,
@@ -116,6 +119,7 @@ def _build_run(
         seed=settings.seed,
         encoder=encoder,
         normalizer=normalizer,
+        action_mode=settings.action_mode,
     )
     torch.manual_seed(settings.seed)
     trainer = Trainer(VLANet(config), settings.optim, settings.steps, context)
@@ -156,6 +160,7 @@ class _Run:
     start_step: int
     step: int = 0
     window: list[float] = field(default_factory=list)  # losses since the last log record
+    aux_window: list[float] = field(default_factory=list)  # auxiliary losses, likewise
     window_seconds: float = 0.0
     train_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -188,6 +193,8 @@ class _Run:
                 batch = self.make_batch(next(batches))
                 loss = self.trainer.step(batch, settings.augment, self.generator)
                 self.window.append(loss)
+                if self.trainer.last_aux_loss is not None:
+                    self.aux_window.append(self.trainer.last_aux_loss)
                 self.window_seconds += time.perf_counter() - started
                 self.step += 1
                 bar.update(1)
@@ -216,19 +223,23 @@ class _Run:
         loss = float(np.mean(self.window))
         rate = len(self.window) * self.samples_per_step / max(self.window_seconds, 1e-9)
         self.train_seconds += self.window_seconds
-        self.window, self.window_seconds = [], 0.0
+        aux = {"aux_loss": float(np.mean(self.aux_window))} if self.aux_window else {}
+        self.window, self.aux_window, self.window_seconds = [], [], 0.0
         bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}")
         if self.outputs is not None:
             self.outputs.log.add(
-                "train", self.step, loss=loss, lr=self.trainer.lr, samples_per_s=round(rate, 1)
-            )
+                "train", self.step, loss=loss, lr=self.trainer.lr, samples_per_s=round(rate, 1),
+                **aux,
+            )  # fmt: skip
 
     def _validate(self, bar: tqdm) -> None:
         frames = self.data.val_frames
         pieces = np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size))
-        loss = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
-        self.outputs.log.add("val", self.step, val_loss=loss)
-        bar.write(f"step {self.step}: validation L1 {loss:.4f}")
+        loss, aux = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
+        extra = {} if aux is None else {"val_aux_loss": aux}
+        self.outputs.log.add("val", self.step, val_loss=loss, **extra)
+        scene = "" if aux is None else f", scene state L1 {aux:.4f}"
+        bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}")
 
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""

@@ -30,6 +30,7 @@ class Frames(Protocol):
     images: dict[str, np.ndarray]  # camera -> uint8 [N, H, W, 3]
     state: np.ndarray  # float32 [N, state_dim]
     action: np.ndarray  # float32 [N, action_dim]
+    # optional attribute ``environment``: float32 [N, env_dim] scene state (auxiliary target)
     episode_index: np.ndarray  # int [N]
     task_index: np.ndarray  # int [N]
     tasks: list[str]  # instruction by task index
@@ -52,6 +53,7 @@ class FrameArrays:
     tasks: list[str]
     episodes: list[dict[str, Any]]
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    environment: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class Batch:
     language: torch.Tensor  # [B, language_dim]
     actions: torch.Tensor  # [B, chunk, action_dim], normalised
     mask: torch.Tensor  # [B, chunk]: 1 where the action is inside the episode
+    environment: torch.Tensor | None = None  # [B, env_dim] normalised scene state, if any
 
     def __len__(self) -> int:
         return len(self.state)
@@ -160,8 +163,16 @@ class BatchMaker:
         if missing:
             raise ConfigError(f"the dataset has no images of cameras {missing}")
         self.images = [data.images[c] for c in cameras]
-        self.state = normalizer.normalize_state(np.asarray(data.state, np.float32))
-        self.action = normalizer.normalize_action(np.asarray(data.action, np.float32))
+        self.normalizer = normalizer
+        self.raw_state = np.asarray(data.state, np.float32)
+        self.state = normalizer.normalize_state(self.raw_state)
+        self.action = np.asarray(data.action, np.float32)
+        environment = getattr(data, "environment", None)
+        self.environment = None
+        if environment is not None and normalizer.has_environment:
+            self.environment = normalizer.normalize_environment(
+                np.asarray(environment, np.float32)
+            ).astype(np.float32)
         self.task_index = np.asarray(data.task_index)
         self.task_vectors = torch.as_tensor(task_vectors, dtype=torch.float32, device=device)
         self.frame_end = frame_end
@@ -179,12 +190,14 @@ class BatchMaker:
 
         images = np.stack([camera[frames] for camera in self.images], axis=1)
         language = self.task_vectors[put(self.task_index[frames])]
+        actions = self.normalizer.normalize_chunk(self.action[targets], self.raw_state[frames])
         return Batch(
             images=images_to_float(put(images)),
             state=put(self.state[frames]),
             language=language,
-            actions=put(self.action[targets]),
+            actions=put(actions.astype(np.float32)),
             mask=put(mask.astype(np.float32)),
+            environment=None if self.environment is None else put(self.environment[frames]),
         )
 
 

@@ -30,6 +30,7 @@ class OptimConfig:
     min_lr_ratio: float = 0.05  # the cosine ends at this fraction of ``lr``
     grad_clip: float = 1.0
     ema_decay: float = 0.0  # 0: no EMA; else e.g. 0.999
+    aux_weight: float = 1.0  # weight of the auxiliary scene-state L1 beside the action L1
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -67,6 +68,7 @@ class Trainer:
         )
         factor = lr_factor(optim.warmup_steps, total_steps, optim.min_lr_ratio)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+        self.last_aux_loss: float | None = None  # the auxiliary loss of the last step
         self.ema: AveragedModel | None = None
         if optim.ema_decay > 0:
             self.ema = AveragedModel(self.net, multi_avg_fn=get_ema_multi_avg_fn(optim.ema_decay))
@@ -81,11 +83,19 @@ class Trainer:
         return self.scheduler.get_last_lr()[0]
 
     def step(self, batch: Batch, augmentation: AugmentConfig, generator: torch.Generator) -> float:
-        """One optimiser step on ``batch``; returns its loss."""
+        """One optimiser step on ``batch``; returns its action loss (the auxiliary scene-state
+        loss, when the network and the batch have one, is added to it and kept in
+        ``last_aux_loss``)."""
         self.model.train()
         images = augment(batch.images, augmentation, generator)
-        predicted = self.model(images, batch.state, batch.language)
-        loss = masked_l1(predicted, batch.actions, batch.mask)
+        predicted, aux = self.model(images, batch.state, batch.language, with_aux=True)
+        action_loss = masked_l1(predicted, batch.actions, batch.mask)
+        loss = action_loss
+        self.last_aux_loss = None
+        if aux is not None and batch.environment is not None:
+            aux_loss = (aux - batch.environment).abs().mean()
+            loss = loss + self.optim.aux_weight * aux_loss
+            self.last_aux_loss = aux_loss.item()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.optim.grad_clip > 0:
@@ -94,20 +104,24 @@ class Trainer:
         self.scheduler.step()
         if self.ema is not None:
             self.ema.update_parameters(self.net)
-        return loss.item()
+        return action_loss.item()
 
-    def validation_loss(self, batches: Iterable[Batch]) -> float:
-        """The mean masked L1 of the exported weights over ``batches`` (no augmentation)."""
+    def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
+        """The mean masked action L1 of the exported weights over ``batches`` (no
+        augmentation), and the mean scene-state L1 when the network predicts it (else None)."""
         net = self.export_net
         net.eval()
-        total, weight = 0.0, 0.0
+        total, weight, aux_total, aux_count = 0.0, 0.0, 0.0, 0
         with torch.inference_mode():
             for batch in batches:
-                predicted = net(batch.images, batch.state, batch.language)
+                predicted, aux = net(batch.images, batch.state, batch.language, with_aux=True)
                 loss = masked_l1(predicted, batch.actions, batch.mask)
                 total += loss.item() * batch.mask.sum().item()
                 weight += batch.mask.sum().item()
-        return total / max(weight, 1.0)
+                if aux is not None and batch.environment is not None:
+                    aux_total += (aux - batch.environment).abs().mean().item() * len(batch)
+                    aux_count += len(batch)
+        return total / max(weight, 1.0), (aux_total / aux_count if aux_count else None)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything but the step and the random state, for ``checkpoint.pt``."""

@@ -63,6 +63,14 @@ def eval_metrics(records: list[dict[str, Any]]) -> list[str]:
     return [name for name, fraction in names.items() if fraction]
 
 
+LOSS_SERIES = (
+    ("train", "loss", "train L1 (actions)"),
+    ("val", "val_loss", "validation L1 (actions)"),
+    ("train", "aux_loss", "train L1 (scene state)"),
+    ("val", "val_aux_loss", "validation L1 (scene state)"),
+)
+
+
 def plot_training(records: list[dict[str, Any]], path: Path) -> None:
     """Draw the losses (log scale) and the evaluation fractions over steps to ``path``."""
     import matplotlib
@@ -71,11 +79,11 @@ def plot_training(records: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, (losses, evals) = plt.subplots(1, 2, figsize=(11, 4))
-    for kind, key, label in (("train", "loss", "train L1"), ("val", "val_loss", "validation L1")):
+    for kind, key, label in LOSS_SERIES:
         steps, values = _series(records, kind, key)
         if steps:
             losses.plot(steps, values, label=label, marker="." if kind == "val" else None)
-    losses.set(xlabel="step", ylabel="L1 loss (normalised actions)", title="Loss")
+    losses.set(xlabel="step", ylabel="L1 loss (normalised)", title="Loss")
     losses.set_yscale("log")
     losses.grid(True, alpha=0.3)
     for name in eval_metrics(records):

@@ -37,8 +37,10 @@ class TrainData:
     task_vectors: np.ndarray  # [tasks, language_dim]
 
 
-def model_config(data: Frames, base: VLAConfig) -> VLAConfig:
-    """``base`` with the dataset's image size, state and action sizes; its cameras must exist."""
+def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLAConfig:
+    """``base`` with the dataset's image size, state and action sizes, and an auxiliary
+    scene-state head when ``auxiliary`` and the dataset records scene state; its cameras must
+    exist."""
     missing = [camera for camera in base.cameras if camera not in data.images]
     if missing:
         raise ConfigError(
@@ -48,20 +50,36 @@ def model_config(data: Frames, base: VLAConfig) -> VLAConfig:
     shape = data.images[base.cameras[0]].shape
     if len(shape) != 4 or shape[1] != shape[2] or shape[3] != 3:
         raise ConfigError(f"dataset images must be uint8 [N, S, S, 3], got shape {shape}")
+    environment = getattr(data, "environment", None)
     return replace(
         base,
         image_size=int(shape[1]),
         state_dim=int(np.shape(data.state)[1]),
         action_dim=int(np.shape(data.action)[1]),
+        aux_dim=int(np.shape(environment)[1]) if auxiliary and environment is not None else 0,
     )
 
 
-def normalizer_for(data: Frames, frames: np.ndarray) -> Normalizer:
-    """From the dataset's stats when it has them, else from the training frames."""
+def normalizer_for(
+    data: Frames, frames: np.ndarray, frame_end: np.ndarray, chunk: int, action_mode: str
+) -> Normalizer:
+    """From the dataset's stats when it has them, else from the training frames; in ``delta``
+    mode the action statistics are those of the training frames' chunks."""
     stats = getattr(data, "stats", None) or {}
     if STATE_KEY in stats and ACTION_KEY in stats:
-        return Normalizer.from_stats(stats)
-    return Normalizer.from_arrays(np.asarray(data.state)[frames], np.asarray(data.action)[frames])
+        normalizer = Normalizer.from_stats(stats)
+    else:
+        state, action = np.asarray(data.state), np.asarray(data.action)
+        normalizer = Normalizer.from_arrays(state[frames], action[frames])
+        environment = getattr(data, "environment", None)
+        if environment is not None:
+            env = Normalizer.from_arrays(np.asarray(environment)[frames], action[frames])
+            normalizer = replace(normalizer, env_mean=env.state_mean, env_std=env.state_std)
+    if action_mode == "absolute":
+        return normalizer
+    if action_mode != "delta":
+        raise ConfigError(f"action_mode must be 'absolute' or 'delta', got {action_mode!r}")
+    return normalizer.with_delta_actions(data.state, data.action, frames, frame_end, chunk)
 
 
 def prepare(
@@ -72,6 +90,7 @@ def prepare(
     seed: int,
     encoder: Encoder | None = None,
     normalizer: Normalizer | None = None,
+    action_mode: str = "delta",
 ) -> TrainData:
     """Split the episodes, embed every instruction once, and fix the normaliser (``normalizer``
     given: a resumed run keeps its own)."""
@@ -81,13 +100,18 @@ def prepare(
     if len(val_frames) > MAX_VAL_FRAMES:
         rng = np.random.default_rng(seed)
         val_frames = np.sort(rng.choice(val_frames, MAX_VAL_FRAMES, replace=False))
-    normalizer = normalizer or normalizer_for(data, train_frames)
-    normalizer.check_dims(config.state_dim, config.action_dim)
+    frame_end = episode_ends(data)
+    normalizer = normalizer or normalizer_for(
+        data, train_frames, frame_end, config.chunk, action_mode
+    )
+    normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
+    if config.aux_dim and not normalizer.has_environment:
+        raise ConfigError("the model predicts scene state but the dataset has no statistics of it")
     encode = encoder or encoder_for(config.language_model)
     language = InstructionEmbeddings(encode, config.language_dim)
     task_vectors = language.embed_many(list(data.tasks))
     return TrainData(
-        split, train_frames, val_frames, episode_ends(data), normalizer, language, task_vectors
+        split, train_frames, val_frames, frame_end, normalizer, language, task_vectors
     )
 
 

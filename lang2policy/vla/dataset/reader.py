@@ -24,7 +24,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, tables
 from lang2policy.vla.dataset.meta import DatasetMeta, load_meta
 from lang2policy.vla.dataset.video import video_frames
-from lang2policy.vla.schema import ACTION_KEY, STATE_KEY, image_key
+from lang2policy.vla.schema import ACTION_KEY, ENV_KEY, STATE_KEY, image_key
 
 _INDEX_COLUMNS = ("episode_index", "frame_index", "index", "task_index")
 _FRAME_COLUMNS = (STATE_KEY, ACTION_KEY, "timestamp", *_INDEX_COLUMNS)
@@ -54,6 +54,7 @@ class DemoDataset:
     frame_index: np.ndarray  # int64 (N,): 0.. within each episode
     task_index: np.ndarray  # int64 (N,): into ``tasks``
     timestamp: np.ndarray  # float32 (N,): s since the episode's first frame
+    environment: np.ndarray | None = None  # float32 (N, env dim): scene state, if recorded
 
     def __len__(self) -> int:
         return len(self.state)
@@ -89,6 +90,7 @@ class DemoDataset:
             self,
             episodes=moved,
             images={camera: frames[rows] for camera, frames in self.images.items()},
+            environment=None if self.environment is None else self.environment[rows],
             **{name: getattr(self, name)[rows] for name in _ROW_ARRAYS},
         )
 
@@ -145,7 +147,11 @@ def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
     _check_rows(meta, columns)
     features = meta.info["features"]
     state_dim, action_dim = features[STATE_KEY]["shape"][0], features[ACTION_KEY]["shape"][0]
+    environment = None
+    if ENV_KEY in features:
+        environment = tables.vector_column(table, ENV_KEY, features[ENV_KEY]["shape"][0], what)
     return {
+        "environment": environment,
         "state": tables.vector_column(table, STATE_KEY, state_dim, what),
         "action": tables.vector_column(table, ACTION_KEY, action_dim, what),
         "episode_index": columns["episode_index"],
@@ -163,8 +169,9 @@ def _frames_table(meta: DatasetMeta) -> pa.Table:
             meta.info["data_path"], "data_path", chunk_index=chunk, file_index=file
         )
         part = tables.read_table(meta.root / relative, "a frames table")
-        tables.require_columns(part, _FRAME_COLUMNS, str(relative))
-        parts.append(part.select(list(_FRAME_COLUMNS)))
+        wanted = [*_FRAME_COLUMNS, *([ENV_KEY] if ENV_KEY in meta.info["features"] else [])]
+        tables.require_columns(part, wanted, str(relative))
+        parts.append(part.select(wanted))
     return pa.concat_tables(parts)
 
 

@@ -15,13 +15,15 @@ from lang2policy.errors import Lang2PolicyError
 @dataclass
 class EpisodeRecord:
     """``T`` frames of one episode: the instruction, each camera's uint8 ``(T, H, W, 3)``
-    images, float32 ``(T, dim)`` state and action, and the caller's episode columns."""
+    images, float32 ``(T, dim)`` state and action, the caller's episode columns, and optionally
+    the privileged scene state ``(T, env dim)`` (``observation.environment_state``)."""
 
     task: str
     images: dict[str, np.ndarray]
     state: np.ndarray
     action: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
+    environment: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -34,11 +36,14 @@ def check_record(
     image_size: int,
     dim: int,
     extra_columns: Sequence[str],
+    environment_dim: int = 0,
 ) -> None:
-    """Raise a ``Lang2PolicyError`` saying what is wrong with ``record`` and what was expected."""
+    """Raise a ``Lang2PolicyError`` saying what is wrong with ``record`` and what was expected
+    (``environment_dim``: the scene-state width the dataset has, 0 for none)."""
     if not isinstance(record.task, str) or not record.task.strip():
         raise Lang2PolicyError(f"an episode's task must be non-empty text, got {record.task!r}")
     _check_vectors(record, dim)
+    _check_environment(record, environment_dim)
     _check_images(record, cameras, image_size)
     unknown = sorted(set(record.extra) - set(extra_columns))
     missing = [name for name in extra_columns if name not in record.extra]
@@ -68,6 +73,23 @@ def _check_vectors(record: EpisodeRecord, dim: int) -> None:
             f"an episode's state has {len(record.state)} frames but its action "
             f"{len(record.action)}; both need one row per frame"
         )
+
+
+def _check_environment(record: EpisodeRecord, dim: int) -> None:
+    if dim == 0:
+        if record.environment is not None:
+            raise Lang2PolicyError(
+                "an episode has environment state but the writer has no environment_names"
+            )
+        return
+    values = None if record.environment is None else np.asarray(record.environment)
+    if values is None or values.shape != (record.length, dim):
+        shape = None if values is None else values.shape
+        raise Lang2PolicyError(
+            f"an episode's environment state must be ({record.length}, {dim}), got {shape}"
+        )
+    if not np.isfinite(values).all():
+        raise Lang2PolicyError("an episode's environment state holds NaN or inf values")
 
 
 def _check_images(record: EpisodeRecord, cameras: Sequence[str], image_size: int) -> None:

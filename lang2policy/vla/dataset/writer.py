@@ -28,6 +28,7 @@ from lang2policy.vla.dataset.video import VideoEncoder, VideoSettings
 from lang2policy.vla.schema import (
     ACTION_KEY,
     CAMERAS,
+    ENV_KEY,
     FPS,
     IMAGE_SIZE,
     ROBOT_TYPE,
@@ -63,8 +64,10 @@ class DatasetWriter:
         extra_episode_columns: Sequence[str] = (),
         names: Sequence[str] = STATE_NAMES,
         video: VideoSettings | None = None,
+        environment_names: Sequence[str] = (),
     ) -> None:
         self.root = Path(root)
+        self.environment_names = tuple(environment_names)
         self.work = self.root.with_name(self.root.name + ".part")
         self.fps, self.image_size = int(fps), int(image_size)
         self.cameras, self.names = tuple(cameras), tuple(names)
@@ -94,6 +97,11 @@ class DatasetWriter:
             },
             STATE_KEY: layout.vector_feature(self.names),
             ACTION_KEY: layout.vector_feature(self.names),
+            **(
+                {ENV_KEY: layout.vector_feature(self.environment_names)}
+                if self.environment_names
+                else {}
+            ),
         }
 
     def _encoder(self, camera: str) -> VideoEncoder:
@@ -119,7 +127,10 @@ class DatasetWriter:
         """Append one episode; returns its ``episode_index``."""
         if self.closed:
             raise Lang2PolicyError(f"the writer of {self.root} is closed; no more episodes")
-        check_record(record, self.cameras, self.image_size, len(self.names), self.extra_columns)
+        check_record(
+            record, self.cameras, self.image_size, len(self.names), self.extra_columns,
+            len(self.environment_names),
+        )  # fmt: skip
         self._check_kinds(record.extra)
         index, length = len(self._rows), record.length
         task_index = self.tasks.setdefault(record.task, len(self.tasks))
@@ -160,9 +171,13 @@ class DatasetWriter:
     ) -> dict[str, np.ndarray]:
         length = record.length
         frame_index = np.arange(length, dtype=np.int64)
+        environment = {}
+        if self.environment_names:
+            environment[ENV_KEY] = np.asarray(record.environment, np.float32)
         return {
             STATE_KEY: np.asarray(record.state, np.float32),
             ACTION_KEY: np.asarray(record.action, np.float32),
+            **environment,
             "timestamp": (frame_index / self.fps).astype(np.float32),
             "frame_index": frame_index,
             "episode_index": np.full(length, index, np.int64),
