@@ -79,3 +79,9 @@ class ReplayMissError(LLMError):
 
 class RewardSpecError(ConfigError):
     """A reward spec is malformed: unknown term, object or parameter, wrong type, NaN/inf."""
+
+
+class PolicyBackendError(Lang2PolicyError):
+    """A VLA policy backend (the local model or a remote policy server) gave no usable action
+    chunk: unreachable, too slow, an answer malformed, oversized or reporting an error. No
+    action was returned, so the caller holds the arm."""
