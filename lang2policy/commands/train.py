@@ -82,6 +82,8 @@ def add_parser(commands: Any) -> None:
                      help="predict actions relative to the frame's state (delta) or absolute")
     vla.add_argument("--aux-weight", type=float, default=1.0,
                      help="weight of the scene-state auxiliary loss (0: no auxiliary head)")
+    vla.add_argument("--scene-forcing", type=float, default=0.5,
+                     help="fraction of samples whose action head reads the recorded scene state")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
 
@@ -96,9 +98,12 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         raise Lang2PolicyError(f"--ema must be in [0, 1), got {args.ema}")
     if not 0.0 <= args.aux_weight <= 100.0:
         raise Lang2PolicyError(f"--aux-weight must be in [0, 100], got {args.aux_weight}")
+    if not 0.0 <= args.scene_forcing <= 1.0:
+        raise Lang2PolicyError(f"--scene-forcing must be in [0, 1], got {args.scene_forcing}")
     optim = OptimConfig(
-        lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight
-    )
+        lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
+        scene_forcing=args.scene_forcing,
+    )  # fmt: skip
     return TrainSettings(
         steps=args.steps,
         batch_size=args.batch_size,

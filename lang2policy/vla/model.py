@@ -161,10 +161,17 @@ class VLANet(nn.Module):
         state: torch.Tensor,
         language: torch.Tensor,
         with_aux: bool = False,
+        aux_input: torch.Tensor | None = None,
+        aux_mask: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         """``images [B, cameras, 3, H, W]`` in 0..1, ``state [B, state_dim]`` normalised,
         ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions
-        (``with_aux``: and the normalised scene-state prediction ``[B, aux_dim]``, or None)."""
+        (``with_aux``: and the normalised scene-state prediction ``[B, aux_dim]``, or None).
+
+        ``aux_input`` (training only) is what the action head reads in place of the prediction
+        (in the rows where ``aux_mask [B, 1]`` is true, all rows without a mask): training feeds
+        it the recorded scene state, noised, for part of each batch, so the head learns the
+        mapping from scene to motion while the encoder is still learning to see."""
         batch = images.shape[0]
         words = torch.relu(self.language(language))
         condition = words[:, None, :] + self.camera_embedding[None, :, :]
@@ -173,7 +180,10 @@ class VLANet(nn.Module):
         aux = None
         if self.aux_head is not None:
             aux = self.aux_head(features)
-            features = torch.cat([features, aux], dim=1)
+            read = aux
+            if aux_input is not None:
+                read = aux_input if aux_mask is None else torch.where(aux_mask, aux_input, aux)
+            features = torch.cat([features, read], dim=1)
         actions = self.head(features).view(batch, self.config.chunk, self.config.action_dim)
         return (actions, aux) if with_aux else actions
 

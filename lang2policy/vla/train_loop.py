@@ -31,6 +31,10 @@ class OptimConfig:
     grad_clip: float = 1.0
     ema_decay: float = 0.0  # 0: no EMA; else e.g. 0.999
     aux_weight: float = 1.0  # weight of the auxiliary scene-state L1 beside the action L1
+    # Fraction of each batch whose action head reads the recorded scene state (plus Gaussian
+    # noise of ``scene_noise`` std, normalised units) instead of the network's own prediction.
+    scene_forcing: float = 0.5
+    scene_noise: float = 0.1
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -88,7 +92,10 @@ class Trainer:
         ``last_aux_loss``)."""
         self.model.train()
         images = augment(batch.images, augmentation, generator)
-        predicted, aux = self.model(images, batch.state, batch.language, with_aux=True)
+        forced, mask = self._forced_scene(batch, generator)
+        predicted, aux = self.model(
+            images, batch.state, batch.language, with_aux=True, aux_input=forced, aux_mask=mask
+        )
         action_loss = masked_l1(predicted, batch.actions, batch.mask)
         loss = action_loss
         self.last_aux_loss = None
@@ -105,6 +112,20 @@ class Trainer:
         if self.ema is not None:
             self.ema.update_parameters(self.net)
         return action_loss.item()
+
+    def _forced_scene(
+        self, batch: Batch, generator: torch.Generator
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """What the action head reads this step in place of its own scene prediction:
+        (the recorded scene state with noise, the rows that read it), or (None, None). A
+        ``scene_forcing`` fraction of the rows read it; the rest read the prediction, so the
+        head also learns from what it will get at run time."""
+        if batch.environment is None or self.net.aux_head is None or self.optim.scene_forcing <= 0:
+            return None, None
+        env = batch.environment
+        noise = torch.randn(env.shape, generator=generator).to(env.device)
+        rows = torch.rand(len(env), 1, generator=generator).to(env.device)
+        return env + self.optim.scene_noise * noise, rows < self.optim.scene_forcing
 
     def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
         """The mean masked action L1 of the exported weights over ``batches`` (no
