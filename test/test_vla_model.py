@@ -139,6 +139,12 @@ def test_the_auxiliary_head_feeds_the_action_head():
     assert actions.shape == (3, 4, 6) and aux.shape == (3, 5)
     assert torch.equal(net(images, state, language), actions)
     assert VLANet(tiny_config())(images, state, language, with_aux=True)[1] is None
+    # scene forcing: the rows marked read the given scene state, the others the prediction
+    given = torch.full((3, 5), 3.0)
+    rows = torch.tensor([[True], [False], [True]])
+    forced = net(images, state, language, aux_input=given, aux_mask=rows)
+    assert torch.allclose(forced[1], actions[1])
+    assert not torch.allclose(forced[0], actions[0]) and not torch.allclose(forced[2], actions[2])
     with pytest.raises(ConfigError, match="aux_dim"):
         tiny_config(aux_dim=-1)
 
