@@ -1,6 +1,7 @@
 """The lang2policy graph on the MuJoCo simulation: ``ros2 launch lang2policy sim.launch.py``.
 
 Nodes: sim_node, perception_node, safety_node, controller_node, planner_node, and with
+``vla:=true`` vla_node (skills on ``/lang2policy/skill``; ``vla_backend:=local``), with
 ``record:=DIR`` recorder_node, with ``terminal:=true`` terminal_node (in ``terminal_prefix``,
 default ``xterm -e``: it needs a TTY; or run ``ros2 run lang2policy terminal_node`` in a shell of
 its own). Which nodes, their params files (config/nodes/<executable>.yaml) and overrides come

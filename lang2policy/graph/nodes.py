@@ -8,7 +8,8 @@ Pure: no ROS import. Each node's parameters come from its params file
 
 Two modes:
   * ``sim``: sim_node, perception_node, planner_node, controller_node, safety_node,
-    [recorder_node], [terminal_node]; every node but the sim node runs on sim time (``/clock``).
+    [vla_node], [recorder_node], [terminal_node]; every node but the sim node runs on sim time
+    (``/clock``).
   * ``robot``: the same without the sim node, on wall time, perception from cameras. The arm is
     reached through ros2_control topics (``driver="ros2_control"``): ``/joint_states`` and
     ``/arm_controller/joint_trajectory`` are already the contract's names, and other names are
@@ -47,6 +48,7 @@ NODES: dict[str, tuple[str, str]] = {
     "perception_node": ("lang2policy_perception", "lang2policy.ros.perception_node"),
     "safety_node": ("lang2policy_safety", "lang2policy.ros.safety_node"),
     "controller_node": ("lang2policy_controller", "lang2policy.ros.controller_node"),
+    "vla_node": ("lang2policy_vla", "lang2policy.ros.vla_node"),
     "planner_node": ("lang2policy_planner", "lang2policy.ros.planner_node"),
     "recorder_node": ("lang2policy_recorder", "lang2policy.ros.recorder_node"),
     "terminal_node": ("lang2policy_terminal", "lang2policy.ros.terminal_node"),
@@ -110,6 +112,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "perception_node": _perception_overrides(options),
         "safety_node": {},
         "controller_node": {},
+        "vla_node": {"backend": options.vla_backend},
         "planner_node": {"llm": options.llm, "route": options.route,
                          "grounding": options.grounding},
         "recorder_node": _recorder_overrides(options),
@@ -157,6 +160,8 @@ def _included(executable: str, options: GraphOptions) -> bool:
         return options.record is not None
     if executable == "terminal_node":
         return options.terminal
+    if executable == "vla_node":
+        return options.vla
     return True
 
 

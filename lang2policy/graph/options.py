@@ -128,6 +128,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("grounding", "on", "code plans: on (grammar, scored candidates, retrieved examples, a "
            "dry run before moving) | off (free decoding; the goal is checked either way)",
            choices=GROUNDING, flag="--grounding"),
+    Option("vla", False, "true: start the VLA node (language skills on /lang2policy/skill)",
+           FLAG, flag="--vla", flag_help="start the VLA node (skills on /lang2policy/skill)"),
+    Option("vla_backend", "local", "VLA policy: local (models/vla-so101-tiny) | "
+           "openpi://HOST:PORT | openvla://HOST:PORT", flag="--vla-backend"),
     Option("rtf", 1.0, "real-time factor of the simulation", NUMBER, launch=("sim",),
            flag="--rtf"),
     Option("cameras", True, "false: the sim renders no camera images", FLAG, launch=("sim",),

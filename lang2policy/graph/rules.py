@@ -53,6 +53,8 @@ class GraphOptionRules:
             self._check_sim()
         else:
             self._check_robot()
+        if self.vla:
+            self._check_vla()
 
     @property
     def perception_mode(self) -> str:
@@ -70,6 +72,15 @@ class GraphOptionRules:
     def _check_sim(self) -> None:
         if self.perception_mode == "camera" and not self.cameras:
             raise ConfigError("perception 'camera' needs the sim cameras; do not turn them off")
+
+    def _check_vla(self) -> None:
+        from lang2policy.vla.backends.select import parse_backend  # only when the VLA runs
+
+        parse_backend(self.vla_backend)
+        if self.robot != "so101":
+            raise ConfigError(f"vla: the VLA drives the so101, not {self.robot!r}")
+        if self.mode == "sim" and not self.cameras:
+            raise ConfigError("vla needs the sim cameras (front, wrist); do not turn them off")
 
     def _check_robot(self) -> None:
         choice("driver", self.driver, DRIVERS)

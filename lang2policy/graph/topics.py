@@ -5,8 +5,9 @@ import), so a topic cannot be renamed in one place and missed in another.
 
 Status lines (``/lang2policy/status`` and ``/lang2policy/safety``) are one JSON object each,
 ``StatusEvent.to_dict()``: ``{"node": <who says it>, "state": ..., "instruction": ...,
-"detail": ...}`` plus node-specific fields (the controller's ``task`` and ``stats``). Every line
-names its ``node``, so a listener never has to guess who spoke from the keys.
+"detail": ...}`` plus node-specific fields (the controller's ``task`` and ``stats``, the VLA
+node's ``skill``, ``backend`` and ``stats``). Every line names its ``node``, so a listener never
+has to guess who spoke from the keys.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ JOINT_COMMAND = Endpoint("/lang2policy/joint_command", "trajectory_msgs/msg/Join
 OBJECTS = Endpoint("/lang2policy/objects", "visualization_msgs/msg/MarkerArray")  # perceived
 INSTRUCTION = Endpoint("/lang2policy/instruction", "std_msgs/msg/String")
 CORRECTION = Endpoint("/lang2policy/correction", "std_msgs/msg/String")
-STATUS = Endpoint("/lang2policy/status", "std_msgs/msg/String")  # planner + controller lines
+STATUS = Endpoint("/lang2policy/status", "std_msgs/msg/String")  # planner, controller, VLA lines
 SAFETY = Endpoint("/lang2policy/safety", "std_msgs/msg/String")  # the safety node's lines
 REWARD_SPEC = Endpoint("/lang2policy/reward_spec", "std_msgs/msg/String")  # JSON or "null"
+SKILL = Endpoint("/lang2policy/skill", "std_msgs/msg/String")  # a VLA skill; "" cancels
 
 # ------------------------------------------------------------------ services
 STOP = Endpoint("/lang2policy/stop", "std_srvs/srv/Trigger")
@@ -59,13 +61,15 @@ TOPICS: tuple[Endpoint, ...] = (
     STATUS,
     SAFETY,
     REWARD_SPEC,
+    SKILL,
 )
 SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET)
 TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 
 # ------------------------------------------------------------------ status events
 PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
-STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE)
+VLA_NODE = "vla"
+STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE)
 PLANNER_STATES = (
     "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
     "received",  # detail: {"route": ...}

@@ -1,0 +1,316 @@
+"""The VLA node: language skills run by a vision-language-action policy (issue 18).
+
+Subscribes, always
+  * ``/lang2policy/skill`` (std_msgs/String): a skill instruction in one of the phrasings the
+    VLA was trained on (``vla.skill_parse``: "put the red block in the blue bowl", "push the
+    green block to the left", "lift the yellow block"). A new skill replaces the running one
+    (``cancelled``); empty text cancels it. Text the VLA cannot check is ``rejected`` with a
+    list of what it can do.
+  * ``/lang2policy/objects`` (visualization_msgs/MarkerArray): the object poses; the skill's
+    success check (``vla.skill_judge``) runs on them.
+  * ``/lang2policy/safety`` (std_msgs/String): the safety node's state. ``stopped`` ends the
+    running skill at once (``stopped``; nothing more is published) and refuses new skills
+    until the safety node is resumed.
+
+Subscribes while a skill runs (so that an idle node costs nothing, and the sim node, which
+renders a camera only while someone listens, renders nothing for it)
+  * ``/joint_states`` (joints by name) and ``/camera/<name>/image_raw`` for each camera the
+    backend needs (front and wrist for the local model; any size and rgb8/bgr8/rgba8/bgra8: a
+    centred square crop, resized with ``cv2.INTER_AREA`` to the model's 96 px).
+
+Publishes
+  * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory, the safety node's input):
+    at ``rate`` Hz of wall time (steady clock) a one-point trajectory to the policy's next
+    target (5 arm joints in rad, ``gripper`` 0..1), reached ``1 / rate`` s after arrival, as
+    the arm moves between targets in rollouts. Stale joint states or images
+    (``state_timeout``, ``image_timeout``) hold the arm: one trajectory with no points (the
+    safety node's "hold at the measured position"), then silence until they are fresh again.
+    A skill that ends (but for a stop) sends one hold too.
+  * ``/lang2policy/status`` (std_msgs/String, JSON ``StatusEvent`` with node ``vla``) on every
+    change: ``ready`` (detail: backend, cameras, rate), ``rejected``, ``running``, ``holding``
+    (detail: which input is stale), and the end: ``success`` (the success check held for
+    ``rollout.SUCCESS_HOLD`` s), ``timeout`` (the family's ``rollout.MAX_SECONDS`` or
+    ``max_seconds``), ``failed`` (a policy backend error), ``stopped``, ``cancelled``; with
+    ``skill`` (the task), ``backend`` and, at the end, ``stats`` (steps, achieved rate, policy
+    time per action).
+
+Parameters (read-only): ``backend`` (local | openpi://HOST:PORT | openvla://HOST:PORT),
+``model`` (local: a model directory; "" = the shipped models/vla-so101-tiny), ``rate``,
+``state_timeout``, ``image_timeout``, ``objects_timeout``, ``startup_grace``, ``max_seconds``,
+``ensemble_m``, ``query_every``, ``connect_timeout``/``request_timeout`` (remote backends),
+``layout`` (the scene model the success check mirrors). A remote request blocks this node's
+callbacks for at most ``connect_timeout + request_timeout``; the stop still holds the arm at
+once (the safety node latches it and drops every later command).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rclpy.clock import Clock, ClockType
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
+
+from lang2policy.errors import ConfigError, Lang2PolicyError
+from lang2policy.graph import topics
+from lang2policy.perception import decode_image
+from lang2policy.ros import convert
+from lang2policy.ros.entry import entry_point
+from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.scene.mirror import MirrorWorld
+from lang2policy.vla.backends import RemoteLimits, open_backend
+from lang2policy.vla.ensemble import DEFAULT_M
+from lang2policy.vla.schema import ACTION_DIM, FPS, ROBOT_TYPE, STATE_NAMES
+from lang2policy.vla.skill_actor import EnsembledActor
+from lang2policy.vla.skill_judge import ObjectsJudge
+from lang2policy.vla.skill_parse import Skill, parse_skill
+from lang2policy.vla.skill_runner import (
+    CANCELLED,
+    HOLDING,
+    STOPPED,
+    RunnerSettings,
+    SkillRunner,
+    Step,
+    state_vector,
+)
+from lang2policy.wire_json import MessageError, decode_status
+
+_LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
+
+
+def camera_topic(camera: str) -> str:
+    return f"/camera/{camera}/image_raw"
+
+
+class VLANode(ReadOnlyParameters):
+    """``lang2policy_vla``: ``SkillRunner`` behind the topic contract above."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("lang2policy_vla", **kwargs)
+        self.settings = self._settings()
+        self.actor = self._actor()
+        self.cameras = tuple(self.actor.backend.cameras)
+        layout = self._param("layout", "cap_tabletop", "scene model the success check mirrors")
+        self.world = MirrorWorld(ROBOT_TYPE, layout)
+        self.runner: SkillRunner | None = None
+        self.safety_state = ""
+        self.commands_sent = 0
+        self._objects: dict | None = None
+        self._last_report: tuple[str, str] | None = None
+        self._hold_sent = False
+        self._inputs: list = []  # the subscriptions held while a skill runs
+        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
+        self._status = self.create_publisher(String, topics.STATUS.name, 10)
+        self.create_subscription(String, topics.SKILL.name, self._on_skill, 10)
+        self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
+        self.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
+        self._timer = self.create_timer(1.0 / self.settings.rate, self._on_tick, clock=steady)
+        self._timer.cancel()  # runs only while a skill runs
+        detail = {"backend": self.actor.backend.name, "cameras": list(self.cameras)}
+        self._publish("ready", "", detail | {"rate_hz": self.settings.rate})
+        self.get_logger().info(
+            f"VLA {self.actor.backend.name}: cameras {list(self.cameras)}, "
+            f"{self.settings.rate:g} Hz on {topics.JOINT_COMMAND.name}; skills on "
+            f"{topics.SKILL.name}"
+        )
+
+    def _settings(self) -> RunnerSettings:
+        return RunnerSettings(
+            rate=self._number("rate", float(FPS), "Hz of policy steps (the model's frame rate)"),
+            state_timeout=self._number("state_timeout", 0.5, "s: older states hold the arm"),
+            image_timeout=self._number("image_timeout", 0.5, "s: older images hold the arm"),
+            objects_timeout=self._number("objects_timeout", 2.0, "s: older poses: no success"),
+            startup_grace=self._number(
+                "startup_grace", 5.0, "s to wait for the first inputs", zero=True
+            ),
+            max_seconds=self._number(
+                "max_seconds", 0.0, "s per skill; 0: the family's budget", zero=True
+            ),
+        )
+
+    def _actor(self) -> EnsembledActor:
+        backend_text = self._param("backend", "local", "local | openpi://H:P | openvla://H:P")
+        model = self._param("model", "", 'local: model directory; "" = the shipped model')
+        limits = RemoteLimits(
+            connect_s=self._number("connect_timeout", 3.0, "s to reach a remote backend"),
+            request_s=self._number("request_timeout", 2.0, "s per remote request"),
+        )
+        ensemble_m = self._number("ensemble_m", DEFAULT_M, "temporal ensembling m", zero=True)
+        query_every = int(self._number("query_every", 1, "steps per request", integer=True))
+        backend = open_backend(backend_text, model_dir=model or None, limits=limits)
+        policy = getattr(backend, "policy", None)
+        if policy is not None:  # load the instruction encoder now, not at the first skill
+            policy.warm_up()
+        return EnsembledActor(backend, ensemble_m, query_every)
+
+    # ------------------------------------------------------------------ skills
+    def _on_skill(self, msg: String) -> None:
+        text = msg.data
+        if not text.strip():
+            if self.runner is not None:
+                self._finish(self.runner.end(CANCELLED, "cancelled (an empty skill)"))
+            return
+        try:
+            skill = parse_skill(text)
+            judge = self._judge(skill)
+        except Lang2PolicyError as exc:  # UnknownSkillError, or the scene or safety says no
+            self._publish("rejected", text[:200], str(exc))
+            self.get_logger().warning(f"skill rejected: {exc}")
+            return
+        if self.runner is not None:
+            self._finish(self.runner.end(CANCELLED, f"replaced by {skill.instruction!r}"))
+        self._start(skill, judge)
+
+    def _judge(self, skill: Skill) -> ObjectsJudge:
+        if self.safety_state == "stopped":
+            raise Lang2PolicyError(
+                f"the safety node is stopped: call {topics.RESUME.name} before a skill"
+            )
+        if self._objects is None:
+            raise Lang2PolicyError(f"no objects seen on {topics.OBJECTS.name} yet")
+        return ObjectsJudge(skill.task, self.world, self._objects)
+
+    def _start(self, skill: Skill, judge: ObjectsJudge) -> None:
+        now = time.monotonic()
+        self.runner = SkillRunner(skill, self.actor, judge, self.cameras, self.settings, now)
+        self._last_report, self._hold_sent = None, False
+        self._subscribe_inputs()
+        self._timer.reset()
+        detail = f"{skill.task.family}, budget {self.runner.budget:g} s"
+        self._report(Step("running", None, detail))
+
+    def _subscribe_inputs(self) -> None:
+        self._inputs = [
+            self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
+        ]
+        for camera in self.cameras:
+            self._inputs.append(
+                self.create_subscription(
+                    Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), _LATEST
+                )
+            )
+
+    def _finish(self, step: Step) -> None:
+        """The skill ended: stop the timer and the input subscriptions, hold (but after a
+        stop: the safety node holds), report with the statistics."""
+        runner, self.runner = self.runner, None
+        self._timer.cancel()
+        for subscription in self._inputs:
+            self.destroy_subscription(subscription)
+        self._inputs = []
+        if step.state != STOPPED:
+            self._send_hold()
+        if runner is not None:
+            self._report(step, runner)
+
+    # ------------------------------------------------------------------ inputs
+    def _on_state(self, msg: JointState) -> None:
+        if self.runner is None:
+            return
+        try:
+            position = state_vector(list(msg.name), list(msg.position), STATE_NAMES)
+            self.runner.joint_state(position, time.monotonic())
+        except ValueError as exc:
+            self.get_logger().warning(
+                f"ignored {topics.JOINT_STATES.name}: {exc}", throttle_duration_sec=2.0
+            )
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        if self.runner is None:
+            return
+        try:
+            rgb = decode_image(msg.data, msg.width, msg.height, msg.step, msg.encoding)
+        except ConfigError as exc:
+            self.get_logger().warning(
+                f"ignored {camera_topic(camera)}: {exc}", throttle_duration_sec=2.0
+            )
+            return
+        self.runner.image(camera, rgb, time.monotonic())
+
+    def _on_objects(self, msg: MarkerArray) -> None:
+        objects = self._decoded(convert.objects_from_markers, msg, topics.OBJECTS.name)
+        if objects is None:
+            return
+        self._objects = {name: (o.position, o.quat) for name, o in objects.items()}
+        if self.runner is not None:
+            self.runner.objects(self._objects, time.monotonic())
+
+    def _on_safety(self, msg: String) -> None:
+        try:
+            line = decode_status(msg.data, what=topics.SAFETY.name)
+        except MessageError as exc:
+            self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
+            return
+        self.safety_state = line["state"]
+        if self.safety_state == "stopped" and self.runner is not None:
+            reason = str(line.get("reason") or "stop requested")[:200]
+            self._finish(self.runner.end(STOPPED, f"stopped by the safety node: {reason}"))
+
+    # ------------------------------------------------------------------ outputs
+    def _on_tick(self) -> None:
+        if self.runner is None:
+            self._timer.cancel()
+            return
+        step = self.runner.step(time.monotonic())
+        if step.final:
+            self._finish(step)
+            return
+        if step.target is not None:
+            self._send_target(step.target.tolist())
+        elif step.state == HOLDING and not self._hold_sent:
+            self._send_hold()
+        self._report(step)
+
+    def _send_target(self, target: list[float]) -> None:
+        if len(target) != ACTION_DIM:
+            return
+        period = 1.0 / self.settings.rate
+        self._command.publish(convert.trajectory(STATE_NAMES, [(period, target)]))
+        self.commands_sent += 1
+        self._hold_sent = False
+
+    def _send_hold(self) -> None:
+        """A trajectory with no points: the safety node holds at the measured position."""
+        self._command.publish(JointTrajectory(joint_names=list(STATE_NAMES)))
+        self._hold_sent = True
+
+    def _report(self, step: Step, runner: SkillRunner | None = None) -> None:
+        """A status line when the state changed, or a hold's reason (and always at the end):
+        a running skill that waits for its first inputs or acts says nothing new."""
+        key = (step.state, step.reason if step.state == HOLDING else "")
+        if key == self._last_report and runner is None:
+            return
+        self._last_report = key
+        current = runner or self.runner
+        extra: dict = {"backend": self.actor.backend.name}
+        if current is not None:
+            task = current.skill.task
+            extra["skill"] = {k: v for k, v in vars(task).items() if v}
+            if runner is not None:
+                extra["stats"] = runner.stats(time.monotonic())
+        instruction = current.skill.instruction if current is not None else ""
+        self._publish(step.state, instruction, step.reason, extra)
+        line = f"{step.state}: {instruction} {step.reason}".rstrip()
+        self.get_logger().info(line)
+
+    def _publish(self, state: str, instruction: str, detail: object, extra=None) -> None:
+        event = topics.StatusEvent(topics.VLA_NODE, state, instruction, detail, extra or {})
+        self._status.publish(String(data=json.dumps(event.to_dict())))
+
+    def destroy_node(self) -> None:
+        if self.runner is not None:
+            self._finish(self.runner.end(CANCELLED, "the VLA node is shutting down"))
+        self.actor.backend.close()
+        super().destroy_node()
+
+
+main = entry_point(VLANode, "vla_node", "run the VLA node until Ctrl-C or ROS shutdown")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

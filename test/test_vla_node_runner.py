@@ -1,0 +1,276 @@
+"""The VLA node's core without ROS (issue 18): skill parsing, the runner's decisions (stale
+inputs, backend errors, time budget, success, stop) and the ensembled actor.
+
+A fake backend stands in for the policy where the decisions are tested; the actor's
+ensembling is checked against ``VLAPolicy.act`` on the shipped checkpoint (with a cheap
+instruction encoder, so MiniLM is not loaded). The success check runs the real ``judge`` on a
+``MirrorWorld``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lang2policy.errors import ConfigError, PolicyBackendError, UnknownObjectError
+from lang2policy.scene.mirror import MirrorWorld
+from lang2policy.vla.skill_actor import EnsembledActor, fit_image
+from lang2policy.vla.skill_judge import ObjectsJudge
+from lang2policy.vla.skill_parse import UnknownSkillError, parse_skill
+from lang2policy.vla.skill_runner import (
+    FAILED,
+    HOLDING,
+    RUNNING,
+    STOPPED,
+    SUCCESS,
+    TIMEOUT,
+    RunnerSettings,
+    SkillRunner,
+    state_vector,
+)
+from lang2policy.vla.tasks import FAMILIES, PHRASINGS, SIDE_PHRASES, Task
+
+HALF = 0.0125  # the SO-101 scene's block half size
+REST = {"red block": ((0.25, 0.0, HALF), (1.0, 0.0, 0.0, 0.0))}
+SETTINGS = RunnerSettings(startup_grace=1.0, success_hold=0.5, max_seconds=0.0)
+IMAGE = np.zeros((224, 224, 3), np.uint8)
+STATE = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 1.0], np.float32)
+
+
+class FakeBackend:
+    """Chunks of ``[base + row]`` per joint; raises when told to; records what it saw."""
+
+    name, cameras, image_size = "fake", ("front", "wrist"), 96
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, tuple[int, ...]]] = []
+        self.fail = False
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def act_chunk(self, images, state, instruction) -> np.ndarray:
+        if self.fail:
+            raise PolicyBackendError("fake: the server went away")
+        self.calls.append({c: image.shape for c, image in images.items()})
+        rows = np.arange(10, dtype=np.float32)[:, None] * np.ones(6, np.float32)
+        return 0.01 * rows + state
+
+
+@pytest.fixture(scope="module")
+def world() -> MirrorWorld:
+    return MirrorWorld("so101")
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+def make_runner(world, backend, text="lift the red block", settings=SETTINGS, now=0.0):
+    skill = parse_skill(text)
+    judge = ObjectsJudge(skill.task, world, REST)
+    actor = EnsembledActor(backend)
+    return SkillRunner(skill, actor, judge, backend.cameras, settings, now)
+
+
+def feed(runner, now, cameras=("front", "wrist"), state=True) -> None:
+    for camera in cameras:
+        runner.image(camera, IMAGE, now)
+    if state:
+        runner.joint_state(STATE, now)
+
+
+# ------------------------------------------------------------------ parsing
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_trained_phrasing_parses_back_to_its_task(family):
+    task = {
+        "pick_place": Task("pick_place", "orange block", "cyan bowl"),
+        "push": Task("push", "gray block", side="bottom"),
+        "lift": Task("lift", "purple block"),
+    }[family]
+    for number in range(len(PHRASINGS[family])):
+        text = task.instruction(number)
+        skill = parse_skill(f"  {text.capitalize()}. ")
+        assert skill.task == task, text
+        assert skill.instruction == text
+        assert skill.budget > 0
+
+
+def test_push_sides_in_both_wordings():
+    for side, phrase in SIDE_PHRASES.items():
+        assert parse_skill(f"push the red block {phrase}").task.side == side
+        assert parse_skill(f"nudge the red block toward the {side}").task.side == side
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["dance", "", "put the red block in the blue box", "lift the black block", "x" * 400],
+)
+def test_unknown_skills_are_refused_with_what_the_vla_can_do(text):
+    with pytest.raises(UnknownSkillError) as error:
+        parse_skill(text)
+    message = str(error.value)
+    assert all(family in message for family in FAMILIES)
+    assert "put the red block in the blue bowl" in message and "left" in message
+
+
+# ------------------------------------------------------------------ inputs and holds
+def test_waits_quietly_for_first_inputs_then_holds_naming_them(world, backend):
+    runner = make_runner(world, backend)
+    runner.joint_state(STATE, 0.0)
+    runner.image("front", IMAGE, 0.0)
+    step = runner.step(0.5)
+    assert (step.state, step.target) == (RUNNING, None)
+    assert "camera wrist" in step.reason
+    step = runner.step(1.5)  # past the start-up grace
+    assert (step.state, step.target) == (HOLDING, None)
+    assert "no camera wrist yet" in step.reason
+    assert backend.calls == []
+
+
+def test_fresh_inputs_act_on_images_resized_to_the_model(world, backend):
+    runner = make_runner(world, backend)
+    feed(runner, 0.0)
+    step = runner.step(0.05)
+    assert step.state == RUNNING and step.target is not None
+    assert step.target.dtype == np.float32 and step.target.shape == (6,)
+    np.testing.assert_allclose(step.target, STATE, atol=1e-6)  # row 0 of the first chunk
+    assert backend.calls == [{"front": (96, 96, 3), "wrist": (96, 96, 3)}]
+
+
+def test_stale_state_holds_then_resumes_with_a_fresh_ensemble(world, backend):
+    runner = make_runner(world, backend)
+    feed(runner, 0.0)
+    assert runner.step(0.1).target is not None
+    assert runner.step(0.2).target is not None
+    feed(runner, 0.5, state=False)  # images fresh, the last state 0.6 s old
+    step = runner.step(0.6)
+    assert (step.state, step.target) == (HOLDING, None)
+    assert "stale joint states" in step.reason and "camera" not in step.reason
+    feed(runner, 0.7)
+    step = runner.step(0.7)
+    assert step.state == RUNNING
+    np.testing.assert_allclose(step.target, STATE, atol=1e-6)  # step 0 of a new ensemble
+
+
+def test_a_stale_camera_holds(world, backend):
+    runner = make_runner(world, backend)
+    feed(runner, 0.0)
+    feed(runner, 0.6, cameras=("front",))
+    step = runner.step(0.7)
+    assert step.state == HOLDING and "stale camera wrist" in step.reason
+    assert "front" not in step.reason
+
+
+# ------------------------------------------------------------------ endings
+def test_a_backend_error_ends_the_skill_failed_and_nothing_is_sent(world, backend):
+    runner = make_runner(world, backend)
+    feed(runner, 0.0)
+    backend.fail = True
+    step = runner.step(0.1)
+    assert (step.state, step.target) == (FAILED, None)
+    assert "policy backend error" in step.reason and "went away" in step.reason
+    backend.fail = False
+    assert runner.step(0.2) is step and runner.final is step
+
+
+def test_the_time_budget_ends_the_skill(world, backend):
+    runner = make_runner(world, backend, "lift the red block")
+    assert runner.budget == 20.0  # rollout.MAX_SECONDS["lift"]
+    feed(runner, 19.9)
+    assert runner.step(19.95).state == RUNNING
+    step = runner.step(20.0)
+    assert step.state == TIMEOUT and "20 s" in step.reason
+    short = make_runner(world, backend, settings=RunnerSettings(max_seconds=2.0))
+    assert short.budget == 2.0 and short.step(2.5).state == TIMEOUT
+
+
+def test_success_once_the_check_holds_on_fresh_poses(world, backend):
+    runner = make_runner(world, backend, "lift the red block")
+    lifted = {"red block": ((0.25, 0.0, HALF + 0.06), (1.0, 0.0, 0.0, 0.0))}
+    feed(runner, 0.0)
+    runner.objects(lifted, 0.1)
+    runner.objects(REST, 0.2)  # dropped again: the hold time starts over
+    runner.objects(lifted, 0.3)
+    feed(runner, 0.6)
+    assert runner.step(0.6).state == RUNNING  # done for 0.3 s of the 0.5 s needed
+    feed(runner, 0.9)
+    step = runner.step(0.9)
+    assert step.state == SUCCESS and "goal reached" in step.reason and "cm above" in step.reason
+
+
+def test_stale_poses_confirm_no_success(world, backend):
+    runner = make_runner(world, backend, "push the red block to the left")
+    runner.objects({"red block": ((0.25, 0.06, HALF), (1.0, 0.0, 0.0, 0.0))}, 0.0)
+    feed(runner, 2.5)
+    assert runner.step(2.5).state == RUNNING  # poses 2.5 s old: no verdict
+    runner.objects({"red block": ((0.25, 0.06, HALF), (1.0, 0.0, 0.0, 0.0))}, 2.6)
+    assert runner.step(3.2).state == SUCCESS
+
+
+def test_a_stop_ends_the_skill_and_nothing_more_is_asked_of_the_policy(world, backend):
+    runner = make_runner(world, backend)
+    feed(runner, 0.0)
+    runner.step(0.1)
+    calls = len(backend.calls)
+    stopped = runner.end(STOPPED, "stopped by the safety node")
+    feed(runner, 0.2)
+    assert runner.step(0.2) is stopped and stopped.final and stopped.target is None
+    assert runner.end("cancelled", "later") is stopped  # the first end stays
+    assert len(backend.calls) == calls
+    stats = runner.stats(0.3)
+    assert stats["steps"] == 1 and stats["budget_s"] == 20.0
+
+
+def test_a_skill_needs_its_objects_on_the_table(world):
+    skill = parse_skill("put the red block in the blue bowl")
+    with pytest.raises(UnknownObjectError, match=r"blue bowl not on the table.*red block"):
+        ObjectsJudge(skill.task, world, REST)
+
+
+# ------------------------------------------------------------------ pieces
+def test_fit_image_crops_the_centre_square_and_resizes():
+    image = np.zeros((120, 160, 3), np.uint8)
+    image[:, 20:140] = 200  # the centre square, bright
+    fitted = fit_image(image, 96)
+    assert fitted.shape == (96, 96, 3) and fitted.min() == 200
+    assert fit_image(image, None) is image
+
+
+def test_settings_and_states_are_checked():
+    with pytest.raises(ConfigError, match="rate"):
+        RunnerSettings(rate=0.0)
+    with pytest.raises(ConfigError, match="query_every"):
+        EnsembledActor(FakeBackend(), query_every=0)
+    names = ["gripper", "wrist_roll", "wrist_flex", "elbow_flex", "shoulder_lift", "shoulder_pan"]
+    order = tuple(reversed(names))
+    np.testing.assert_array_equal(state_vector(names, list(range(6)), order), [5, 4, 3, 2, 1, 0])
+    with pytest.raises(ValueError, match="lacks"):
+        state_vector(names[:5], list(range(5)), order)
+
+
+def test_the_actor_ensembles_like_the_policy_it_wraps():
+    """``EnsembledActor`` over ``LocalBackend.act_chunk`` == ``VLAPolicy.act`` (rollouts)."""
+    from lang2policy.vla.backends.local import LocalBackend, default_model_dir
+    from lang2policy.vla.policy import VLAPolicy
+
+    def encode(texts):
+        return np.stack([np.random.default_rng(len(t)).normal(size=384) for t in texts])
+
+    reference = VLAPolicy.load(default_model_dir(), encoder=encode)
+    actor = EnsembledActor(LocalBackend(VLAPolicy.load(default_model_dir(), encoder=encode)))
+    actor.reset()
+    reference.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        images = {c: rng.integers(0, 255, (96, 96, 3), np.uint8) for c in ("front", "wrist")}
+        state = rng.normal(scale=0.3, size=6).astype(np.float32)
+        expected = reference.act(images, state, "lift the red block")
+        np.testing.assert_allclose(
+            actor.act(images, state, "lift the red block"), expected, atol=1e-5
+        )
