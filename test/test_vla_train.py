@@ -16,7 +16,10 @@ from safetensors.torch import load_file
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError
+from lang2policy.vla import distributed
+from lang2policy.vla.augment import AugmentConfig
 from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
+from lang2policy.vla.model import VLANet
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
 from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
@@ -29,7 +32,7 @@ from lang2policy.vla.train_data import (
     episode_frames,
     split_episodes,
 )
-from lang2policy.vla.train_loop import OptimConfig, lr_factor, masked_l1
+from lang2policy.vla.train_loop import OptimConfig, Trainer, lr_factor, masked_l1
 from lang2policy.vla.train_outputs import SUMMARY_FILE
 from lang2policy.vla.train_plot import LOG_FILE, PLOT_FILE, eval_metrics
 
@@ -301,3 +304,20 @@ def test_the_command_refuses_bad_numbers(capsys):
         with pytest.raises(SystemExit):
             parse("--dataset", "d", "--out", "o", *words)
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_scene_forcing_starts_at_its_step():
+    data = synthetic_frames(environment=True)
+    late = OptimConfig(lr=3e-3, warmup_steps=5, scene_forcing=1.0, scene_forcing_from=3)
+    trainer_ = Trainer(VLANet(tiny_config(aux_dim=4)), late, 10, distributed.start("cpu"))
+    normalizer = Normalizer.from_stats(data.stats)
+    vectors = hash_encoder(8)(data.tasks)
+    batch = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")(
+        np.arange(8)
+    )
+    generator = torch.Generator().manual_seed(0)
+    forced = []
+    for _ in range(5):
+        forced.append(trainer_._forced_scene(batch, generator)[0] is not None)
+        trainer_.step(batch, AugmentConfig(shift=0), generator)
+    assert forced == [False, False, False, True, True]

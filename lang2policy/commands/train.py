@@ -84,6 +84,8 @@ def add_parser(commands: Any) -> None:
                      help="weight of the scene-state auxiliary loss (0: no auxiliary head)")
     vla.add_argument("--scene-forcing", type=float, default=0.5,
                      help="fraction of samples whose action head reads the recorded scene state")
+    vla.add_argument("--scene-forcing-from", type=_count, default=0,
+                     help="the step at which scene forcing starts (before it: none)")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
 
@@ -102,7 +104,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         raise Lang2PolicyError(f"--scene-forcing must be in [0, 1], got {args.scene_forcing}")
     optim = OptimConfig(
         lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
-        scene_forcing=args.scene_forcing,
+        scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
     )  # fmt: skip
     return TrainSettings(
         steps=args.steps,

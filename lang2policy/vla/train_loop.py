@@ -35,6 +35,7 @@ class OptimConfig:
     # noise of ``scene_noise`` std, normalised units) instead of the network's own prediction.
     scene_forcing: float = 0.5
     scene_noise: float = 0.1
+    scene_forcing_from: int = 0  # the first step that forces (before it: the prediction only)
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -120,7 +121,10 @@ class Trainer:
         (the recorded scene state with noise, the rows that read it), or (None, None). A
         ``scene_forcing`` fraction of the rows read it; the rest read the prediction, so the
         head also learns from what it will get at run time."""
-        if batch.environment is None or self.net.aux_head is None or self.optim.scene_forcing <= 0:
+        optim = self.optim
+        started = self.scheduler.last_epoch >= optim.scene_forcing_from  # steps taken so far
+        active = started and optim.scene_forcing > 0 and self.net.aux_head is not None
+        if batch.environment is None or not active:
             return None, None
         env = batch.environment
         noise = torch.randn(env.shape, generator=generator).to(env.device)
