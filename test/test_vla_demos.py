@@ -94,3 +94,25 @@ def test_the_render_twin_draws_the_same_image_from_far_fewer_triangles(runner):
         image = full.render(world.data, camera).astype(int)
         difference = np.abs(image - twin.render(world.data, camera))
         assert difference.mean() < 2.0, camera  # of 255
+
+
+def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
+    from lang2policy.vla.environment_state import ENV_DIM
+    from lang2policy.vla.scene_views import VIEW_SEED_OFFSET, record_view, view_specs
+
+    specs = view_specs(("lift", "pick_place"), 2, seed=0, first_index=10)
+    assert [s.index for s in specs] == [10, 11, 12, 13] and all(s.view for s in specs)
+    assert all(VIEW_SEED_OFFSET <= s.seed < 2**30 for s in specs)  # apart from demos and evals
+    session = runner.session
+    home = session.robot.get_observation().position.copy()
+    view = record_view(session, runner.renderer, specs[2])  # a pick_place view
+    assert view.state.shape == (1, STATE_DIM) and np.allclose(view.state[0], home, atol=1e-3)
+    assert {c: v.shape for c, v in view.images.items()} == {
+        c: (1, IMAGE_SIZE, IMAGE_SIZE, 3) for c in CAMERAS
+    }
+    world, task = session.world, specs[2].task
+    block, bowl = world.object_pose(task.block).position, world.object_pose(task.bowl).position
+    assert view.environment.shape == (1, ENV_DIM)
+    np.testing.assert_allclose(view.environment[0, :3], block, atol=1e-5)
+    np.testing.assert_allclose(view.environment[0, 3:6], bowl, atol=1e-5)
+    assert view.success and np.array_equal(view.action, view.state)

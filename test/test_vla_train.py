@@ -321,3 +321,17 @@ def test_scene_forcing_starts_at_its_step():
         forced.append(trainer_._forced_scene(batch, generator)[0] is not None)
         trainer_.step(batch, AugmentConfig(shift=0), generator)
     assert forced == [False, False, False, True, True]
+
+
+def test_scene_views_train_the_scene_only_and_never_validate():
+    data = synthetic_frames(episodes=6, length=5, environment=True)
+    for episode in data.episodes[4:]:
+        episode["view"] = True
+    split = split_episodes(data.episodes, val_episodes=2, seed=0)
+    assert {4, 5} <= set(split.train) and not {4, 5} & set(split.val)
+    normalizer = Normalizer.from_stats(data.stats)
+    vectors = hash_encoder(8)(data.tasks)
+    maker = BatchMaker(data, ("front",), 3, episode_ends(data), vectors, normalizer, "cpu")
+    batch = maker(np.array([0, 21, 26]))  # a demo frame, then one frame of each view
+    assert batch.mask.tolist() == [[1, 1, 1], [0, 0, 0], [0, 0, 0]]
+    assert batch.environment.shape == (3, 4)

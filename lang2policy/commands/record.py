@@ -15,7 +15,9 @@ from pathlib import Path
 
 from lang2policy.errors import ConfigError
 
-EPISODE_COLUMNS = ("success", "family", "split", "seed", "phrasing", "combination", "detail")
+EPISODE_COLUMNS = (
+    "success", "family", "split", "seed", "phrasing", "combination", "detail", "view",
+)  # fmt: skip
 
 
 def _families(text: str) -> tuple[str, ...]:
@@ -38,6 +40,8 @@ def add_parser(commands) -> None:
     demos.add_argument("--out", type=Path, required=True, help="new dataset directory")
     demos.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                        help="worker processes (0: in this process)")
+    demos.add_argument("--views", type=int, default=0,
+                       help="scene views per family: one-frame layouts for the scene head")
     demos.add_argument("--seed", type=int, default=0, help="seed of the draw")  # fmt: skip
 
 
@@ -46,12 +50,17 @@ def run(args: argparse.Namespace) -> int:
 
     from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
     from lang2policy.vla.demos import generate, training_specs
-
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
-    specs = training_specs(args.task_family, args.episodes, args.seed)
-    started, outcomes = time.monotonic(), Counter()
     from lang2policy.vla.environment_state import ENV_NAMES
+    from lang2policy.vla.scene_views import view_specs
+
+    if args.episodes < 1 or args.views < 0:
+        raise ConfigError(
+            f"--episodes must be at least 1 and --views at least 0, got {args.episodes}, "
+            f"{args.views}"
+        )
+    specs = training_specs(args.task_family, args.episodes, args.seed)
+    specs += view_specs(args.task_family, args.views, args.seed, first_index=len(specs))
+    started, outcomes = time.monotonic(), Counter()
 
     writer = DatasetWriter(
         args.out, extra_episode_columns=EPISODE_COLUMNS, environment_names=ENV_NAMES
@@ -64,10 +73,11 @@ def run(args: argparse.Namespace) -> int:
                 spec.instruction, episode.images, episode.state, episode.action,
                 {"success": episode.success, "family": spec.task.family, "split": spec.split,
                  "seed": spec.seed, "phrasing": spec.phrasing,
-                 "combination": spec.task.combination, "detail": episode.detail},
+                 "combination": spec.task.combination, "detail": episode.detail,
+                 "view": spec.view},
                 episode.environment,
             ))  # fmt: skip
-            outcomes[(spec.task.family, episode.success)] += 1
+            outcomes[("view" if spec.view else spec.task.family, episode.success)] += 1
             bar.set_postfix(ok=f"{sum(v for (_, ok), v in outcomes.items() if ok)}/{bar.n + 1}")
             bar.update()
         bar.close()
@@ -82,4 +92,6 @@ def _summary(args, outcomes: Counter, frames: int, seconds: float) -> str:
         done = outcomes[(family, True)]
         total = done + outcomes[(family, False)]
         lines.append(f"  {family}: {done}/{total} demonstrations succeeded (failures kept, marked)")
+    if outcomes[("view", True)]:
+        lines.append(f"  scene views: {outcomes[('view', True)]} (one frame each, arm at rest)")
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from lang2policy.vla.environment_state import environment_state, task_goal
 from lang2policy.vla.frames import FrameRecorder, frame_renderer
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.oracle import check_feasible, run_oracle
+from lang2policy.vla.scene_views import record_view
 from lang2policy.vla.scenes import Appearance, scene_objects
 from lang2policy.vla.tasks import FAMILIES, Task, sample_task, seen_phrasings
 
@@ -42,6 +43,7 @@ class EpisodeSpec:
     phrasing: int
     seed: int
     split: str = "train"
+    view: bool = False  # a one-frame scene view (``scene_views``), not a demonstration
 
     @property
     def instruction(self) -> str:
@@ -63,11 +65,16 @@ class Episode:
     environment: np.ndarray | None = None  # (T, ENV_DIM): block and goal (environment_state)
 
 
-def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[EpisodeSpec]:
-    """``per_family`` training episodes of each family: seen combinations, seen phrasings."""
+def check_families(families: Sequence[str]) -> None:
+    """Raise unless every name is a task family."""
     for family in families:
         if family not in FAMILIES:
             raise Lang2PolicyError(f"unknown task family {family!r}; families: {FAMILIES}")
+
+
+def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[EpisodeSpec]:
+    """``per_family`` training episodes of each family: seen combinations, seen phrasings."""
+    check_families(families)
     rng = np.random.default_rng(seed)
     specs = []
     for family in families:
@@ -128,13 +135,20 @@ def record_episode(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
     )  # fmt: skip
 
 
+def record(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
+    """``spec``'s episode: a scene view (one frame) or a recorded demonstration."""
+    if spec.view:
+        return record_view(session, renderer, spec)
+    return record_episode(session, renderer, spec)
+
+
 # ----------------------------------------------------------------- worker processes
 def _worker(jobs, results) -> None:
     session = SimSession("so101")
     renderer = frame_renderer(session.world)
     for spec in iter(jobs.get, None):
         try:
-            results.put(record_episode(session, renderer, spec))
+            results.put(record(session, renderer, spec))
         except Exception as exc:  # reported to the parent, which says which episode
             results.put((spec, f"{type(exc).__name__}: {exc}"))
 
@@ -149,7 +163,7 @@ def generate(
         session = SimSession("so101")
         renderer = frame_renderer(session.world)
         for spec in specs:
-            yield record_episode(session, renderer, spec)
+            yield record(session, renderer, spec)
         return
     yield from _generate_in_workers(specs, workers)
 

@@ -77,14 +77,17 @@ def split_episodes(
     Episodes marked for a validation split validate; otherwise ``val_episodes`` training
     episodes are drawn (by ``seed``) for it. An episode with no ``success`` (or None) counts as
     successful (teleoperated data), one with no ``split`` as a training episode; other splits
-    (held-out evaluation) are left out."""
-    usable, marked_val, failed, other = [], [], 0, 0
+    (held-out evaluation) are left out. Scene views (``view``: one frame, no motion;
+    ``scene_views``) always train, never validate."""
+    usable, marked_val, views, failed, other = [], [], [], 0, 0
     for position, episode in enumerate(episodes):
         split = episode.get("split") or "train"
         if split not in ("train", *VAL_SPLITS):
             other += 1
         elif episode.get("success") is not None and not bool(episode["success"]):
             failed += 1
+        elif episode.get("view"):
+            views.append(position)
         else:
             (marked_val if split in VAL_SPLITS else usable).append(position)
     if not usable:
@@ -93,11 +96,11 @@ def split_episodes(
             f"{other} in other splits)"
         )
     if marked_val:
-        return EpisodeSplit(usable, marked_val, failed, other)
+        return EpisodeSplit(usable + views, marked_val, failed, other)
     count = min(max(0, val_episodes), len(usable) - 1)
     held = set(np.random.default_rng(seed).choice(usable, size=count, replace=False).tolist())
     train = [p for p in usable if p not in held]
-    return EpisodeSplit(train, sorted(held), failed, other)
+    return EpisodeSplit(train + views, sorted(held), failed, other)
 
 
 def _span(data: Frames, position: int) -> tuple[int, int]:
@@ -129,6 +132,16 @@ def episode_ends(data: Frames) -> np.ndarray:
         start, end = _span(data, position)
         ends[start:end] = end
     return ends
+
+
+def view_frames(data: Frames) -> np.ndarray:
+    """Per frame, whether it belongs to a scene view (``bool [N]``): no action to learn."""
+    marked = np.zeros(len(data.state), bool)
+    for position, episode in enumerate(data.episodes):
+        if episode.get("view"):
+            start, end = _span(data, position)
+            marked[start:end] = True
+    return marked
 
 
 @dataclass
@@ -176,13 +189,14 @@ class BatchMaker:
         self.task_index = np.asarray(data.task_index)
         self.task_vectors = torch.as_tensor(task_vectors, dtype=torch.float32, device=device)
         self.frame_end = frame_end
+        self.view = view_frames(data)  # their actions are masked out: only the scene is taught
         self.offsets = np.arange(chunk)
         self.device = device
 
     def __call__(self, frames: np.ndarray) -> Batch:
         targets = frames[:, None] + self.offsets[None, :]
         ends = self.frame_end[frames][:, None]
-        mask = targets < ends
+        mask = (targets < ends) & ~self.view[frames][:, None]
         targets = np.minimum(targets, ends - 1)  # pad with the episode's last action
 
         def put(array: np.ndarray) -> torch.Tensor:

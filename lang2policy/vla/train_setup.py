@@ -19,6 +19,7 @@ from lang2policy.vla.train_data import (
     episode_ends,
     episode_frames,
     split_episodes,
+    view_frames,
 )
 
 MAX_VAL_FRAMES = 2048  # frames the validation loss is computed on (a fixed random subset)
@@ -101,8 +102,9 @@ def prepare(
         rng = np.random.default_rng(seed)
         val_frames = np.sort(rng.choice(val_frames, MAX_VAL_FRAMES, replace=False))
     frame_end = episode_ends(data)
+    motion_frames = train_frames[~view_frames(data)[train_frames]]  # scene views do not move
     normalizer = normalizer or normalizer_for(
-        data, train_frames, frame_end, config.chunk, action_mode
+        data, motion_frames, frame_end, config.chunk, action_mode
     )
     normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
     if config.aux_dim and not normalizer.has_environment:
