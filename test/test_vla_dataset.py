@@ -386,3 +386,28 @@ def test_environment_state_round_trips_and_is_checked(tmp_path):
             writer.add_episode(record(environment=scene, extra={}))
         writer.add_episode(record(extra={}))
     assert load_dataset(tmp_path / "plain").environment is None
+
+
+def test_datasets_combine_with_shifted_episodes_and_merged_tasks(tmp_path):
+    from lang2policy.vla.dataset.combine import concat_datasets
+
+    scene = np.zeros((5, 2), np.float32)
+    for name, tasks in (("a", ["lift the red block", "push it"]), ("b", ["push it"])):
+        with DatasetWriter(tmp_path / name, environment_names=("x", "y")) as writer:
+            for number, task in enumerate(tasks):
+                value = {"a": 1.0, "b": 2.0}[name] + number
+                writer.add_episode(record(task=task, extra={}, environment=scene + value,
+                                          state=np.full((5, 6), value, np.float32)))  # fmt: skip
+    a, b = load_dataset(tmp_path / "a"), load_dataset(tmp_path / "b")
+    both = concat_datasets([a, b])
+    assert both.tasks == ["lift the red block", "push it"] and len(both) == 15
+    assert [e["index"] for e in both.episodes] == [0, 1, 2]
+    assert [(e["from"], e["to"]) for e in both.episodes] == [(0, 5), (5, 10), (10, 15)]
+    assert both.task_index[10:].tolist() == [1] * 5 and both.episode_index[10:].tolist() == [2] * 5
+    np.testing.assert_array_equal(both.environment[10:], b.environment)
+    np.testing.assert_array_equal(both.images["front"][10:], b.images["front"])
+    assert both.state[12, 0] == 2.0
+    with DatasetWriter(tmp_path / "plain") as writer:
+        writer.add_episode(record(extra={}))
+    with pytest.raises(Lang2PolicyError, match=r"cannot be combined.*scene state"):
+        concat_datasets([a, load_dataset(tmp_path / "plain")])

@@ -102,7 +102,7 @@ def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
 
     specs = view_specs(("lift", "pick_place"), 2, seed=0, first_index=10)
     assert [s.index for s in specs] == [10, 11, 12, 13] and all(s.view for s in specs)
-    assert all(VIEW_SEED_OFFSET <= s.seed < 2**30 for s in specs)  # apart from demos and evals
+    assert all(VIEW_SEED_OFFSET <= s.seed < 2**31 + 2**30 for s in specs)  # not demo or eval
     session = runner.session
     home = session.robot.get_observation().position.copy()
     view = record_view(session, runner.renderer, specs[2])  # a pick_place view
@@ -116,3 +116,36 @@ def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
     np.testing.assert_allclose(view.environment[0, :3], block, atol=1e-5)
     np.testing.assert_allclose(view.environment[0, 3:6], bowl, atol=1e-5)
     assert view.success and np.array_equal(view.action, view.state)
+
+
+def test_frames_are_taken_every_tenth_of_a_second(runner):
+    from lang2policy.vla.frames import FrameRecorder
+
+    robot = runner.session.robot
+    recorder = FrameRecorder(robot, runner.renderer)
+    robot.observers.append(recorder)
+    try:
+        recorder.take()  # as a demonstration starts: then one frame per 0.1 s, not one at once
+        for _ in range(round(0.5 / robot.control_period)):
+            robot.sleep(robot.control_period)
+    finally:
+        robot.observers.remove(recorder)
+    assert len(recorder) == 6
+
+
+def test_the_render_twin_redraws_a_new_layout_reset_to_the_same_time(runner):
+    from lang2policy.vla.demos import set_up_scene
+    from lang2policy.vla.scene_views import view_specs
+
+    first, second = view_specs(("lift",), 2, seed=4)
+    session, shared = runner.session, runner.renderer
+    for spec in (first, second):  # every reset ends at the same simulated time
+        appearance = set_up_scene(session, spec)
+        shared.sync_look()
+        seen = shared.render(session.world.data, "front")
+        fresh = RenderTwin(session.world, IMAGE_SIZE, IMAGE_SIZE)
+        fresh.sync_look()
+        expected = fresh.render(session.world.data, "front")
+        fresh.close()
+        appearance.restore(session.world)
+        assert np.array_equal(seen, expected), spec

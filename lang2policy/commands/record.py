@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from lang2policy.vla.environment_state import ENV_NAMES
     from lang2policy.vla.scene_views import view_specs
 
-    if args.episodes < 1 or args.views < 0:
+    if args.episodes < 0 or args.views < 0 or args.episodes + args.views < 1:
         raise ConfigError(
-            f"--episodes must be at least 1 and --views at least 0, got {args.episodes}, "
+            f"--episodes and --views must be at least 0 and not both 0, got {args.episodes}, "
             f"{args.views}"
         )
     specs = training_specs(args.task_family, args.episodes, args.seed)

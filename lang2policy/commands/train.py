@@ -57,7 +57,8 @@ def add_parser(commands: Any) -> None:
     vla = kinds.add_parser(
         "vla", help="the vision-language-action policy (FiLM CNN + action chunks)"
     )
-    vla.add_argument("--dataset", type=Path, required=True, help="a recorded demo dataset")
+    vla.add_argument("--dataset", type=Path, required=True, nargs="+",
+                     help="recorded datasets (demonstrations, and scene views), trained on as one")
     vla.add_argument("--out", type=Path, required=True, help="model directory, e.g. models/vla")
     vla.add_argument("--steps", type=_positive, default=10_000, help="optimiser steps in all")
     vla.add_argument("--batch-size", type=_positive, default=64, help="per process")
@@ -161,9 +162,9 @@ def run(args: argparse.Namespace) -> int:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
-    data = load_dataset(args.dataset)
+    data = _load(load_dataset, args.dataset)
     source = {
-        "dataset": str(args.dataset),
+        "dataset": " ".join(str(path) for path in args.dataset),
         "dataset_episodes": len(data.episodes),
         "command": shlex.join(["lang2policy", *sys.argv[1:]]),
     }
@@ -181,6 +182,15 @@ def run(args: argparse.Namespace) -> int:
     if summary:  # rank 0 of a distributed run, or a plain run
         print(format_summary(summary, args.out))
     return 0
+
+
+def _load(load_dataset: Any, paths: list[Path]) -> Any:
+    """One dataset, or several (demonstrations and scene views) combined into one."""
+    if len(paths) == 1:
+        return load_dataset(paths[0])
+    from lang2policy.vla.dataset.combine import concat_datasets
+
+    return concat_datasets([load_dataset(path) for path in paths])
 
 
 def format_summary(summary: dict[str, Any], out: Path) -> str:

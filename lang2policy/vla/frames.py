@@ -43,11 +43,12 @@ class FrameRecorder:
     def __call__(self) -> None:
         """Take a frame if one is due (robot observer)."""
         if self.robot.world.time + 1e-9 >= self._next:
+            due = self._next
             self.take()
-            self._next += self.period
+            self._next = due + self.period  # on the 10 Hz grid, whatever the control period
 
     def take(self) -> None:
-        """Take a frame now."""
+        """Take a frame now (the next one is due one period later)."""
         world = self.robot.world
         for camera in self.cameras:
             self.images[camera].append(self.renderer.render(world.data, camera))
@@ -57,6 +58,7 @@ class FrameRecorder:
         if self.environment is not None:
             self.environment_rows.append(self.environment())
         self.commands.append(state if command is None else command.astype(np.float32))
+        self._next = world.time + self.period
 
     def __len__(self) -> int:
         return len(self.states)

@@ -37,12 +37,14 @@ class RenderTwin:
         target.geom_rgba[:] = source.geom_rgba
         target.mat_rgba[:] = source.mat_rgba
         target.cam_pos[:] = source.cam_pos
+        self._posed_at = -1.0  # a new look is usually a new scene: pose again
 
     def render(self, data: mujoco.MjData, camera: str) -> np.ndarray:
         """An RGB image of ``camera`` with the bodies where ``data`` has them."""
         if camera not in self.camera_names:
             raise ConfigError(f"unknown camera '{camera}'; the scene has {self.camera_names}")
-        if data.time != self._posed_at:
+        # The time alone does not tell scenes apart: every World.reset ends at the same time.
+        if data.time != self._posed_at or not np.array_equal(self.data.qpos, data.qpos):
             self.data.qpos[:] = data.qpos
             self.data.time = data.time
             mujoco.mj_kinematics(self.model, self.data)

@@ -20,7 +20,8 @@ import numpy as np
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.environment_state import environment_state, task_goal
 
-VIEW_SEED_OFFSET = 2**29  # view seeds lie in [2**29, 2**30): apart from demos and evaluations
+# View seeds lie in [2**31, 2**31 + 2**30): demos use [0, 2**30), evaluations [2**30, 2**31).
+VIEW_SEED_OFFSET = 2**31
 
 
 def view_specs(families: Sequence[str], per_family: int, seed: int, first_index: int = 0) -> list:
@@ -36,7 +37,7 @@ def view_specs(families: Sequence[str], per_family: int, seed: int, first_index:
         for _ in range(per_family):
             task = sample_task(rng, family, seen=True)
             phrasing = phrasings[int(rng.integers(len(phrasings)))]
-            view_seed = VIEW_SEED_OFFSET + int(rng.integers(2**29))
+            view_seed = VIEW_SEED_OFFSET + int(rng.integers(2**30))
             index = first_index + len(specs)
             specs.append(EpisodeSpec(index, task, phrasing, view_seed, view=True))
     return specs

@@ -11,7 +11,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
 from lang2policy.vla.model import VLAConfig
-from lang2policy.vla.normalize import Normalizer
+from lang2policy.vla.normalize import MIN_STD, Normalizer
 from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
 from lang2policy.vla.train_data import (
     EpisodeSplit,
@@ -67,15 +67,19 @@ def normalizer_for(
     """From the dataset's stats when it has them, else from the training frames; in ``delta``
     mode the action statistics are those of the training frames' chunks."""
     stats = getattr(data, "stats", None) or {}
+    state, action = np.asarray(data.state), np.asarray(data.action)
     if STATE_KEY in stats and ACTION_KEY in stats:
         normalizer = Normalizer.from_stats(stats)
     else:
-        state, action = np.asarray(data.state), np.asarray(data.action)
         normalizer = Normalizer.from_arrays(state[frames], action[frames])
-        environment = getattr(data, "environment", None)
-        if environment is not None:
-            env = Normalizer.from_arrays(np.asarray(environment)[frames], action[frames])
-            normalizer = replace(normalizer, env_mean=env.state_mean, env_std=env.state_std)
+    environment = getattr(data, "environment", None)
+    if environment is not None and not normalizer.has_environment:
+        scene = np.asarray(environment)[frames]
+        normalizer = replace(
+            normalizer,
+            env_mean=scene.mean(0).astype(np.float32),
+            env_std=np.maximum(scene.std(0), MIN_STD).astype(np.float32),
+        )
     if action_mode == "absolute":
         return normalizer
     if action_mode != "delta":
@@ -107,8 +111,13 @@ def prepare(
         data, motion_frames, frame_end, config.chunk, action_mode
     )
     normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
-    if config.aux_dim and not normalizer.has_environment:
-        raise ConfigError("the model predicts scene state but the dataset has no statistics of it")
+    if config.aux_dim and (
+        not normalizer.has_environment or normalizer.env_mean.shape != (config.aux_dim,)
+    ):
+        have = normalizer.env_mean.shape if normalizer.has_environment else None
+        raise ConfigError(
+            f"the model predicts {config.aux_dim} scene-state values; the statistics have {have}"
+        )
     encode = encoder or encoder_for(config.language_model)
     language = InstructionEmbeddings(encode, config.language_dim)
     task_vectors = language.embed_many(list(data.tasks))

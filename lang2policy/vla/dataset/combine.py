@@ -1,0 +1,77 @@
+"""``concat_datasets``: several loaded datasets as one, for training on demonstrations and scene
+views recorded separately (``lang2policy train vla --dataset A B``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.vla.dataset.reader import DemoDataset
+
+_ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
+
+
+def concat_datasets(parts: list[DemoDataset]) -> DemoDataset:
+    """The datasets one after another: frames, episodes (their rows and indices shifted) and
+    tasks (merged, indices remapped). They must have the same fps, cameras, image size, vector
+    sizes, and all or none of them the scene state; the first one's info and stats are kept."""
+    if not parts:
+        raise Lang2PolicyError("no datasets to combine")
+    first = parts[0]
+    for other in parts[1:]:
+        _check_compatible(first, other)
+    tasks: list[str] = []
+    episodes: list[dict] = []
+    arrays: dict[str, list[np.ndarray]] = {name: [] for name in _ROWS}
+    offset = next_index = 0
+    for part in parts:
+        remap = np.array([_task_number(tasks, text) for text in part.tasks], np.int64)
+        shift = next_index - min((int(e["index"]) for e in part.episodes), default=0)
+        for episode in part.episodes:
+            moved = {"from": episode["from"] + offset, "to": episode["to"] + offset}
+            episodes.append({**episode, "index": int(episode["index"]) + shift, **moved})
+        for name in _ROWS:
+            arrays[name].append(getattr(part, name))
+        arrays["task_index"][-1] = remap[part.task_index]
+        arrays["episode_index"][-1] = part.episode_index + shift
+        next_index = max(e["index"] for e in episodes) + 1
+        offset += len(part)
+    environment = None
+    if first.environment is not None:
+        environment = np.concatenate([part.environment for part in parts])
+    return replace(
+        first,
+        tasks=tasks,
+        episodes=episodes,
+        images={c: np.concatenate([p.images[c] for p in parts]) for c in first.images},
+        environment=environment,
+        **{name: np.concatenate(values) for name, values in arrays.items()},
+    )
+
+
+def _task_number(tasks: list[str], text: str) -> int:
+    if text not in tasks:
+        tasks.append(text)
+    return tasks.index(text)
+
+
+def _check_compatible(first: DemoDataset, other: DemoDataset) -> None:
+    def shape(data: DemoDataset) -> dict:
+        return {
+            "fps": data.fps,
+            "cameras": sorted(data.images),
+            "image": {c: data.images[c].shape[1:] for c in sorted(data.images)},
+            "state": data.state.shape[1:],
+            "action": data.action.shape[1:],
+            "scene state": None if data.environment is None else data.environment.shape[1:],
+        }
+
+    mine, theirs = shape(first), shape(other)
+    if mine != theirs:
+        different = {k: (mine[k], theirs[k]) for k in mine if mine[k] != theirs[k]}
+        raise Lang2PolicyError(
+            f"datasets {first.root} and {other.root} cannot be combined; they differ in "
+            f"{different}"
+        )
