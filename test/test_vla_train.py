@@ -335,3 +335,16 @@ def test_scene_views_train_the_scene_only_and_never_validate():
     batch = maker(np.array([0, 21, 26]))  # a demo frame, then one frame of each view
     assert batch.mask.tolist() == [[1, 1, 1], [0, 0, 0], [0, 0, 0]]
     assert batch.environment.shape == (3, 4)
+
+
+def test_scene_views_can_be_drawn_more_often():
+    from lang2policy.vla.train_setup import prepare
+
+    data = synthetic_frames(episodes=6, length=5, environment=True)
+    for episode in data.episodes[4:]:
+        episode["view"] = True
+    config = tiny_config(aux_dim=4)
+    once = prepare(data, config, val_episodes=1, seed=0, encoder=hash_encoder(8))
+    thrice = prepare(data, config, val_episodes=1, seed=0, encoder=hash_encoder(8), view_repeat=3)
+    assert len(thrice.train_frames) == len(once.train_frames) + 2 * 10
+    assert np.array_equal(thrice.normalizer.action_mean, once.normalizer.action_mean)

@@ -87,6 +87,8 @@ def add_parser(commands: Any) -> None:
                      help="fraction of samples whose action head reads the recorded scene state")
     vla.add_argument("--scene-forcing-from", type=_count, default=0,
                      help="the step at which scene forcing starts (before it: none)")
+    vla.add_argument("--view-repeat", type=_positive, default=1,
+                     help="draw each scene view this many times per epoch")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
 
@@ -112,6 +114,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         batch_size=args.batch_size,
         optim=optim,
         action_mode=args.action_mode,
+        view_repeat=args.view_repeat,
         auxiliary=args.aux_weight > 0,
         augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
         val_episodes=args.val_episodes,

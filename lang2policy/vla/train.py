@@ -52,6 +52,7 @@ class TrainSettings:
     val_episodes: int = 2  # successful episodes held out for the validation loss
     action_mode: str = "delta"  # actions relative to the frame's state, or "absolute"
     auxiliary: bool = True  # predict the scene state too, when the dataset records it
+    view_repeat: int = 1  # times each scene view is drawn per epoch
     val_every: int = 500
     eval_every: int = 0  # 0: no closed-loop evaluation during training
     checkpoint_every: int = 1000
@@ -68,7 +69,7 @@ class TrainSettings:
             raise ConfigError(f"these training settings must be at least 1: {small}")
 
 
-_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads")
+_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads", "view_repeat")
 
 
 def train_vla(
@@ -120,6 +121,7 @@ def _build_run(
         encoder=encoder,
         normalizer=normalizer,
         action_mode=settings.action_mode,
+        view_repeat=settings.view_repeat,
     )
     torch.manual_seed(settings.seed)
     trainer = Trainer(VLANet(config), settings.optim, settings.steps, context)

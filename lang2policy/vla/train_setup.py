@@ -96,17 +96,22 @@ def prepare(
     encoder: Encoder | None = None,
     normalizer: Normalizer | None = None,
     action_mode: str = "delta",
+    view_repeat: int = 1,
 ) -> TrainData:
     """Split the episodes, embed every instruction once, and fix the normaliser (``normalizer``
     given: a resumed run keeps its own)."""
     split = split_episodes(data.episodes, val_episodes, seed)
     train_frames = episode_frames(data, split.train)
+    is_view = view_frames(data)
+    if view_repeat > 1:  # scene views drawn more often: few of them beside long demonstrations
+        views = train_frames[is_view[train_frames]]
+        train_frames = np.concatenate([train_frames, np.repeat(views, view_repeat - 1)])
     val_frames = episode_frames(data, split.val)
     if len(val_frames) > MAX_VAL_FRAMES:
         rng = np.random.default_rng(seed)
         val_frames = np.sort(rng.choice(val_frames, MAX_VAL_FRAMES, replace=False))
     frame_end = episode_ends(data)
-    motion_frames = train_frames[~view_frames(data)[train_frames]]  # scene views do not move
+    motion_frames = np.unique(train_frames[~is_view[train_frames]])  # scene views do not move
     normalizer = normalizer or normalizer_for(
         data, motion_frames, frame_end, config.chunk, action_mode
     )
