@@ -91,6 +91,8 @@ def _summary(args, outcomes: Counter, frames: int, seconds: float) -> str:
     for family in args.task_family:
         done = outcomes[(family, True)]
         total = done + outcomes[(family, False)]
+        if not total:
+            continue
         lines.append(f"  {family}: {done}/{total} demonstrations succeeded (failures kept, marked)")
     if outcomes[("view", True)]:
         lines.append(f"  scene views: {outcomes[('view', True)]} (one frame each, arm at rest)")
