@@ -22,6 +22,7 @@ from lang2policy.vla.environment_state import environment_state, task_goal
 
 # View seeds lie in [2**31, 2**31 + 2**30): demos use [0, 2**30), evaluations [2**30, 2**31).
 VIEW_SEED_OFFSET = 2**31
+VIEW_LAYOUT_SEEDS = 5  # seeds tried (spec.seed + 7919 k) before a view gives up
 
 
 def view_specs(families: Sequence[str], per_family: int, seed: int, first_index: int = 0) -> list:
@@ -43,6 +44,21 @@ def view_specs(families: Sequence[str], per_family: int, seed: int, first_index:
     return specs
 
 
+def _set_up_some_layout(session: SimSession, spec, set_up_scene):
+    """``set_up_scene`` for ``spec``, or for the next seeds when no layout of it is feasible
+    (a view is any layout of its task; a rare infeasible draw must not end a long recording)."""
+    from dataclasses import replace
+
+    from lang2policy.errors import UnreachableError
+
+    for attempt in range(VIEW_LAYOUT_SEEDS - 1):
+        try:
+            return set_up_scene(session, replace(spec, seed=spec.seed + 7919 * attempt))
+        except UnreachableError:
+            continue
+    return set_up_scene(session, replace(spec, seed=spec.seed + 7919 * (VIEW_LAYOUT_SEEDS - 1)))
+
+
 def record_view(session: SimSession, renderer, spec):
     """The one-frame ``Episode`` of ``spec``'s layout with the arm at rest."""
     import time
@@ -51,7 +67,7 @@ def record_view(session: SimSession, renderer, spec):
     from lang2policy.vla.schema import CAMERAS
 
     started = time.monotonic()
-    appearance = set_up_scene(session, spec)
+    appearance = _set_up_some_layout(session, spec, set_up_scene)
     try:
         if hasattr(renderer, "sync_look"):
             renderer.sync_look()
