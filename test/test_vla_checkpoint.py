@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lang2policy.vla.demos import EpisodeSpec
+from lang2policy.vla.episodes import EpisodeSpec
 from lang2policy.vla.rollout import EVAL_SEED_BASE, RolloutRunner
 from lang2policy.vla.tasks import Task
 

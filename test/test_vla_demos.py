@@ -134,7 +134,7 @@ def test_frames_are_taken_every_tenth_of_a_second(runner):
 
 
 def test_the_render_twin_redraws_a_new_layout_reset_to_the_same_time(runner):
-    from lang2policy.vla.demos import set_up_scene
+    from lang2policy.vla.episodes import set_up_scene
     from lang2policy.vla.scene_views import view_specs
 
     first, second = view_specs(("lift",), 2, seed=4)

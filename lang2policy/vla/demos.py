@@ -17,59 +17,18 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from lang2policy.errors import ConfigError, Lang2PolicyError, UnreachableError
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.environment_state import environment_state, task_goal
+from lang2policy.vla.episodes import Episode, EpisodeSpec, check_families, set_up_scene
 from lang2policy.vla.frames import FrameRecorder, frame_renderer
 from lang2policy.vla.judge import judge, start_positions
-from lang2policy.vla.oracle import check_feasible, run_oracle
+from lang2policy.vla.oracle import run_oracle
 from lang2policy.vla.scene_views import record_view
-from lang2policy.vla.scenes import Appearance, scene_objects
-from lang2policy.vla.tasks import FAMILIES, Task, sample_task, seen_phrasings
-
-LAYOUT_TRIES = 20
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode to make: what, in which words, on which seed, for which split."""
-
-    index: int
-    task: Task
-    phrasing: int
-    seed: int
-    split: str = "train"
-    view: bool = False  # a one-frame scene view (``scene_views``), not a demonstration
-
-    @property
-    def instruction(self) -> str:
-        return self.task.instruction(self.phrasing)
-
-
-@dataclass
-class Episode:
-    """A recorded episode: its spec, frames, and the judge's verdict at the end."""
-
-    spec: EpisodeSpec
-    images: dict[str, np.ndarray]
-    state: np.ndarray
-    action: np.ndarray
-    success: bool
-    detail: str
-    sim_seconds: float
-    wall_seconds: float
-    environment: np.ndarray | None = None  # (T, ENV_DIM): block and goal (environment_state)
-
-
-def check_families(families: Sequence[str]) -> None:
-    """Raise unless every name is a task family."""
-    for family in families:
-        if family not in FAMILIES:
-            raise Lang2PolicyError(f"unknown task family {family!r}; families: {FAMILIES}")
+from lang2policy.vla.tasks import sample_task, seen_phrasings
 
 
 def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[EpisodeSpec]:
@@ -85,22 +44,6 @@ def training_specs(families: Sequence[str], per_family: int, seed: int) -> list[
             # Below 2**30: evaluation layouts use seeds above it (rollout.evaluation_specs).
             specs.append(EpisodeSpec(len(specs), task, phrasing, int(rng.integers(2**30))))
     return specs
-
-
-def set_up_scene(session: SimSession, spec: EpisodeSpec) -> Appearance:
-    """Reset ``session`` to a layout of ``spec``'s seed where the oracle can do the task, with
-    the seed's look applied; raises ``UnreachableError`` after ``LAYOUT_TRIES`` layouts."""
-    rng = np.random.default_rng(spec.seed)
-    for _ in range(LAYOUT_TRIES):
-        try:
-            session.reset(int(rng.integers(2**31)), scene_objects(rng, spec.task))
-            check_feasible(session, spec.task)
-        except (UnreachableError, ConfigError):  # out of reach, or the objects did not fit
-            continue
-        appearance = Appearance.draw(rng, session.world)
-        appearance.apply(session.world)
-        return appearance
-    raise UnreachableError(f"no feasible layout for {spec.task} in {LAYOUT_TRIES} tries")
 
 
 def record_episode(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:

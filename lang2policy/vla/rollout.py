@@ -18,7 +18,7 @@ import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
-from lang2policy.vla.demos import EpisodeSpec, set_up_scene
+from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
 from lang2policy.vla.frames import frame_renderer
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.oracle import run_oracle

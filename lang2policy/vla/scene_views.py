@@ -13,23 +13,29 @@ is the state, a hold, and is masked out of the action loss) and never validates 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from lang2policy.errors import UnreachableError
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.environment_state import environment_state, task_goal
+from lang2policy.vla.episodes import Episode, EpisodeSpec, check_families, set_up_scene
+from lang2policy.vla.scenes import Appearance
+from lang2policy.vla.schema import CAMERAS
+from lang2policy.vla.tasks import sample_task, seen_phrasings
 
 # View seeds lie in [2**31, 2**31 + 2**30): demos use [0, 2**30), evaluations [2**30, 2**31).
 VIEW_SEED_OFFSET = 2**31
 VIEW_LAYOUT_SEEDS = 5  # seeds tried (spec.seed + 7919 k) before a view gives up
 
 
-def view_specs(families: Sequence[str], per_family: int, seed: int, first_index: int = 0) -> list:
+def view_specs(
+    families: Sequence[str], per_family: int, seed: int, first_index: int = 0
+) -> list[EpisodeSpec]:
     """``per_family`` view specs per family: seen combinations and phrasings, their own seeds."""
-    from lang2policy.vla.demos import EpisodeSpec, check_families
-    from lang2policy.vla.tasks import sample_task, seen_phrasings
-
     check_families(families)
     rng = np.random.default_rng([seed, 1])
     specs = []
@@ -44,13 +50,9 @@ def view_specs(families: Sequence[str], per_family: int, seed: int, first_index:
     return specs
 
 
-def _set_up_some_layout(session: SimSession, spec, set_up_scene):
+def _set_up_some_layout(session: SimSession, spec: EpisodeSpec) -> Appearance:
     """``set_up_scene`` for ``spec``, or for the next seeds when no layout of it is feasible
     (a view is any layout of its task; a rare infeasible draw must not end a long recording)."""
-    from dataclasses import replace
-
-    from lang2policy.errors import UnreachableError
-
     for attempt in range(VIEW_LAYOUT_SEEDS - 1):
         try:
             return set_up_scene(session, replace(spec, seed=spec.seed + 7919 * attempt))
@@ -59,15 +61,10 @@ def _set_up_some_layout(session: SimSession, spec, set_up_scene):
     return set_up_scene(session, replace(spec, seed=spec.seed + 7919 * (VIEW_LAYOUT_SEEDS - 1)))
 
 
-def record_view(session: SimSession, renderer, spec):
+def record_view(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
     """The one-frame ``Episode`` of ``spec``'s layout with the arm at rest."""
-    import time
-
-    from lang2policy.vla.demos import Episode, set_up_scene
-    from lang2policy.vla.schema import CAMERAS
-
     started = time.monotonic()
-    appearance = _set_up_some_layout(session, spec, set_up_scene)
+    appearance = _set_up_some_layout(session, spec)
     try:
         if hasattr(renderer, "sync_look"):
             renderer.sync_look()
