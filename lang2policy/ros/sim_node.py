@@ -26,6 +26,11 @@ A camera is rendered only while its ``image_raw`` topic has subscribers (checked
 time, ``camera_rate`` of sim time), and its ``camera_info`` published only while that topic has
 some: with ground-truth perception nobody listens, and the idle node costs only its physics and
 its 50 Hz state messages (issue 16). ``rendered_frames`` counts the images rendered per camera.
+
+The scene is the ``layout`` with ``objects`` placed by ``seed`` (``World.reset``) and, with
+``appearance`` (JSON of ``vla.scenes.Appearance.to_dict``), a VLA episode's look: lights,
+colours, front camera. With the seed, objects and look of an evaluation episode
+(``vla.rollout.evaluation_specs``) the node shows exactly that episode's scene.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
+from lang2policy.vla.scenes import Appearance
 
 PENDING_MAX = STREAM_QUEUE  # trajectories that may wait for the running one
 OBJECTS_KEEPALIVE = 0.5  # s of sim time between object messages while nothing moves
@@ -108,6 +114,9 @@ class SimNode(ReadOnlyParameters):
         self._check_cameras(cameras, scene_cameras, width, height)
 
         self.objects = self.world.reset(self.seed, self.named_objects)
+        look = self._param("appearance", "", 'JSON of a vla.scenes.Appearance; "" = the model\'s')
+        if look:
+            self._apply_look(look)
         self.resets = 0
         self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
@@ -137,6 +146,21 @@ class SimNode(ReadOnlyParameters):
             f"{list(self.robot.limits.names)}; {self.control_rate:g} Hz control, cameras "
             f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}"
         )
+
+    def _apply_look(self, text: str) -> None:
+        """A VLA evaluation episode's look (lights, colours, front camera; kept across
+        resets), so that with its ``seed`` and ``objects`` the node shows that episode's scene
+        exactly (``lang2policy bench vla --graph``)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"parameter 'appearance' is not JSON ({exc}): {text[:80]!r}"
+            ) from exc
+        try:
+            Appearance.from_dict(data, self.world).apply(self.world)
+        except ConfigError as exc:
+            raise ConfigError(f"parameter 'appearance': {exc}") from exc
 
     def _check_cameras(self, cameras, scene_cameras, width, height) -> None:
         unknown = [c for c in cameras if c not in scene_cameras]

@@ -6,15 +6,19 @@ Varied per episode (seeded): which distractors are on the table and where everyt
 (``World.reset``); the key and fill lights' brightness and the headlight's; the table's colour
 (a little); each object's colour (a little: a red block stays red); the front camera's
 position (about a centimetre). ``Appearance.apply`` sets them on the world's model and
-``Appearance.restore`` puts the model's own values back.
+``Appearance.restore`` puts the model's own values back; ``to_dict``/``from_dict`` carry a
+look to another process (the sim node's ``appearance`` parameter, ``bench vla --graph``).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lang2policy.errors import ConfigError
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.world import World
 from lang2policy.vla.tasks import Task
@@ -71,6 +75,43 @@ class Appearance:
         front = model.camera("front").id
         model.cam_pos[front] += self.camera_shift
 
+    def to_dict(self, world: World) -> dict:
+        """This look as JSON-able numbers, for another process to rebuild on the same scene
+        (``from_dict``; the sim node's ``appearance`` parameter): of the colour shifts only
+        the object geoms' (by geom id), the only ones ``apply`` uses."""
+        return {
+            "light_scale": self.light_scale.tolist(),
+            "headlight_scale": self.headlight_scale,
+            "table_shift": self.table_shift.tolist(),
+            "object_shift": {str(g): self.object_shift[g].tolist() for g in _object_geoms(world)},
+            "camera_shift": self.camera_shift.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, world: World) -> Appearance:
+        """The look ``to_dict`` wrote, for ``world`` (the same scene model); ``ConfigError``
+        saying which field is missing, of the wrong size or not a finite number."""
+        model = world.model
+        if not isinstance(data, Mapping) or set(data) != _LOOK_FIELDS:
+            got = sorted(data) if isinstance(data, Mapping) else type(data).__name__
+            raise ConfigError(f"an appearance has exactly the fields {sorted(_LOOK_FIELDS)}; "
+                              f"got {got}")  # fmt: skip
+        shifts = data["object_shift"]
+        objects = {str(g) for g in _object_geoms(world)}
+        if not isinstance(shifts, Mapping) or not set(shifts) <= objects:
+            raise ConfigError("appearance 'object_shift' maps object geom ids (of this scene: "
+                              f"{min(objects)}..{max(objects)}) to RGB shifts")  # fmt: skip
+        object_shift = np.zeros((model.ngeom, 3))
+        for geom, shift in shifts.items():
+            object_shift[int(geom)] = _numbers(f"object_shift[{geom}]", shift, 3)
+        return cls(
+            light_scale=_numbers("light_scale", data["light_scale"], model.nlight),
+            headlight_scale=float(_numbers("headlight_scale", [data["headlight_scale"]], 1)[0]),
+            table_shift=_numbers("table_shift", data["table_shift"], 3),
+            object_shift=object_shift,
+            camera_shift=_numbers("camera_shift", data["camera_shift"], 3),
+        )
+
     def restore(self, world: World) -> None:
         """Put back the model's own values."""
         if not self._saved:
@@ -82,6 +123,22 @@ class Appearance:
         model.cam_pos[:] = self._saved["cam_pos"]
         model.mat_rgba[:] = self._saved["mat_rgba"]
         self._saved = {}
+
+
+_LOOK_FIELDS = {"light_scale", "headlight_scale", "table_shift", "object_shift", "camera_shift"}
+
+
+def _numbers(name: str, values: object, size: int) -> np.ndarray:
+    """``values`` as ``size`` finite floats, or ``ConfigError`` naming the field."""
+    ok = isinstance(values, list | tuple) and len(values) == size
+    ok = ok and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for v in values
+    )
+    if not ok:
+        got = str(values)[:80]
+        raise ConfigError(f"appearance '{name}' must be {size} finite numbers, got {got}")
+    return np.array(values, dtype=float)
 
 
 def _object_geoms(world: World) -> np.ndarray:
