@@ -101,12 +101,15 @@ def _llm_with_absolute_path(llm: str) -> str:
 
 # ----------------------------------------------------------------- the client process
 class ProbeProcess:
-    """The client (``lang2policy.ros.graph_bench_probe``): its stdout lines, in order."""
+    """The client (``module``: ``lang2policy.ros.graph_bench_probe``, or another client
+    that takes its plan as a JSON argument): its stdout lines, in order."""
 
-    def __init__(self, plan: dict, env: dict[str, str]) -> None:
+    def __init__(
+        self, plan: dict, env: dict[str, str], module: str = "lang2policy.ros.graph_bench_probe"
+    ) -> None:
         self.lines: Queue[str] = Queue()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lang2policy.ros.graph_bench_probe", json.dumps(plan)],
+            [sys.executable, "-m", module, json.dumps(plan)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

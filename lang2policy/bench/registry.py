@@ -29,7 +29,7 @@ from lang2policy.bench import (
     parity,
     pickplace,
     sim_speed,
-    vla,
+    vla_graph,
 )
 
 
@@ -119,11 +119,12 @@ BENCHES: dict[str, Bench] = {
             "vla",
             "the trained VLA policy in closed loop on unseen layouts, by task family and split "
             "(seen / unseen combinations / unseen phrasings), beside the scripted oracle; "
-            "latency per action on one core; a video",
-            vla.add_arguments,
-            vla.run_args,
-            vla.format_text,
-            vla.exit_code,
+            "latency per action on one core; a video. --graph: through the ROS graph (sim, "
+            "safety and VLA nodes as processes) beside standalone on the same episodes",
+            vla_graph.add_arguments,
+            vla_graph.run_args,
+            vla_graph.format_text,
+            vla_graph.exit_code,
         ),
         Bench(
             "mpc",
