@@ -300,13 +300,17 @@ def test_a_replan_correction_plans_the_text_as_a_follow_up():
 
 
 class RecordingSkills:
-    """Stands in for a VLA skill policy (none ships yet): records what it was asked to do."""
+    """Stands in for a skill executor (test_skill_route.py runs the real one): records what
+    it was asked to do; it can do anything."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
         self.cancelled = 0
 
-    def run(self, instruction, on_line):
+    def refusal(self, instruction) -> str:
+        return ""
+
+    def run(self, instruction, scene, on_line, motions=()):
         from lang2policy.conductor import RewardRun
 
         self.asked.append(instruction)

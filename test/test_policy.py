@@ -40,6 +40,7 @@ KNOWN_SKILLS = [
     "get_table_bounds",
     "get_corner_pos",
     "say",
+    "vla_skill",
 ]
 EXAMPLES = config_dir() / "policies" / "examples"
 

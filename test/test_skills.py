@@ -18,7 +18,7 @@ from lang2policy.errors import (
 )
 from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
-from lang2policy.skills.catalog import CORNERS, SKILLS, prompt_api
+from lang2policy.skills.catalog import CORNERS, PROMPT_SKILLS, SKILLS, prompt_api
 from lang2policy.skills.geometry import corner_names
 
 OBJECTS = ["red block", "green block", "blue bowl"]
@@ -110,10 +110,11 @@ def test_object_args_are_the_names_a_call_refers_to():
 
 def test_signatures_and_prompt_api_cover_every_skill():
     assert SKILLS["pick"].signature() == "pick(obj: str, speed: float = 0.15) -> None"
-    api = prompt_api()
+    api = prompt_api(vla=True)  # every skill; without a VLA, all but vla_skill
     tree = ast.parse(api)  # the stubs are valid Python
     defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     assert defined == list(SKILLS)
+    assert "vla_skill" not in prompt_api() and list(PROMPT_SKILLS) == defined[:-1]
     for node in tree.body:
         assert ast.get_docstring(node), f"{node.name} has no docstring"
     for skill in SKILLS.values():

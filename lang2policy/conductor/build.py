@@ -14,6 +14,7 @@ from pathlib import Path
 from lang2policy.conductor.conductor import Conductor
 from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor
 from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.conductor.skill_route import SkillPort, SkillRoute, SkillSettings
 from lang2policy.llm.warm import Warmth, warm_up
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.grounding import GroundingSettings
@@ -32,10 +33,11 @@ class ConductorSettings:
 
     llm: str = "local"  # local | openai | replay:FILE | record:FILE
     reward_llm: str = ""  # the reward planner's LLM; "" = ``llm``
-    route: str = "auto"  # code | reward | auto
+    route: str = "auto"  # code | reward | auto | skill (needs a VLA)
     memory: Path | None = None  # corrections memory (JSONL); None = off
     memory_threshold: float = 0.8  # cosine similarity to recall
     grounding: GroundingSettings = field(default_factory=GroundingSettings)  # code plans
+    skill: SkillSettings = field(default_factory=SkillSettings)  # skill plans (with a VLA)
 
 
 def build_plan_loop(
@@ -57,9 +59,15 @@ def build_conductor(
     outlet: Outlet,
     code: CodeExecutor,
     reward: RewardExecutor,
+    skill_port: SkillPort | None = None,
 ) -> Conductor:
-    """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``."""
+    """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``. With a
+    ``skill_port`` (a VLA node in the graph) skill plans run there (``SkillRoute``), decided by
+    the code plans' privilege policy."""
     planning = build_plan_loop(code.backend, settings.llm, settings.grounding)
+    skills = None
+    if skill_port is not None:
+        skills = SkillRoute(skill_port, planning.runner.policy, settings.skill)
 
     def reward_planner(objects):
         from lang2policy.l2r.planner import RewardPlanner
@@ -76,6 +84,7 @@ def build_conductor(
         RewardRoute(reward, reward_planner),
         correction_router(settings),
         settings.route,
+        skills,
     )
 
 
@@ -87,7 +96,7 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
 
     planning = conductor.planning
     code, typical = [], []
-    if settings.route != "reward":
+    if settings.route not in ("reward", "skill"):  # a skill plan asks no LLM
         try:
             log.info("planner prepared: %s", planning.prepare())
         except Exception as exc:  # a warm-up never keeps the node from being ready
@@ -97,7 +106,7 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
         # prompt again, which warm_up sends once).
         typical = [planning.planner.main_prompt(TYPICAL_INSTRUCTION)]
     reward = []
-    if settings.route != "code" and settings.reward_llm in ("", settings.llm):
+    if settings.route in ("auto", "reward") and settings.reward_llm in ("", settings.llm):
         reward = RewardPrompts.load().fixed_prompts()
     # What a first instruction meets first: the main code prompt (with a typical instruction's
     # examples), the reward prompts, then the helper-writing and parsing prompts (which share

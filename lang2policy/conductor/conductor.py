@@ -4,9 +4,11 @@ One object owns what happens between a person's words and the arm, with no ROS i
 
 * **routing**: each instruction goes to a plan kind (``code``: Code as Policies through the
   sandbox's privilege gate; ``reward``: Language to Rewards on an MPC) as
-  ``planning.route.choose_planner`` decides under the ``route`` setting; the ``skill`` slot
-  (a language skill on a learned VLA policy) takes every instruction under route ``skill``
-  once a ``SkillExecutor`` is given;
+  ``planning.route.choose_planner`` decides under the ``route`` setting. With a
+  ``SkillExecutor`` (a VLA in the graph: ``skill_route.SkillRoute``) an instruction the VLA's
+  task vocabulary covers is a ``skill`` plan under route ``auto``, through the same privilege
+  gate; route ``skill`` sends every instruction there and refuses what the VLA cannot do
+  (listing what it can). Policy code's ``vla_skill(...)`` calls run through it too;
 * **one plan at a time**: ``instruct`` runs a plan in a worker thread and answers ``busy`` while
   one runs; ``handle`` runs one in the caller's thread (``lang2policy run``);
 * **stop**: aborts the running motion at its next control step, skips the repair, cancels a
@@ -34,6 +36,7 @@ from lang2policy.conductor.ports import (
     SkillExecutor,
 )
 from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.conductor.skill_route import SkillScene
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.correcting import CorrectionRouter
@@ -90,6 +93,8 @@ class Conductor:
         self.planning.on_event = lambda state, detail: self.say(state, self.instruction, detail)
         self.planning.runner.cancelled = self.stop_pending
         self.corrections = CorrectionDesk(self, router)
+        if skills is not None:  # vla_skill(...) in policy code runs on the same VLA
+            code.backend.vla = self._vla_call
 
     # ------------------------------------------------------------------ status
     def say(self, state: str, instruction: str, detail: Any = "") -> None:
@@ -111,6 +116,10 @@ class Conductor:
 
     def scene_names(self) -> list[str]:
         return list(self.positions) if self.positions else self.code.object_names()
+
+    def skill_scene(self) -> SkillScene:
+        """The objects a skill's gate sees: their positions, and every name in the scene."""
+        return SkillScene(dict(self.positions), self.scene_names())
 
     # ------------------------------------------------------------------ instructions
     def instruct(self, text: object) -> bool:
@@ -143,8 +152,14 @@ class Conductor:
         return instruction, route
 
     def _choose(self, instruction: str) -> str:
-        if self.route_setting == "skill":
-            return "skill"
+        """The plan kind: a skill plan when the VLA can do it (route auto or skill), else as
+        ``choose_planner`` says; under route skill what the VLA cannot do is refused."""
+        if self.skills is not None and self.route_setting in ("auto", "skill"):
+            refusal = self.skills.refusal(instruction)
+            if not refusal:
+                return "skill"
+            if self.route_setting == "skill":
+                raise Lang2PolicyError(f"route skill: {refusal}")
         return choose_planner(instruction, self.route_setting)
 
     def _run(self, instruction: str, route: str) -> PlanResult:
@@ -204,9 +219,28 @@ class Conductor:
         self._stopped.clear()
         self._stop_reason = ""
         self.reward.cancel()  # the arm is the skill's now
-        run = self.skills.run(instruction, lambda line: self.say("running", instruction, line))
+        motions = self.corrections.recall_motions(instruction)
+        run = self.skills.run(
+            instruction,
+            self.skill_scene(),
+            lambda line: self.say("running", instruction, line),
+            motions,
+        )
         detail = {"route": "skill", **run.detail}
         return PlanResult(instruction, "skill", "done" if run.ok else "failed", detail)
+
+    def _vla_call(self, args: dict) -> bool:
+        """``vla_skill(**args)`` of a running code plan on the graph's VLA: True when the
+        skill's success check held; a skill the gate or the VLA refuses raises."""
+        instruction = self.instruction
+        run = self.skills.run_call(
+            args, self.skill_scene(), lambda line: self.say("running", instruction, line)
+        )
+        outcome, message = run.detail.get("outcome"), run.detail.get("message", "")
+        self.say("running", instruction, f"vla_skill({args['instruction']!r}): {outcome}")
+        if outcome in ("denied", "rejected", "no_vla"):
+            raise Lang2PolicyError(f"vla_skill: {message}")
+        return run.ok
 
     # ------------------------------------------------------------------ stop
     def stop_pending(self) -> str:
@@ -225,7 +259,7 @@ class Conductor:
             return  # already handled (the stop request, then the safety node's report)
         self.end_motion(reason)
         self.reward.cancel()
-        if self.skills is not None and self.running("skill"):
+        if self.skills is not None:  # a skill plan, or a code plan's vla_skill call
             self.skills.cancel()
         self.say("stopped", "", reason)
 

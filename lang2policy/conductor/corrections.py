@@ -12,6 +12,10 @@ LLM, well under a millisecond) against what runs:
 * an edit of a running **reward task**: the edited spec goes to the reward executor, which
   swaps it in at its next iteration.
 * ``replan``: the running code motion is aborted and the text is planned as a follow-up.
+* anything but ``stop`` during a **skill plan** (a VLA): forwarded to the VLA node as a language
+  motion (``"action": "forwarded"``); its answer follows as a second status ``correction``
+  (``"action": "applied"`` or ``"refused"``), and an applied one is remembered for later
+  similar skill plans, which get it in their start message's ``motions`` (``recall_motions``).
 
 Each correction is answered with one status ``correction`` whose detail is ``{"text", "kind",
 "edit", "action", "notes"[, "error"]}``. Edits are remembered (``CorrectionMemory``) and
@@ -23,14 +27,16 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from lang2policy.conductor.ports import CodeExecutor, Positions
+from lang2policy.conductor.ports import CodeExecutor, Positions, SkillExecutor
 from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.corrections import Correction, CorrectionError, check_text, classify
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.planning.correcting import ArgEdits, CorrectionRouter
 from lang2policy.planning.loop import PlanLoop
 from lang2policy.rewards.spec import RewardSpec
 
 REPLAN_WAIT = 30.0  # s a replan waits for the aborted plan to end
+SKILL_PLAN = "skill"  # the ``plan`` of a skill plan's remembered corrections
 
 
 class Conducting(Protocol):
@@ -41,6 +47,7 @@ class Conducting(Protocol):
     code: CodeExecutor
     reward: RewardRoute
     planning: PlanLoop
+    skills: SkillExecutor | None
 
     def say(self, state: str, instruction: str, detail: Any = "") -> None: ...
     def running(self, route: str) -> bool: ...
@@ -62,6 +69,9 @@ class CorrectionDesk:
     def correct(self, text: str) -> None:
         """Route one correction to what runs and say what became of it."""
         c = self.conductor
+        if c.skills is not None and c.running("skill"):
+            self._correct_skill(text)
+            return
         instruction, running_code = c.instruction, c.running("code")
         try:
             routed = self.router.route(
@@ -98,6 +108,63 @@ class CorrectionDesk:
             c.instruct(text)
 
         threading.Thread(target=follow_up, daemon=True).start()
+
+    # ------------------------------------------------------------------ skill plans
+    def _correct_skill(self, text: str) -> None:
+        """During a skill plan: ``stop`` stops; anything else goes to the VLA as a language
+        motion, answered when the VLA node has applied or refused it."""
+        c = self.conductor
+        instruction = c.instruction
+        try:
+            correction = _skill_correction(text, c.scene_names())
+        except Lang2PolicyError as exc:
+            detail = {"text": str(text)[:200], "kind": "invalid", "action": "rejected"}
+            c.say("correction", instruction, {**detail, "error": str(exc)})
+            return
+        detail = {"text": correction.text, "kind": correction.kind, "edit": correction.describe()}
+        if correction.kind == "stop":
+            c.request_stop(f"stopped by a correction: {text!r}")
+            c.say("correction", instruction, {**detail, "action": "stop", "notes": []})
+            return
+        notes = ["sent to the VLA as a language motion; it applies at its next control cycle"]
+        forwarded = {**detail, "action": "forwarded", "notes": notes}
+        problem = c.skills.motion(
+            correction.text,
+            lambda answer: self._motion_answer(instruction, correction, answer),
+            lambda: c.say("correction", instruction, forwarded),
+        )
+        if problem:
+            c.say("correction", instruction, {**detail, "action": "rejected", "error": problem})
+
+    def _motion_answer(self, instruction: str, correction: Correction, answer: dict) -> None:
+        """The VLA node's answer to a forwarded motion: say it; remember an applied one."""
+        action = "applied" if answer.get("action") == "applied" else "refused"
+        detail = {"text": correction.text, "kind": correction.kind, "action": action}
+        detail["edit"] = correction.describe()
+        detail["notes"] = [f"offset now {answer['offset']}"] if "offset" in answer else []
+        if action == "refused":
+            detail["error"] = f"refused by the VLA: {answer.get('reason') or 'no reason given'}"
+        self.conductor.say("correction", instruction, detail)
+        memory = self.router.memory
+        if action == "applied" and memory is not None and instruction:
+            situation = {"plan": SKILL_PLAN, "objects": self.conductor.scene_names()}
+            try:
+                memory.remember(instruction, correction, situation)
+            except Lang2PolicyError as exc:  # a full disk must not end the skill
+                self.conductor.say("correction", instruction, {**detail, "error": str(exc)})
+
+    def recall_motions(self, instruction: str) -> list[str]:
+        """The corrections applied to earlier skill plans of similar instructions, oldest
+        first: the language motions a new skill plan starts with (status ``remembered``)."""
+        memory = self.router.memory
+        if memory is None or not len(memory):
+            return []
+        found = memory.recall(instruction, self.router.threshold, limit=1000)
+        skill = [r for r in found if r.record.situation.get("plan") == SKILL_PLAN]
+        skill.sort(key=lambda r: r.record.time)
+        if skill:
+            self.conductor.say("remembered", instruction, recalled_lines(skill))
+        return [r.record.text for r in skill]
 
     # ------------------------------------------------------------------ recall
     def start_code_edits(self, instruction: str) -> None:
@@ -138,3 +205,16 @@ def recalled_lines(recalled) -> list[str]:
         f"{r.record.text!r} (said for {r.record.instruction!r}, similarity {r.score:.2f})"
         for r in recalled
     ]
+
+
+def _skill_correction(text: object, objects: list[str]) -> Correction:
+    """``text`` classified for a skill plan: a bad text raises ``CorrectionError``; one the
+    rules cannot place (an object not in the scene) is a language motion for the VLA to
+    judge (kind ``replan``)."""
+    checked = check_text(text)
+    try:
+        return classify(checked, objects)
+    except CorrectionError:
+        raise
+    except Lang2PolicyError:
+        return Correction("replan", checked)

@@ -83,10 +83,23 @@ class RewardExecutor(Protocol):
 
 
 class SkillExecutor(Protocol):
-    """Where a language skill runs on a learned policy (a VLA): the slot for skill plans."""
+    """Where a language skill runs on a learned policy (a VLA): the slot for skill plans
+    (``lang2policy.conductor.skill_route.SkillRoute``: the VLA node in the graph)."""
 
-    def run(self, instruction: str, on_line) -> RewardRun:
-        """Run the skill the instruction names until it ends; ``on_line`` takes progress."""
+    def refusal(self, instruction: str) -> str:
+        """Why the VLA cannot run ``instruction`` (listing what it can do); "" when it can."""
+
+    def run(self, instruction: str, scene, on_line, motions=()) -> RewardRun:
+        """Gate and run the skill the instruction names until it ends; ``scene`` is a
+        ``SkillScene``, ``on_line`` takes progress, ``motions`` are remembered corrections."""
+
+    def run_call(self, args: dict, scene, on_line) -> RewardRun:
+        """Gate and run ``vla_skill(**args)`` of a code plan (bound arguments)."""
 
     def cancel(self) -> None:
-        """End the running skill (a stop)."""
+        """End the running skill (a stop); nothing when none runs."""
+
+    def motion(self, text: str, on_answer, on_forward=None) -> str:
+        """Forward a correction to the running skill as a language motion (``on_forward``
+        runs just before); ``on_answer`` gets the VLA's answer (a dict). "" when forwarded,
+        else why not."""

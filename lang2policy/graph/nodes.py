@@ -114,7 +114,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "controller_node": {},
         "vla_node": {"backend": options.vla_backend},
         "planner_node": {"llm": options.llm, "route": options.route,
-                         "grounding": options.grounding},
+                         "grounding": options.grounding, "vla": options.vla},
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
     }

@@ -124,7 +124,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("llm", "local", "planner LLM: local | openai | replay:FILE | record:FILE | cache:FILE",
            flag="--llm"),
     Option("route", "auto", "plan kind: auto (chosen per instruction) | code (policy code) | "
-           "reward (reward parameters)", choices=ROUTES, flag="--route"),
+           "reward (reward parameters) | skill (the VLA; needs vla)", choices=ROUTES,
+           flag="--route"),
     Option("grounding", "on", "code plans: on (grammar, scored candidates, retrieved examples, a "
            "dry run before moving) | off (free decoding; the goal is checked either way)",
            choices=GROUNDING, flag="--grounding"),

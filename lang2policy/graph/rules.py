@@ -18,7 +18,7 @@ MODES = ("sim", "robot")
 PERCEPTION_MODES = ("ground_truth", "camera")
 RECORD_MODES = ("episode", "session")
 DRIVERS = ("ros2_control", "so101")
-ROUTES = ("auto", "code", "reward")  # the plan kind: chosen per instruction, or fixed
+ROUTES = ("auto", "code", "reward", "skill")  # the plan kind: per instruction, or fixed
 GROUNDING = ("on", "off")  # code plans grounded in the scene and catalog, or decoded freely
 LLM_KINDS = ("local", "openai")
 LLM_FILE_KINDS = ("replay", "record", "cache")
@@ -55,6 +55,8 @@ class GraphOptionRules:
             self._check_robot()
         if self.vla:
             self._check_vla()
+        elif self.route == "skill":
+            raise ConfigError("route 'skill' runs skill plans on the VLA: add vla:=true (--vla)")
 
     @property
     def perception_mode(self) -> str:

@@ -45,7 +45,7 @@ from lang2policy.planning.instruction_focus import (
     kind_focus,
 )
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
-from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.catalog import PROMPT_SKILLS as SKILLS  # vla_skill: not offered (yet)
 from lang2policy.skills.spec import Param, Skill
 
 __all__ = [

@@ -9,11 +9,18 @@ Instructions arrive on ``/lang2policy/instruction`` and corrections on
 stops the running plan. What to do with each message is the conductor's business; this node
 reads parameters, converts messages and publishes.
 
-Parameters: ``route`` (code | reward | auto), ``llm`` and ``reward_llm``, ``memory`` and
-``memory_threshold`` (corrections memory), ``execute``: ``graph`` (default: skills move the
-arm in the graph through ``lang2policy.ros.graph_arm``) or ``local`` (an in-process simulated
-arm: ``robot``, ``seed``, ``objects``), and the graph arm's ``control_rate``,
-``state_timeout`` and ``scene_timeout``.
+Skill plans (issue 18): with ``vla`` true (a VLA node in the graph) an instruction the VLA
+can do is a skill plan (``lang2policy.conductor.skill_route``): gated by the privilege policy,
+started on ``/lang2policy/skill`` as a JSON message with its plan id and limits, and followed
+on ``/lang2policy/status`` by the VLA node's lines with that plan id; corrections but ``stop``
+go to it as language motions. Policy code's ``vla_skill(...)`` takes the same path.
+
+Parameters: ``route`` (code | reward | auto | skill), ``llm`` and ``reward_llm``, ``memory``
+and ``memory_threshold`` (corrections memory), ``vla`` with ``skill_max_joint_speed`` and
+``skill_time_budget`` (the limits a skill plan asks for), ``execute``: ``graph`` (default:
+skills move the arm in the graph through ``lang2policy.ros.graph_arm``) or ``local`` (an
+in-process simulated arm: ``robot``, ``seed``, ``objects``), and the graph arm's
+``control_rate``, ``state_timeout`` and ``scene_timeout``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from lang2policy.conductor import (
     build_conductor,
 )
 from lang2policy.conductor.build import warm_conductor
+from lang2policy.conductor.skill_route import SkillRoute, SkillSettings
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
@@ -59,11 +67,15 @@ class PlannerNode(ReadOnlyParameters):
         self._status = self.create_publisher(String, topics.STATUS.name, 10)
         self._spec = self.create_publisher(String, topics.REWARD_SPEC.name, 10)
         self._stop_client = self.create_client(Trigger, topics.STOP.name)
+        self._skill = self.create_publisher(String, topics.SKILL.name, 10)
         self.arm: GraphArm | None = None
         self.warmth = None  # how warming the LLM went (``llm.warm.Warmth``), once done
         code = self._code_executor()
         self.settings = self._settings()
-        self.conductor = build_conductor(self.settings, self, code, SpecHandOff(self))
+        port = self if self._vla_on() else None
+        self.conductor = build_conductor(self.settings, self, code, SpecHandOff(self), port)
+        if isinstance(self.conductor.skills, SkillRoute):  # the VLA node's lines
+            self.create_subscription(String, topics.STATUS.name, self._on_status, 50)
         self.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
         self.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
         self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
@@ -105,7 +117,24 @@ class PlannerNode(ReadOnlyParameters):
             grounding=self._grounding(),
             memory=Path(memory) if memory else None,
             memory_threshold=self._number("memory_threshold", 0.8, "similarity to recall"),
+            skill=self._skill_settings(),
         )
+
+    def _vla_on(self) -> bool:
+        """``vla``: true when a VLA node runs in the graph (skill plans go to it)."""
+        value = self._switch("vla", False, "true: a VLA node runs skill plans (skill topic)")
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in ("true", "false"):
+            return str(value).strip().lower() == "true"
+        raise ConfigError(f"parameter 'vla' must be true or false, got {value!r}")
+
+    def _skill_settings(self) -> SkillSettings:
+        speed = self._number("skill_max_joint_speed", 1.0, "rad/s a skill plan asks for")
+        budget = self._number(
+            "skill_time_budget", 0.0, "s a skill plan asks for; 0 = the skill's", zero=True
+        )
+        return SkillSettings(max_joint_speed=speed, time_budget_s=budget)
 
     def _grounding(self) -> GroundingSettings:
         """``grounding``: on | off (ROS reads a bare on/off as a boolean: both are taken)."""
@@ -144,6 +173,13 @@ class PlannerNode(ReadOnlyParameters):
     def send_spec(self, spec) -> None:
         self._spec.publish(String(data="null" if spec is None else spec.to_json()))
 
+    def send_skill(self, text: str) -> None:
+        """``SkillPort``: a skill plan's start, motion or cancel ("") for the VLA node."""
+        self._skill.publish(String(data=text))
+
+    def skill_listeners(self) -> int:
+        return self._skill.get_subscription_count()
+
     def request_stop(self) -> bool:
         if self._stop_client.service_is_ready():
             self._stop_client.call_async(Trigger.Request())
@@ -170,6 +206,16 @@ class PlannerNode(ReadOnlyParameters):
         )
         if self.arm is not None:
             self.arm.update_objects(objects)
+
+    def _on_status(self, message: String) -> None:
+        """The VLA node's status lines go to the skill route (ours are ignored there)."""
+        try:
+            line = decode_status(message.data, what=topics.STATUS.name)
+        except MessageError as exc:
+            self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
+            return
+        if line.get("node") == topics.VLA_NODE:
+            self.conductor.skills.on_status(line)
 
     def _on_safety(self, message: String) -> None:
         try:  # bounded and total: a bad line is dropped with its reason, never the node

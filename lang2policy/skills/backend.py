@@ -33,6 +33,7 @@ from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.geometry import corner_point, object_bbox, table_bounds
 from lang2policy.skills.gripper_hull import GripperHull, box_corners
 from lang2policy.skills.spec import Skill
+from lang2policy.skills.vla_call import VLA_SKILL, VLARunner, run_vla, vla_targets
 
 Point = tuple[float, float, float]
 _DECIMALS = 4  # query results are rounded to 0.1 mm
@@ -106,6 +107,7 @@ class SimSkillBackend:
         self.world: World = session.world  # the scene model (sim, or the graph's mirror)
         self.description: RobotDescription = session.world.description
         self._said: list[str] = []
+        self.vla: VLARunner | None = None  # runs vla_skill calls (the graph's VLA, or a local one)
         self._push_plan: tuple[tuple, PushPlan] | None = None
         self._queries: dict[str, Callable[..., object]] = {
             "get_obj_names": self.object_names,
@@ -161,6 +163,8 @@ class SimSkillBackend:
         none = np.empty((0, 3))
         if spec.category != "motion":
             return [], none
+        if skill == VLA_SKILL:  # the learned policy's path is unknown: the objects it acts on
+            return vla_targets(self.world, bound), none
         motion = self.motion
         if skill in ("move_to", "go_home"):
             goal = self.world.arm.home
@@ -268,6 +272,8 @@ class SimSkillBackend:
         if spec.category == "speech":
             self._said.append(bound["text"])
             return None
+        if skill == VLA_SKILL:
+            return run_vla(self.vla, bound, self.hold)
         motion = self.motion
         motion.tcp_speed = bound.get("speed")
         motion.deadline = None if time_limit is None else self.clock() + float(time_limit)

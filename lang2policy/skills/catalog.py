@@ -4,11 +4,16 @@ Positions are numpy arrays [x, y, z] in metres in the world frame: the robot's b
 origin, +x points away from the robot across the table, +y to the robot's left, +z up, and the
 table top is z = 0. "top" of the table is the far side (+x), "left" is +y, as seen from the
 robot. ``prompt_api()`` renders these definitions as the API section of an LLM prompt.
+
+``vla_skill`` (a language skill run by the learned VLA policy, issue 18) is in ``SKILLS`` (the
+sandbox runs it, policy files may name it) but a prompt lists it only where a VLA can run it
+(``prompt_api(vla=True)``): ``PROMPT_SKILLS`` is the API every prompt and grammar offers.
 """
 
 from __future__ import annotations
 
 from lang2policy.skills.spec import Param, Skill
+from lang2policy.skills.vla_call import VLA_SKILL
 
 CORNERS = (
     "top left",
@@ -125,13 +130,37 @@ _SKILLS = (
     ),
 )
 
-SKILLS: dict[str, Skill] = {skill.name: skill for skill in _SKILLS}
+# The VLA skill: the learned policy acts on its own until its success check holds or its time
+# budget ends. Its ranges here are sanity bounds; the privilege policy sets the real limits
+# (config/policies/default.yaml: rule vla-skill).
+_VLA = Skill(
+    VLA_SKILL,
+    "motion",
+    (
+        Param(
+            "instruction",
+            "string",
+            "a skill the VLA was trained on, e.g. 'lift the red block', 'put the red block in "
+            "the blue bowl', 'push the green block to the left'",
+            max_length=300,
+        ),
+        Param("time_budget_s", "number", "seconds the skill may run", 30.0, 1.0, 600.0),
+        Param("max_joint_speed", "number", "cap on every joint's speed, rad/s", 1.0, 0.05, 5.0),
+    ),
+    "bool",
+    "Run a learned skill (the VLA policy) to its end; True when its success check held (it "
+    "often fails: check, and fall back to the other skills).",
+)
+
+SKILLS: dict[str, Skill] = {skill.name: skill for skill in (*_SKILLS, _VLA)}
+PROMPT_SKILLS: dict[str, Skill] = {n: s for n, s in SKILLS.items() if n != VLA_SKILL}
 
 
-def prompt_api() -> str:
-    """Python stubs of every skill with docstrings: the API section of an LLM prompt."""
+def prompt_api(vla: bool = False) -> str:
+    """Python stubs of every skill with docstrings: the API section of an LLM prompt
+    (``vla_skill`` too when ``vla``: a VLA can run it)."""
     blocks = []
-    for skill in SKILLS.values():
+    for skill in (SKILLS if vla else PROMPT_SKILLS).values():
         lines = [f"def {skill.signature()}:", f'    """{skill.doc}']
         for param in skill.params:
             lines.append(f"    {param.name}: {param.doc}; {param.allowed()}.")

@@ -1,0 +1,74 @@
+"""What the rest of the stack needs to know about a VLA skill call, without the VLA itself.
+
+A VLA skill ("lift the red block") is run by a learned policy, on its own, for up to its time
+budget; the privilege gate checks it before it starts like any other motion (``sandbox.
+skill_gate``), from the objects the skill text names and where they are. ``named_objects``
+finds those names in the text the way the VLA's phrasings spell them (a colour and ``block``
+or ``bowl``), whether or not such an object is on the table, so that the gate can refuse a
+skill about an object that is not there.
+
+``VLARunner`` is the hook a skill backend runs ``vla_skill(...)`` calls with: the graph's
+skill route (the VLA node, through the planner node) or the shipped policy in this process.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from lang2policy.errors import InvalidIntentError
+from lang2policy.scene.objects import COLORS, KINDS
+from lang2policy.scene.world import World
+
+VLA_SKILL = "vla_skill"  # the skill name in the catalog, the policy files and requests
+_COLOURS = "|".join(sorted(COLORS, key=len, reverse=True))
+_NAMED = re.compile(rf"\b({_COLOURS})\s+({'|'.join(KINDS)})s?\b", re.IGNORECASE)
+
+
+def named_objects(text: str) -> tuple[str, ...]:
+    """The objects ``text`` names ("red block", "blue bowl"), in order, each once."""
+    found = (f"{m.group(1).lower()} {m.group(2).lower()}" for m in _NAMED.finditer(str(text)))
+    return tuple(dict.fromkeys(found))
+
+
+def object_target(position) -> tuple[float, float, float]:
+    """Where the tool reaches an object a VLA skill names, for the gate: its x, y at its centre
+    height, never below the table top (a bowl's origin sits on the table, a hair below z = 0
+    in simulation)."""
+    x, y, z = (float(v) for v in position[:3])
+    return (x, y, max(z, 0.0))
+
+
+class VLARunner(Protocol):
+    """Runs one gated VLA skill call to its end: ``args`` are the bound arguments of
+    ``vla_skill`` (``instruction``, ``time_budget_s``, ``max_joint_speed``); True when the
+    skill's success check held. Raises ``Lang2PolicyError`` when it cannot run at all."""
+
+    def __call__(self, args: dict) -> bool: ...
+
+
+def vla_targets(world: World, bound: dict) -> list[np.ndarray]:
+    """The privilege policy's targets of ``vla_skill(**bound)``: the positions of the objects
+    its instruction names that are in ``world`` (the gate checks the others are there)."""
+    present = set(world.object_names())
+    named = named_objects(bound["instruction"])
+    positions = [object_target(world.object_pose(n).position) for n in named if n in present]
+    return [np.asarray(p, float) for p in positions]
+
+
+def run_vla(runner: VLARunner | None, bound: dict, hold: Callable[[], None]) -> bool:
+    """Run an allowed ``vla_skill`` call on ``runner``; without one, a clear error. The arm
+    is told to hold after a skill that could not run."""
+    if runner is None:
+        raise InvalidIntentError(
+            f"{VLA_SKILL}(): no VLA policy runs here (start the graph with vla:=true); "
+            "use the other skills"
+        )
+    try:
+        return bool(runner(dict(bound)))
+    except BaseException:
+        hold()
+        raise
