@@ -55,28 +55,35 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
+from lang2policy.control.kinematics import Kinematics
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph import topics
 from lang2policy.perception import decode_image
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
-from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.vla_params import VLAParameters
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.backends import RemoteLimits, open_backend
-from lang2policy.vla.ensemble import DEFAULT_M
-from lang2policy.vla.schema import ACTION_DIM, FPS, ROBOT_TYPE, STATE_NAMES
-from lang2policy.vla.skill_actor import EnsembledActor
+from lang2policy.vla.language_motion import MotionState
+from lang2policy.vla.schema import ACTION_DIM, JOINT_NAMES, ROBOT_TYPE, STATE_NAMES
 from lang2policy.vla.skill_judge import ObjectsJudge
+from lang2policy.vla.skill_limits import SkillLimits, ToolKinematics, resolve_limits
+from lang2policy.vla.skill_message import (
+    Cancel,
+    MotionMessage,
+    SkillMessageError,
+    StartSkill,
+    parse_skill_message,
+)
 from lang2policy.vla.skill_parse import Skill, parse_skill
 from lang2policy.vla.skill_runner import (
     CANCELLED,
     HOLDING,
     STOPPED,
-    RunnerSettings,
     SkillRunner,
     Step,
     state_vector,
 )
+from lang2policy.vla.skill_shaping import TargetShaper
 from lang2policy.wire_json import MessageError, decode_status
 
 _LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
@@ -86,7 +93,7 @@ def camera_topic(camera: str) -> str:
     return f"/camera/{camera}/image_raw"
 
 
-class VLANode(ReadOnlyParameters):
+class VLANode(VLAParameters):
     """``lang2policy_vla``: ``SkillRunner`` behind the topic contract above."""
 
     def __init__(self, **kwargs) -> None:
@@ -96,7 +103,11 @@ class VLANode(ReadOnlyParameters):
         self.cameras = tuple(self.actor.backend.cameras)
         layout = self._param("layout", "cap_tabletop", "scene model the success check mirrors")
         self.world = MirrorWorld(ROBOT_TYPE, layout)
+        kinematics = Kinematics(self.world.model, self.world.description, self.world.arm)
+        self.tool = ToolKinematics(kinematics, JOINT_NAMES)
+        self.default_limits = self._default_limits()
         self.runner: SkillRunner | None = None
+        self.plan_id = ""  # the running skill's plan, echoed in its status lines
         self.safety_state = ""
         self.commands_sent = 0
         self._objects: dict | None = None
@@ -119,52 +130,51 @@ class VLANode(ReadOnlyParameters):
             f"{topics.SKILL.name}"
         )
 
-    def _settings(self) -> RunnerSettings:
-        return RunnerSettings(
-            rate=self._number("rate", float(FPS), "Hz of policy steps (the model's frame rate)"),
-            state_timeout=self._number("state_timeout", 0.5, "s: older states hold the arm"),
-            image_timeout=self._number("image_timeout", 0.5, "s: older images hold the arm"),
-            objects_timeout=self._number("objects_timeout", 2.0, "s: older poses: no success"),
-            startup_grace=self._number(
-                "startup_grace", 5.0, "s to wait for the first inputs", zero=True
-            ),
-            max_seconds=self._number(
-                "max_seconds", 0.0, "s per skill; 0: the family's budget", zero=True
-            ),
-        )
-
-    def _actor(self) -> EnsembledActor:
-        backend_text = self._param("backend", "local", "local | openpi://H:P | openvla://H:P")
-        model = self._param("model", "", 'local: model directory; "" = the shipped model')
-        limits = RemoteLimits(
-            connect_s=self._number("connect_timeout", 3.0, "s to reach a remote backend"),
-            request_s=self._number("request_timeout", 2.0, "s per remote request"),
-        )
-        ensemble_m = self._number("ensemble_m", DEFAULT_M, "temporal ensembling m", zero=True)
-        query_every = int(self._number("query_every", 1, "steps per request", integer=True))
-        backend = open_backend(backend_text, model_dir=model or None, limits=limits)
-        policy = getattr(backend, "policy", None)
-        if policy is not None:  # load the instruction encoder now, not at the first skill
-            policy.warm_up()
-        return EnsembledActor(backend, ensemble_m, query_every)
-
     # ------------------------------------------------------------------ skills
     def _on_skill(self, msg: String) -> None:
-        text = msg.data
-        if not text.strip():
-            if self.runner is not None:
-                self._finish(self.runner.end(CANCELLED, "cancelled (an empty skill)"))
-            return
         try:
-            skill = parse_skill(text)
+            message = parse_skill_message(msg.data)
+        except SkillMessageError as exc:
+            self._refuse(msg.data, str(exc), exc.plan_id)
+            return
+        if isinstance(message, MotionMessage):
+            self._on_motion(message.text, message.plan_id)
+        elif isinstance(message, StartSkill):
+            self._on_start(message)
+        elif isinstance(message, Cancel) and self.runner is not None:
+            self._finish(self.runner.end(CANCELLED, "cancelled (an empty skill)"))
+
+    def _on_start(self, message: StartSkill) -> None:
+        try:
+            skill = parse_skill(message.skill)
+            limits = resolve_limits(message.limits, self.default_limits)
             judge = self._judge(skill)
         except Lang2PolicyError as exc:  # UnknownSkillError, or the scene or safety says no
-            self._publish("rejected", text[:200], str(exc))
-            self.get_logger().warning(f"skill rejected: {exc}")
+            self._refuse(message.skill, str(exc), message.plan_id)
             return
         if self.runner is not None:
             self._finish(self.runner.end(CANCELLED, f"replaced by {skill.instruction!r}"))
-        self._start(skill, judge)
+        self._start(skill, judge, limits, message.plan_id)
+        for text in message.motions:  # remembered corrections: from the first cycle
+            self._on_motion(text, message.plan_id)
+
+    def _refuse(self, text: str, reason: str, plan_id: str) -> None:
+        self._publish("rejected", text[:200], reason, plan_id=plan_id)
+        self.get_logger().warning(f"skill rejected: {reason}")
+
+    def _on_motion(self, text: str, plan_id: str) -> None:
+        """A language motion for the running skill, answered by a ``motion`` status line."""
+        if self.runner is None:
+            reason = "no skill is running: a language motion corrects a running skill"
+        elif plan_id and self.plan_id and plan_id != self.plan_id:
+            reason = f"it is for plan {plan_id!r}, but plan {self.plan_id!r} is running"
+        else:
+            outcome = self.runner.motion(text)
+            self._publish("motion", self.runner.skill.instruction, outcome.detail())
+            self.get_logger().info(f"motion {text!r}: {outcome.detail()}")
+            return
+        detail = MotionState().outcome(text, False, reason).detail()
+        self._publish("motion", "", detail, plan_id=plan_id)
 
     def _judge(self, skill: Skill) -> ObjectsJudge:
         if self.safety_state == "stopped":
@@ -175,13 +185,21 @@ class VLANode(ReadOnlyParameters):
             raise Lang2PolicyError(f"no objects seen on {topics.OBJECTS.name} yet")
         return ObjectsJudge(skill.task, self.world, self._objects)
 
-    def _start(self, skill: Skill, judge: ObjectsJudge) -> None:
-        now = time.monotonic()
-        self.runner = SkillRunner(skill, self.actor, judge, self.cameras, self.settings, now)
+    def _start(self, skill: Skill, judge: ObjectsJudge, limits: SkillLimits, plan_id: str) -> None:
+        now, rate = time.monotonic(), self.settings.rate
+        shaper = TargetShaper(self.tool, limits, rate)
+        self.runner = SkillRunner(
+            skill, self.actor, judge, self.cameras, self.settings, now, shaper
+        )
+        self.plan_id = plan_id
         self._last_report, self._hold_sent = None, False
         self._subscribe_inputs()
         self._timer.reset()
-        detail = f"{skill.task.family}, budget {self.runner.budget:g} s"
+        box = limits.workspace.to_dict()
+        detail = (
+            f"{skill.task.family}, budget {self.runner.budget:g} s, joint speed <= "
+            f"{limits.max_joint_speed:g} rad/s, tool in min {box['min']} max {box['max']}"
+        )
         self._report(Step("running", None, detail))
 
     def _subscribe_inputs(self) -> None:
@@ -207,6 +225,7 @@ class VLANode(ReadOnlyParameters):
             self._send_hold()
         if runner is not None:
             self._report(step, runner)
+        self.plan_id = ""
 
     # ------------------------------------------------------------------ inputs
     def _on_state(self, msg: JointState) -> None:
@@ -298,8 +317,18 @@ class VLANode(ReadOnlyParameters):
         line = f"{step.state}: {instruction} {step.reason}".rstrip()
         self.get_logger().info(line)
 
-    def _publish(self, state: str, instruction: str, detail: object, extra=None) -> None:
-        event = topics.StatusEvent(topics.VLA_NODE, state, instruction, detail, extra or {})
+    def _publish(
+        self, state: str, instruction: str, detail: object, extra=None, plan_id=None
+    ) -> None:
+        """A status line; with a plan id (the running skill's unless ``plan_id`` is given) it
+        is a top-level ``plan_id`` and a key of the detail (text becomes ``reason``)."""
+        plan_id = self.plan_id if plan_id is None else plan_id
+        extra = dict(extra or {})
+        if plan_id:
+            extra["plan_id"] = plan_id
+            detail = {**detail} if isinstance(detail, dict) else {"reason": detail}
+            detail["plan_id"] = plan_id
+        event = topics.StatusEvent(topics.VLA_NODE, state, instruction, detail, extra)
         self._status.publish(String(data=json.dumps(event.to_dict())))
 
     def destroy_node(self) -> None:

@@ -6,14 +6,17 @@ The node hands ``SkillRunner`` every camera image, joint state and object set as
 ``Step``: a joint target to send, a hold with its reason, or the end of the skill. In order:
 
 1. the skill ends ``timeout`` when its time budget (the family's ``rollout.MAX_SECONDS``, or
-   ``max_seconds``) is spent;
+   ``max_seconds``; the smaller of that and the plan's ``time_budget_s``) is spent;
 2. it ends ``success`` once the success check (``ObjectsJudge``: the demonstrations' judge on
    the object poses) has said "done" for ``success_hold`` s without a break, as a rollout does;
 3. it holds while a joint state or a camera image is older than its timeout (or none came
    yet): state ``holding``, except for inputs not yet seen in the first ``startup_grace`` s
    (the cameras start rendering once the node subscribes), which read ``running``. After a
    hold the actor starts a fresh ensemble: chunks predicted before describe a past scene;
-4. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``.
+4. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``. The
+   ``TargetShaper`` (when given) adds the language motions' residual to the policy's target
+   and applies the plan's limits (joint speed cap, workspace); ``motion`` hands it a
+   correction, which acts from the next step.
 
 ``end`` ends it from outside: ``stopped`` (the safety node's stop), ``cancelled``.
 """
@@ -28,11 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from lang2policy.errors import ConfigError, PolicyBackendError
+from lang2policy.vla.language_motion import MotionOutcome
 from lang2policy.vla.rollout import SUCCESS_HOLD
 from lang2policy.vla.schema import FPS, STATE_DIM
 from lang2policy.vla.skill_actor import EnsembledActor, fit_image
 from lang2policy.vla.skill_judge import ObjectPoses, ObjectsJudge
 from lang2policy.vla.skill_parse import Skill
+from lang2policy.vla.skill_shaping import TargetShaper
 
 RUNNING, HOLDING = "running", "holding"
 SUCCESS, TIMEOUT, FAILED, STOPPED, CANCELLED = (
@@ -87,11 +92,14 @@ class SkillRunner:
         cameras: tuple[str, ...],
         settings: RunnerSettings,
         now: float,
+        shaper: TargetShaper | None = None,
     ) -> None:
         self.skill, self.actor, self.judge = skill, actor, judge
-        self.cameras, self.settings = tuple(cameras), settings
+        self.cameras, self.settings, self.shaper = tuple(cameras), settings, shaper
         self.started = now
         self.budget = settings.max_seconds or skill.budget
+        if shaper is not None and shaper.limits.time_budget_s is not None:
+            self.budget = min(self.budget, shaper.limits.time_budget_s)
         self._images: dict[str, tuple[np.ndarray, float]] = {}
         self._state: tuple[np.ndarray, float] | None = None
         self._objects_at = -math.inf
@@ -140,6 +148,12 @@ class SkillRunner:
             self._final = Step(state, None, reason)
         return self._final
 
+    def motion(self, text: str) -> MotionOutcome:
+        """A language motion for the rest of the run (``TargetShaper.motion``)."""
+        if self.shaper is None:
+            raise ConfigError("this skill runs without a TargetShaper: no language motions")
+        return self.shaper.motion(text)
+
     def step(self, now: float) -> Step:
         """This control step's decision (see the module docstring)."""
         if self._final is not None:
@@ -162,16 +176,23 @@ class SkillRunner:
     def _act(self, now: float) -> Step:
         if self._held:
             self.actor.restart()
+            if self.shaper is not None:
+                self.shaper.restart()
             self._held = False
         size = self.actor.image_size
         images = {c: fit_image(self._images[c][0], size) for c in self.cameras}
+        state = self._state[0]
+        if self.shaper is not None:  # the policy acts as if the motions had not happened
+            state = self.shaper.policy_state(state)
         clock = time.perf_counter()
         try:
-            target = self.actor.act(images, self._state[0], self.skill.instruction)
+            target = self.actor.act(images, state, self.skill.instruction)
         except PolicyBackendError as exc:
             return self.end(FAILED, f"policy backend error: {exc}")
         self.act_seconds.append(time.perf_counter() - clock)
         self.action_times.append(now)
+        if self.shaper is not None:
+            target = self.shaper.shape(target, self._state[0])
         return Step(RUNNING, target, "")
 
     def _missing_inputs(self, now: float) -> tuple[list[str], list[str]]:
@@ -193,6 +214,7 @@ class SkillRunner:
         """Steps acted and held, the achieved action rate, the policy's time per action."""
         times, acts = self.action_times, np.array(self.act_seconds) * 1000.0
         span = times[-1] - times[0] if len(times) > 1 else 0.0
+        shaped = self.shaper.stats() if self.shaper is not None else {}
         return {
             "steps": len(times),
             "held_steps": self.held_steps,
@@ -201,6 +223,7 @@ class SkillRunner:
             "act_ms_p95": round(float(np.percentile(acts, 95)), 2) if acts.size else 0.0,
             "elapsed_s": round(now - self.started, 2),
             "budget_s": self.budget,
+            **shaped,
         }
 
 
