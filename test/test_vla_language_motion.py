@@ -170,6 +170,7 @@ class ConstantBackend:
 
     def __init__(self, target: np.ndarray) -> None:
         self.target = target
+        self.states: list[np.ndarray] = []  # the joint states the policy was shown
 
     def reset(self) -> None:
         """Nothing to forget."""
@@ -178,6 +179,7 @@ class ConstantBackend:
         """Nothing to release."""
 
     def act_chunk(self, images, state, instruction) -> np.ndarray:
+        self.states.append(np.array(state))
         return np.tile(self.target, (10, 1))
 
 
@@ -188,9 +190,10 @@ def test_the_runner_applies_motions_and_the_plans_time_budget(tool):
     target = posture(tool, 0.1)
     limits = SkillLimits(1.5, WIDE, time_budget_s=2.0)
     settings = RunnerSettings(startup_grace=1.0)
+    backend = ConstantBackend(target)
     runner = SkillRunner(
         skill,
-        EnsembledActor(ConstantBackend(target)),
+        EnsembledActor(backend),
         ObjectsJudge(skill.task, world, objects),
         ("front",),
         settings,
@@ -214,5 +217,9 @@ def test_the_runner_applies_motions_and_the_plans_time_budget(tool):
         step = runner.step(now)
     shift = tool.point(step.target[:5]) - tool.point(target[:5])
     assert shift[1] == pytest.approx(0.02, abs=0.002)
+    residual = step.target[:5] - target[:5]
+    # the policy is shown the joints less the residual sent with the last target
+    np.testing.assert_allclose(backend.states[-1][:5], target[:5] - residual, atol=1e-5)
+    np.testing.assert_allclose(backend.states[0], target, atol=1e-6)  # none before the motion
     assert runner.step(2.0).state == TIMEOUT
     assert runner.stats(2.0)["tool_shift_m"][1] == pytest.approx(0.02, abs=0.002)

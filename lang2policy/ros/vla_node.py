@@ -1,11 +1,32 @@
 """The VLA node: language skills run by a vision-language-action policy (issue 18).
 
 Subscribes, always
-  * ``/lang2policy/skill`` (std_msgs/String): a skill instruction in one of the phrasings the
-    VLA was trained on (``vla.skill_parse``: "put the red block in the blue bowl", "push the
-    green block to the left", "lift the yellow block"). A new skill replaces the running one
-    (``cancelled``); empty text cancels it. Text the VLA cannot check is ``rejected`` with a
-    list of what it can do.
+  * ``/lang2policy/skill`` (std_msgs/String; ``vla.skill_message`` parses and checks it):
+    - plain text: a skill instruction in one of the phrasings the VLA was trained on
+      (``vla.skill_parse``: "put the red block in the blue bowl", "push the green block to the
+      left", "lift the yellow block"), run under the default limits; "" cancels the skill.
+    - a JSON start (a skill plan): ``{"skill": TEXT, "plan_id": ID, "limits":
+      {"time_budget_s": S, "max_joint_speed": RAD_PER_S, "workspace": {"min": [x, y, z],
+      "max": [x, y, z]}}, "motions": [CORRECTION, ...]}``; all but ``skill`` optional. Limits
+      only narrow the defaults (``vla.skill_limits``): the budget is the smaller of the
+      family's and the plan's; the speed at most ``max_joint_speed`` (default: the safety
+      node's, config/safety.yaml); the workspace is the plan's box inside the safety node's.
+      Each published target moves no arm joint more than speed / ``rate`` rad from the last
+      one (or from the measured joints, for the first one and after a hold); a target whose
+      tool point (forward kinematics of the robot model) leaves the box is scaled back along
+      its step to the face of the box, or the last target is sent again (a hold) when no part
+      of the step stays in. ``motions`` (remembered corrections) act from the first cycle.
+    - a JSON language motion (RT-H): ``{"motion": CORRECTION, "plan_id": ID}``, for the
+      running skill from its next control cycle (``vla.language_motion``): a tool offset
+      ("a bit to the left" +2 cm y, "lower" -2 cm z; sizes of ``corrections``; <= 5 cm per
+      axis in total), a speed scale ("slower", "faster"; 0.3 .. 1.0 of the cap) or the
+      gripper held open or closed. The offset is a residual on the policy's targets, mapped
+      to joints by damped least squares on the tool point's Jacobian at the target posture;
+      the policy is shown the joints less that residual (``vla.skill_shaping``). Answered by
+      a ``motion`` line: applied or refused (no skill runs, another plan runs, not a motion,
+      at its bound).
+    A new skill replaces the running one (``cancelled``). A bad message, or text the VLA
+    cannot check, is ``rejected`` with what was wrong (and what the VLA can do).
   * ``/lang2policy/objects`` (visualization_msgs/MarkerArray): the object poses; the skill's
     success check (``vla.skill_judge``) runs on them.
   * ``/lang2policy/safety`` (std_msgs/String): the safety node's state. ``stopped`` ends the
@@ -27,18 +48,23 @@ Publishes
     safety node's "hold at the measured position"), then silence until they are fresh again.
     A skill that ends (but for a stop) sends one hold too.
   * ``/lang2policy/status`` (std_msgs/String, JSON ``StatusEvent`` with node ``vla``) on every
-    change: ``ready`` (detail: backend, cameras, rate), ``rejected``, ``running``, ``holding``
-    (detail: which input is stale), and the end: ``success`` (the success check held for
-    ``rollout.SUCCESS_HOLD`` s), ``timeout`` (the family's ``rollout.MAX_SECONDS`` or
-    ``max_seconds``), ``failed`` (a policy backend error), ``stopped``, ``cancelled``; with
-    ``skill`` (the task), ``backend`` and, at the end, ``stats`` (steps, achieved rate, policy
-    time per action).
+    change: ``ready`` (detail: backend, cameras, rate), ``rejected``, ``running`` (detail: the
+    family, budget and limits), ``holding`` (detail: which input is stale), ``motion`` (detail:
+    ``text``, ``action`` applied | refused, ``reason``, the resulting ``offset`` m,
+    ``speed_scale``, ``gripper``), and the end: ``success`` (the success check held for
+    ``rollout.SUCCESS_HOLD`` s), ``timeout`` (the budget), ``failed`` (a policy backend
+    error), ``stopped``, ``cancelled``; with ``skill`` (the task), ``backend`` and, at the
+    end, ``stats`` (steps, achieved rate, policy time per action, steps the speed cap and the
+    workspace changed, ``tool_shift_m``: the motions' shift of the sent targets' tool point
+    over the policy's own). Every line of a run with a ``plan_id`` carries it at the top and
+    in the detail, which is then an object (a text detail becomes its ``reason``).
 
 Parameters (read-only): ``backend`` (local | openpi://HOST:PORT | openvla://HOST:PORT),
 ``model`` (local: a model directory; "" = the shipped models/vla-so101-tiny), ``rate``,
 ``state_timeout``, ``image_timeout``, ``objects_timeout``, ``startup_grace``, ``max_seconds``,
 ``ensemble_m``, ``query_every``, ``connect_timeout``/``request_timeout`` (remote backends),
-``layout`` (the scene model the success check mirrors). A remote request blocks this node's
+``layout`` (the scene model the success check mirrors), ``max_joint_speed`` (the default cap;
+0: config/safety.yaml's, which it may not exceed). A remote request blocks this node's
 callbacks for at most ``connect_timeout + request_timeout``; the stop still holds the arm at
 once (the safety node latches it and drops every later command).
 """
