@@ -1,0 +1,242 @@
+"""A skill plan through the graph (issue 18): real sim, safety, VLA (the shipped checkpoint
+models/vla-so101-tiny) and planner nodes, each in its own process as deployed, and a plain
+rclpy client in a private context, on a ROS domain of their own on loopback.
+
+The client says "lift the red block" on /lang2policy/instruction. The planner node (``vla``
+on; its LLM is a replay file that the skill route never asks) routes it to a skill plan, gates
+it and publishes the JSON start on /lang2policy/skill with a plan id and the gate's limits;
+the VLA node runs it and reports with that plan id; the planner relays that; the arm moves; a
+correction is forwarded to the VLA as a language motion; ``stop`` ends it: the planner's final
+status is ``failed`` (stopped or cancelled), the VLA's terminal status carries the plan id,
+and the arm holds. The shipped policy rarely succeeds, so success is not asked for.
+Nodes read the sim's ground-truth objects (``/sim/objects`` remapped onto
+``/lang2policy/objects``: no perception node needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+rclpy = pytest.importorskip("rclpy")
+
+from ros_support import ros_env, spinning  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+from lang2policy.graph import topics  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+DOMAIN_ID = 1 + (os.getpid() + 157) % 200
+FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
+SKILL = "lift the red block"
+START_TIMEOUT = 120.0  # s: torch, the instruction encoder and the planner load on 2 busy cores
+OBJECTS = ["-r", f"{topics.OBJECTS.name}:={topics.SIM_OBJECTS.name}"]
+
+
+class Client:
+    """The person's side: instructions and corrections out; every status line, what goes on
+    the skill topic and the joint states in."""
+
+    def __init__(self, context) -> None:
+        self.node = rclpy.create_node("skill_plan_client", context=context)
+        self.lock = threading.Lock()
+        self.lines: list[dict] = []
+        self.skill_messages: list[str] = []
+        self.positions: list[np.ndarray] = []
+        self.objects_heard = 0
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 100)
+        self.node.create_subscription(MarkerArray, topics.SIM_OBJECTS.name, self._on_objects, 10)
+        self.node.create_subscription(String, topics.SKILL.name, self._on_skill, 10)
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
+        self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
+        self.correction = self.node.create_publisher(String, topics.CORRECTION.name, 10)
+
+    def _on_status(self, msg: String) -> None:
+        with self.lock:
+            self.lines.append(json.loads(msg.data))
+
+    def _on_skill(self, msg: String) -> None:
+        with self.lock:
+            self.skill_messages.append(msg.data)
+
+    def _on_objects(self, _msg: MarkerArray) -> None:
+        with self.lock:
+            self.objects_heard += 1
+
+    def _on_state(self, msg: JointState) -> None:
+        with self.lock:
+            self.positions.append(np.array(msg.position))
+
+    def line(self, node: str, state: str, timeout: float, **matching) -> dict:
+        """The first status line of ``node`` in ``state`` whose keys match ``matching``."""
+
+        def find():
+            with self.lock:
+                for line in self.lines:
+                    fits = all(_field(line, k) == v for k, v in matching.items())
+                    if line.get("node") == node and line.get("state") == state and fits:
+                        return line
+            return None
+
+        try:
+            return wait_for(find, timeout, f"a {node} status {state!r} {matching}")
+        except AssertionError as exc:
+            with self.lock:
+                seen = [f"{x.get('state')}: {x.get('detail')}" for x in self.lines[-8:]]
+            raise AssertionError(f"{exc}; the last status lines: {seen}") from None
+
+    def latest_position(self) -> np.ndarray:
+        with self.lock:
+            return self.positions[-1]
+
+
+def _field(line: dict, key: str):
+    """A status line's top-level field, or its detail's."""
+    if key in line:
+        return line[key]
+    detail = line.get("detail")
+    return detail.get(key) if isinstance(detail, dict) else None
+
+
+class NodeProcess:
+    """A node in its own process, as the launch file starts it."""
+
+    def __init__(self, module: str, arguments: list[str]) -> None:
+        command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *arguments]
+        self.process = subprocess.Popen(
+            command, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def stop(self) -> None:
+        self.process.send_signal(2)  # SIGINT, as Ctrl-C
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ros_env(DOMAIN_ID).items():
+            mp.setenv(key, value)
+        cameras = ["-p", "cameras:=[front, wrist]", "-p", "camera_width:=128"]
+        sim = NodeProcess(
+            "sim_node",
+            [*cameras, "-p", "camera_height:=128", "-p", "objects:=red block,blue bowl"],
+        )
+        safety = NodeProcess("safety_node", ["-p", "state_timeout:=2.0"])
+        vla = NodeProcess("vla_node", ["-p", "startup_grace:=2.0", *OBJECTS])
+        planner_params = [f"llm:=replay:{FIXTURE}", "grounding:=off", "vla:=true"]
+        planner = NodeProcess(
+            "planner_node", [*(a for p in planner_params for a in ("-p", p)), *OBJECTS]
+        )
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        client = Client(context)
+        try:
+            with spinning(context, (client.node,)):
+                wait_for(lambda: client.positions, 30.0, "joint states")
+                wait_for(
+                    lambda: client.node.count_subscribers(topics.SKILL.name) > 1,
+                    START_TIMEOUT,
+                    "the VLA node's skill subscription",
+                )
+                wait_for(
+                    lambda: client.instruction.get_subscription_count() > 0,
+                    START_TIMEOUT,
+                    "the planner node's instruction subscription",
+                )
+                client.line(topics.PLANNER_NODE, "ready", START_TIMEOUT)
+                client.line(topics.VLA_NODE, "ready", START_TIMEOUT)
+                heard = client.objects_heard  # the VLA node sees the objects from the next on
+                wait_for(lambda: client.objects_heard >= heard + 2, 10.0, "two object messages")
+                yield client
+        finally:
+            for process in (planner, vla, safety, sim):
+                process.stop()
+
+
+def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
+    client = graph
+    start_position = client.latest_position()
+    client.instruction.publish(String(data=SKILL))
+    received = client.line(topics.PLANNER_NODE, "received", 30.0, instruction=SKILL)
+    assert received["detail"] == {"route": "skill"}
+
+    message = wait_for(lambda: list(client.skill_messages), 30.0, "the skill start")[0]
+    start = json.loads(message)
+    plan_id = start["plan_id"]
+    assert start["skill"] == SKILL and "motions" not in start
+    limits = start["limits"]
+    assert (limits["time_budget_s"], limits["max_joint_speed"]) == (20.0, 1.0)  # lift: 20 s
+    box = limits["workspace"]  # the SO-101's workspace zone (the policy's rule vla-skill)
+    assert box == {"min": [0.05, -0.25, 0.0], "max": [0.35, 0.25, 0.45]}
+
+    running = client.line(topics.VLA_NODE, "running", 30.0, plan_id=plan_id)
+    assert running["instruction"] == SKILL
+    client.line(topics.PLANNER_NODE, "running", 10.0, detail=_relayed(running))
+    wait_for(
+        lambda: np.abs(client.latest_position() - start_position).max() > 0.005,
+        30.0,
+        "the arm to move",
+    )
+    moved = np.abs(client.latest_position() - start_position).max()
+    print(f"\nthe arm moved up to {moved:.3f} rad under skill plan {plan_id}")
+
+    client.correction.publish(String(data="a bit to the left"))
+    forwarded = client.line(topics.PLANNER_NODE, "correction", 10.0, action="forwarded")
+    assert forwarded["detail"]["kind"] == "offset"
+    wait_for(lambda: any(json.loads(m).get("motion") for m in client.skill_messages[1:]),
+             10.0, "the language motion")  # fmt: skip
+    motion = json.loads(client.skill_messages[1])
+    assert motion == {"motion": "a bit to the left", "plan_id": plan_id}
+    answer = client.line(topics.VLA_NODE, "motion", 10.0, plan_id=plan_id)
+    print(f"the VLA's answer to 'a bit to the left': {answer['detail']}")
+    action = answer["detail"]["action"]
+    assert action in ("applied", "refused")
+    client.line(topics.PLANNER_NODE, "correction", 10.0, action=action)  # the planner relays it
+
+    client.correction.publish(String(data="stop"))
+    final = client.line(topics.PLANNER_NODE, "failed", 15.0, instruction=SKILL)
+    assert final["detail"]["route"] == "skill" and final["detail"]["plan_id"] == plan_id
+    assert final["detail"]["outcome"] in ("stopped", "cancelled"), final["detail"]
+    ended = [s for s in ("stopped", "cancelled") if _has(client, topics.VLA_NODE, s, plan_id)]
+    assert ended, "the VLA node's terminal status carries the plan id"
+    client.line(topics.PLANNER_NODE, "stopped", 5.0)
+    time.sleep(0.5)  # the safety node's hold has brought the arm to rest by now
+    halted = client.latest_position()
+    time.sleep(1.0)
+    drift = np.abs(client.latest_position() - halted).max()
+    print(f"after the stop the arm drifted {drift:.4f} rad in 1 s")
+    assert drift < 0.005
+
+
+def _relayed(running: dict) -> str:
+    """The planner's progress line for the VLA's ``running`` line."""
+    detail = running["detail"]
+    reason = detail.get("reason", "") if isinstance(detail, dict) else str(detail)
+    return f"VLA running: {reason}" if reason else "VLA running"
+
+
+def _has(client: Client, node: str, state: str, plan_id: str) -> bool:
+    with client.lock:
+        return any(
+            line.get("node") == node and line.get("state") == state
+            and _field(line, "plan_id") == plan_id
+            for line in client.lines
+        )  # fmt: skip
