@@ -147,14 +147,25 @@ def test_a_target_leaving_the_plans_workspace_is_not_sent(graph, tool):
         names, joints = probe.state_names, probe.positions[-1]
     here = tool.point(np.array([joints[names.index(n)] for n in JOINT_NAMES]))
     box = {"min": (here - 0.02).tolist(), "max": (here + 0.02).tolist()}
-    _, commands = probe.mark()
-    start_plan(probe, {"skill": SKILL, "plan_id": "plan-box", "limits": {"workspace": box}})
+    since, commands = probe.mark()
+    start = {"skill": SKILL, "plan_id": "plan-box", "limits": {"workspace": box}}
+    start_plan(probe, start | {"motions": ["slower", "sing a song"]})  # remembered corrections
+    motions = wait_for(
+        lambda: (m := [line for line in run_lines(probe, since) if line["state"] == "motion"])
+        and len(m) >= 2
+        and m,
+        10.0,
+        "the answers to the start's motions",
+    )
+    assert [m["detail"]["action"] for m in motions] == ["applied", "refused"]
+    assert motions[0]["detail"]["speed_scale"] == 0.5 and motions[0]["plan_id"] == "plan-box"
     wait_for(lambda: len(probe.commands_since(commands)) >= 40, 60.0, "40 joint commands")
     _, cancelled = probe.status("cancelled", probe.send(""))
     assert cancelled["plan_id"] == "plan-box"
     stats = cancelled["stats"]
     print(f"\nplan-box: {stats}")
     assert stats["workspace_limited_steps"] > 0  # the policy did try to leave the box
+    assert stats["speed_scale"] == 0.5
     points = np.array([tool.point(q) for q in arm_targets(probe, commands) if q is not None])
     low, high = np.array(box["min"]), np.array(box["max"])
     outside = np.maximum(low - points, 0.0) + np.maximum(points - high, 0.0)

@@ -15,7 +15,8 @@ Subscribes, always
       one (or from the measured joints, for the first one and after a hold); a target whose
       tool point (forward kinematics of the robot model) leaves the box is scaled back along
       its step to the face of the box, or the last target is sent again (a hold) when no part
-      of the step stays in. ``motions`` (remembered corrections) act from the first cycle.
+      of the step stays in. ``motions`` (remembered corrections) act from the first cycle,
+      each answered by a ``motion`` line as below.
     - a JSON language motion (RT-H): ``{"motion": CORRECTION, "plan_id": ID}``, for the
       running skill from its next control cycle (``vla.language_motion``): a tool offset
       ("a bit to the left" +2 cm y, "lower" -2 cm z; sizes of ``corrections``; <= 5 cm per
@@ -55,8 +56,8 @@ Publishes
     ``rollout.SUCCESS_HOLD`` s), ``timeout`` (the budget), ``failed`` (a policy backend
     error), ``stopped``, ``cancelled``; with ``skill`` (the task), ``backend`` and, at the
     end, ``stats`` (steps, achieved rate, policy time per action, steps the speed cap and the
-    workspace changed, ``tool_shift_m``: the motions' shift of the sent targets' tool point
-    over the policy's own). Every line of a run with a ``plan_id`` carries it at the top and
+    workspace changed, ``tool_shift_m``: the shift of the sent targets' tool point over the
+    policy's own, by the motions and the limits). Every line of a run with a ``plan_id`` carries it at the top and
     in the detail, which is then an object (a text detail becomes its ``reason``).
 
 Parameters (read-only): ``backend`` (local | openpi://HOST:PORT | openvla://HOST:PORT),

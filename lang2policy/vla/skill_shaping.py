@@ -18,8 +18,8 @@ the gripper opening) and
 A motion is taken at once (``motion``) and acts from the next ``shape``. ``stats`` counts the
 steps the limits changed and reports ``tool_shift_m``: the mean, over the last
 ``SHIFT_WINDOW`` steps, of the sent target's tool point minus the policy target's, the effect
-of the motions as commanded (the policy acts closed-loop, so where the arm ends also depends on
-what the policy does about the shifted arm).
+of the motions (and of the limits, where they cut a step) as commanded. The policy acts
+closed-loop, so where the arm ends also depends on what it does about the shifted arm.
 """
 
 from __future__ import annotations
