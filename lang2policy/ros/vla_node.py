@@ -57,8 +57,9 @@ Publishes
     error), ``stopped``, ``cancelled``; with ``skill`` (the task), ``backend`` and, at the
     end, ``stats`` (steps, achieved rate, policy time per action, steps the speed cap and the
     workspace changed, ``tool_shift_m``: the shift of the sent targets' tool point over the
-    policy's own, by the motions and the limits). Every line of a run with a ``plan_id`` carries it at the top and
-    in the detail, which is then an object (a text detail becomes its ``reason``).
+    policy's own, by the motions and the limits). Every line of a run with a ``plan_id``
+    carries it at the top and in the detail, which is then an object (a text detail becomes
+    its ``reason``).
 
 Parameters (read-only): ``backend`` (local | openpi://HOST:PORT | openvla://HOST:PORT),
 ``model`` (local: a model directory; "" = the shipped models/vla-so101-tiny), ``rate``,
