@@ -90,6 +90,11 @@ def _add_run(commands) -> None:
     runp.add_argument("--llm", default="local", help=cli_types.LLM_HELP)
     cli_types.add_seed(runp)
     runp.add_argument("--video", type=Path, help="record the run to this MP4")
+    runp.add_argument(
+        "--vla",
+        action="store_true",
+        help="policy code may call vla_skill(...): the shipped VLA policy on the simulated arm",
+    )
     runp.add_argument("--json", action="store_true", help="print JSON only")
 
 
@@ -247,6 +252,7 @@ def _run(args: argparse.Namespace) -> int:
         route=args.route,
         grounding=args.grounding,
         duration=args.duration,
+        vla=args.vla,
     )
     say = (lambda line: None) if args.json else print
     report = run_instruction.run(request, say=say)

@@ -52,6 +52,7 @@ class RunRequest:
     route: str = "code"  # "code", "reward" or "auto"
     grounding: str = "on"  # code plans: "on" | "off" (GroundingSettings.named)
     duration: float | None = None  # reward route: cap of each step, simulated seconds
+    vla: bool = False  # code plans may call vla_skill(...): the shipped VLA on this arm
 
     @property
     def instructions(self) -> list[str]:
@@ -93,7 +94,7 @@ def sim_conductor(request: RunRequest, route: str, say: Callable[[str], None],
     ``request.video`` a recorder (20 fps on the code route, one frame per MPC step on the
     reward route)."""
     session = SimSession(request.robot)
-    code = SimCodeExecutor(session)
+    code = SimCodeExecutor(session, vla=request.vla)
     objects = code.reset(request.seed, list(request.objects) if request.objects else None)
     if route == "reward" and not request.objects:
         objects = code.reset(request.seed, _named_objects(session, objects, request))

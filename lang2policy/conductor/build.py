@@ -41,16 +41,20 @@ class ConductorSettings:
 
 
 def build_plan_loop(
-    backend: SimSkillBackend, llm: str, grounding: GroundingSettings | None = None
+    backend: SimSkillBackend,
+    llm: str,
+    grounding: GroundingSettings | None = None,
+    vla: bool = False,
 ) -> PlanLoop:
     """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
-    policy of the backend's robot, the sandbox runner, grounded as ``grounding`` says."""
+    policy of the backend's robot, the sandbox runner, grounded as ``grounding`` says; with
+    ``vla`` the prompt and grammars offer ``vla_skill`` (a VLA runs its calls)."""
     from lang2policy.llm import make_client
     from lang2policy.planning import CodeAsPoliciesPlanner
 
     grounding = grounding or GroundingSettings()
     policy = default_policy(backend.description, known_skills=SKILLS)
-    planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding)
+    planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding, vla=vla)
     return PlanLoop(planner, SandboxRunner(backend, policy), backend, grounding=grounding)
 
 
@@ -64,7 +68,8 @@ def build_conductor(
     """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``. With a
     ``skill_port`` (a VLA node in the graph) skill plans run there (``SkillRoute``), decided by
     the code plans' privilege policy."""
-    planning = build_plan_loop(code.backend, settings.llm, settings.grounding)
+    vla = skill_port is not None or code.backend.vla is not None
+    planning = build_plan_loop(code.backend, settings.llm, settings.grounding, vla)
     skills = None
     if skill_port is not None:
         skills = SkillRoute(skill_port, planning.runner.policy, settings.skill)

@@ -28,14 +28,19 @@ Line = Callable[[str], None]
 
 
 class SimCodeExecutor:
-    """Code plans on the simulated arm in this process."""
+    """Code plans on the simulated arm in this process; with ``vla`` the shipped VLA runs
+    policy code's ``vla_skill(...)`` calls on the same arm (``vla.local_skill``)."""
 
     live = False
 
-    def __init__(self, session: SimSession) -> None:
+    def __init__(self, session: SimSession, vla: bool = False) -> None:
         self.session = session
         self.backend = SimSkillBackend(session)
         self.objects: list[str] = list(session.world.object_names())
+        if vla:
+            from lang2policy.vla.local_skill import LocalSkillRunner  # torch: only when asked
+
+            self.backend.vla = LocalSkillRunner(session)
 
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
         """A new seeded scene; returns the objects on the table."""

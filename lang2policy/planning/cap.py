@@ -33,6 +33,7 @@ from lang2policy.planning.examples import ExampleBank, ExampleRetriever
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.prompts import PromptSet, fill
 from lang2policy.planning.scoring import asks_for_motion, instruction_objects
+from lang2policy.skills.catalog import prompt_api
 from lang2policy.text_quote import one_line
 
 log = logging.getLogger("lang2policy.planning")
@@ -96,7 +97,8 @@ class CodeAsPoliciesPlanner:
     """Writes policy programs with an LLM in completion mode (see the module docstring).
 
     ``max_depth`` is how many levels of undefined functions are generated below the main code
-    (0: none). LLM failures propagate as ``LLMError``.
+    (0: none); ``vla``: a VLA runs in the graph, so the prompt's API (by default) and the
+    grammars offer ``vla_skill`` too. LLM failures propagate as ``LLMError``.
     """
 
     def __init__(
@@ -106,11 +108,12 @@ class CodeAsPoliciesPlanner:
         max_depth: int = 2,
         *,
         grounding: GroundingSettings | None = None,
+        vla: bool = False,
     ) -> None:
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
-        self.llm = llm
-        self.prompts = prompts or PromptSet.load()
+        self.llm, self.vla = llm, vla
+        self.prompts = prompts or PromptSet.load(api=prompt_api(vla=True) if vla else None)
         self.max_depth = max_depth
         self.grounding = grounding or GroundingSettings.off()
         self._retriever: ExampleRetriever | None = None  # built on first retrieval
@@ -250,7 +253,7 @@ class CodeAsPoliciesPlanner:
         if not self.grounding.grammar or self.llm.config.mode != "completion":
             return None
         focus = instruction_objects(instruction, objects) if instruction else []
-        return code_grammars(objects, self.prompts.parsers, focus, instruction)
+        return code_grammars(objects, self.prompts.parsers, focus, instruction, vla=self.vla)
 
     def finish(
         self, main: str, objects: list[str], ask: _Counter, started: float

@@ -45,7 +45,8 @@ from lang2policy.planning.instruction_focus import (
     kind_focus,
 )
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
-from lang2policy.skills.catalog import PROMPT_SKILLS as SKILLS  # vla_skill: not offered (yet)
+from lang2policy.skills.catalog import PROMPT_SKILLS as SKILLS
+from lang2policy.skills.catalog import SKILLS as WITH_VLA
 from lang2policy.skills.spec import Param, Skill
 
 __all__ = [
@@ -83,6 +84,7 @@ FINDER_WORDS = {
     "parse_position": _SPATIAL,
     "parse_obj_name": _REFERRING,
 }
+# ``vla_skill`` is offered (and reserved) only where a VLA runs (``code_grammars(vla=True)``).
 RESERVED = frozenset(keyword.kwlist) | frozenset(SKILLS) | FORBIDDEN_NAMES
 _FIRST = "abcdefghijklmnopqrstuvwxyz_"
 _CHARS = _FIRST + "0123456789"
@@ -149,14 +151,16 @@ def _cached(
     finders: tuple[str, ...],
     literals: tuple[str, ...],
     speeds: bool,
+    vla: bool = False,
 ) -> CodeGrammars:
-    shared = _shared_rules(objects, free_text_calls)
+    skills = WITH_VLA if vla else SKILLS
+    shared = _shared_rules(objects, free_text_calls, skills=skills)
     function = ['root ::= b1-1 ("\\n"? def)* "\\n"? "#"']
     program = "\n".join(_PROGRAM_ROOT + shared)
     if len(focus) >= FOCUS_MIN:
-        main_rules = _shared_rules(focus, free_text_calls, finders=finders)
+        main_rules = _shared_rules(focus, free_text_calls, finders=finders, skills=skills)
     else:
-        main_rules = _shared_rules(literals, free_text_calls)
+        main_rules = _shared_rules(literals, free_text_calls, skills=skills)
     if not speeds:  # the person said nothing of speed: a speed argument is the default
         main_rules = [_DEFAULT_SPEED if r.startswith("speed ::=") else r for r in main_rules]
     return CodeGrammars(
@@ -169,10 +173,12 @@ def code_grammars(
     free_text_calls: Iterable[str] = (),
     focus: Sequence[str] = (),
     instruction: str = "",
+    vla: bool = False,
 ) -> CodeGrammars:
     """The grammars for a scene with ``objects``; ``free_text_calls`` are the parsing helpers
     whose first argument is a description in words (``PromptSet.parsers``); ``focus``: the
-    objects present that the instruction names (``scoring.instruction_objects``).
+    objects present that the instruction names (``scoring.instruction_objects``); ``vla``:
+    ``vla_skill`` is a skill too (a VLA runs in the graph).
 
     Why the focus: a 270M model asked to "drop the red block into the yellow bowl" often
     copies the colours of its nearest few-shot example when they are on the table too. When
@@ -185,7 +191,8 @@ def code_grammars(
     finders = tuple(n for n, asked in FINDER_WORDS.items() if words & set(asked))
     literals = kind_focus(present, named, instruction)
     free = tuple(sorted(set(free_text_calls)))
-    return _cached(present, free, named, finders, literals, asks_for_speed(instruction))
+    speeds = asks_for_speed(instruction)
+    return _cached(present, free, named, finders, literals, speeds, vla)
 
 
 def program_grammar(objects: Sequence[str], free_text_calls: Iterable[str] = ()) -> str:
@@ -202,16 +209,17 @@ def _shared_rules(
     objects: tuple[str, ...],
     free_text_calls: tuple[str, ...],
     finders: tuple[str, ...] | None = None,
+    skills: Mapping[str, Skill] = SKILLS,
 ) -> list[str]:
     """The rules both grammars share; ``finders`` (a tuple, maybe empty) makes them the
-    focused main program's (``_object_argument_rules``)."""
+    focused main program's (``_object_argument_rules``); ``skills``: the skills offered."""
     rules = [*_EXPRESSIONS.strip().splitlines(), _SPEED_RULE]
     rules += _string_rules(objects)
     rules += _object_argument_rules(objects, free_text_calls, finders)
-    calls = _call_rules(free_text_calls)
+    calls = _call_rules(free_text_calls, skills)
     rules += [f"{n} ::= {body}" for n, body in calls.items() if n.startswith("sk-")]
     rules += _statement_rules()
-    rules += word_rules("var", RESERVED)
+    rules += word_rules("var", RESERVED | frozenset(skills))
     rules += word_rules("name", (), {k: v for k, v in calls.items() if not k.startswith("sk-")})
     return rules
 
@@ -305,15 +313,17 @@ def _skill_rule(skill: Skill) -> str:
     return f'"(" {inner}{"?" if empty else ""} ")"'
 
 
-def _call_rules(free_text_calls: tuple[str, ...]) -> dict[str, str]:
+def _call_rules(
+    free_text_calls: tuple[str, ...], skills: Mapping[str, Skill] = SKILLS
+) -> dict[str, str]:
     """``sk-<skill>`` rules (a skill's argument list, parentheses included) and, by function
     name, what follows the name of each skill and free-text call."""
-    rules = {f"sk-{n.replace('_', '-')}": _skill_rule(s) for n, s in SKILLS.items()}
-    follow = {n: f"sk-{n.replace('_', '-')}" for n in SKILLS}
+    rules = {f"sk-{n.replace('_', '-')}": _skill_rule(s) for n, s in skills.items()}
+    follow = {n: f"sk-{n.replace('_', '-')}" for n in skills}
     follow.update({n: '"(" (text | expr) (", " arg)* ")"' for n in free_text_calls})
     nullary = [
         f"{n}()"
-        for n, s in SKILLS.items()
+        for n, s in skills.items()
         if s.category == "query" and not any(p.required for p in s.params)
     ]
     rules["sk-nullary"] = _alternation(nullary)  # fskill: what an f-string may call

@@ -43,6 +43,7 @@ from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout,
 from lang2policy.skills.backend import SkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Skill
+from lang2policy.skills.vla_call import call_objects
 
 AskUser = Callable[[PolicyRequest, Decision], bool]
 IntentObserver = Callable[[IntentRecord], None]
@@ -245,7 +246,7 @@ class SandboxRunner:
             args=bound,
             targets=_points(targets),
             sweep=_points(sweep),
-            objects=tuple(skill.object_args(bound)),
+            objects=call_objects(skill, bound),
             scene_objects=tuple(self.backend.object_names()),
         )
 

@@ -22,6 +22,7 @@ import numpy as np
 from lang2policy.errors import InvalidIntentError
 from lang2policy.scene.objects import COLORS, KINDS
 from lang2policy.scene.world import World
+from lang2policy.skills.spec import Skill
 
 VLA_SKILL = "vla_skill"  # the skill name in the catalog, the policy files and requests
 _COLOURS = "|".join(sorted(COLORS, key=len, reverse=True))
@@ -32,6 +33,14 @@ def named_objects(text: str) -> tuple[str, ...]:
     """The objects ``text`` names ("red block", "blue bowl"), in order, each once."""
     found = (f"{m.group(1).lower()} {m.group(2).lower()}" for m in _NAMED.finditer(str(text)))
     return tuple(dict.fromkeys(found))
+
+
+def call_objects(skill: Skill, bound: dict) -> tuple[str, ...]:
+    """The objects a call refers to, for the privilege policy: its object arguments, and for
+    ``vla_skill`` the objects its instruction names (its one argument is free text)."""
+    if skill.name == VLA_SKILL:
+        return named_objects(bound["instruction"])
+    return tuple(skill.object_args(bound))
 
 
 def object_target(position) -> tuple[float, float, float]:

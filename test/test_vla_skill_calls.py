@@ -1,0 +1,104 @@
+"""``vla_skill(...)`` in policy code (issue 18): a skill of the robot API that the sandbox's
+privilege gate decides per call by the rule of skill plans (``vla-skill``), and that runs the
+VLA: in this process the shipped checkpoint on the session's own simulated arm, in the graph
+the VLA node through the skill route. The prompt and the grammars offer it only with a VLA.
+
+Real parts: the sandbox runner and its child, the default policy, the simulated arm, the
+shipped model. The graph's VLA node is ``FakeVLA`` (test_skill_route.py); the ROS path of the
+same route is test_ros_skill_plan.py. The shipped policy rarely succeeds, so the tests ask
+that the call ran within its limits and returned a bool, not that it succeeded."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_code_grammar import PARSERS, rejected_at, vocab  # noqa: F401 (the fixture)
+from test_skill_route import FakeVLA, make
+
+from lang2policy.conductor import SimCodeExecutor
+from lang2policy.planning.cap import CodeAsPoliciesPlanner
+from lang2policy.planning.code_grammar import code_grammars
+from lang2policy.sandbox.policy import default_policy
+from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.session.sim import SimSession
+from lang2policy.skills.catalog import SKILLS
+
+LIMITS = SandboxLimits(wall_seconds=120, cpu_seconds=20, memory_mb=512)
+OBJECTS = ["red block", "blue bowl"]
+
+
+def runner_for(code: SimCodeExecutor) -> SandboxRunner:
+    policy = default_policy(code.backend.description, known_skills=SKILLS)
+    return SandboxRunner(code.backend, policy, limits=LIMITS)
+
+
+@pytest.fixture(scope="module")
+def local():
+    code = SimCodeExecutor(SimSession("so101"), vla=True)
+    code.reset(3, OBJECTS)
+    return code
+
+
+def test_in_process_the_shipped_vla_runs_on_the_sessions_arm_within_its_limits(local):
+    before = local.session.robot.get_observation().position.copy()
+    program = (
+        "ok = vla_skill('lift the red block', time_budget_s=2.0, max_joint_speed=0.8)\n"
+        "say('lifted' if ok else 'not lifted')\n"
+    )
+    outcome = runner_for(local).run(program)
+    assert outcome.ok, outcome.message
+    call = outcome.intents[0]
+    assert (call.skill, call.decision, call.rule) == ("vla_skill", "allowed", "vla-skill")
+    assert outcome.said in (["lifted"], ["not lifted"])
+    result = local.backend.vla.results[-1]
+    print(f"\nin-process vla_skill: {result}")
+    assert 1.9 <= result.sim_seconds <= 2.2 or result.success  # the budget, in simulated s
+    assert result.steps >= 15  # 10 Hz policy steps
+    moved = np.abs(local.session.robot.get_observation().position - before)[:5]
+    assert moved.max() > 0.005, "the policy moved the arm"
+    assert moved.max() <= 0.8 * result.sim_seconds + 0.05  # never faster than the cap
+
+
+def test_the_gate_decides_each_call_and_a_denied_one_moves_nothing(local):
+    ran = len(local.backend.vla.results)
+    program = "vla_skill('lift the red block', max_joint_speed=3.0)\n"
+    outcome = runner_for(local).run(program)
+    assert not outcome.ok
+    call = outcome.intents[0]
+    assert call.decision == "denied" and "max_joint_speed=3 fails" in call.error
+    far = runner_for(local).run("vla_skill('lift the yellow block')\n")
+    assert "'yellow block' is not in the scene" in far.intents[0].error
+    assert len(local.backend.vla.results) == ran  # nothing ran
+
+
+def test_without_a_vla_the_call_is_refused_clearly():
+    code = SimCodeExecutor(SimSession("so101"))
+    code.reset(3, OBJECTS)
+    outcome = runner_for(code).run("vla_skill('lift the red block')\n")
+    assert not outcome.ok
+    assert "no VLA policy runs here" in outcome.intents[0].error
+
+
+def test_in_the_graph_a_call_runs_on_the_vla_node_through_the_skill_route():
+    vla = FakeVLA(final="success")
+    conductor, _ = make(vla)
+    program = "ok = vla_skill('lift the red block', time_budget_s=5.0)\nsay(str(ok))\n"
+    outcome = conductor.planning.runner.run(program)
+    assert outcome.ok and outcome.said == ["True"], outcome.message
+    start = json.loads(vla.sent[0])
+    assert start["skill"] == "lift the red block"
+    assert (start["limits"]["time_budget_s"], start["limits"]["max_joint_speed"]) == (5.0, 1.0)
+    vla.final = "timeout"
+    again = conductor.planning.runner.run(program)
+    assert again.said == ["False"]
+
+
+def test_prompts_and_grammars_offer_it_only_with_a_vla(vocab):  # noqa: F811
+    assert "def vla_skill(" in CodeAsPoliciesPlanner(object(), vla=True).prompts.main
+    assert "def vla_skill(" not in CodeAsPoliciesPlanner(object()).prompts.main
+    code = "ok = vla_skill('lift the red block')\n#"
+    with_vla = code_grammars(OBJECTS, PARSERS, vla=True).program
+    assert rejected_at(vocab, with_vla, code) is None
+    assert rejected_at(vocab, code_grammars(OBJECTS, PARSERS).program, code) is not None
