@@ -32,6 +32,7 @@ CONSOLE_SCRIPTS = {
     "joint_map_bridge_node": "lang2policy.ros.joint_map_bridge_node:main",
     "jtc_standin_node": "lang2policy.ros.jtc_standin_node:main",
     "vla_node": "lang2policy.ros.vla_node:main",
+    "teleop_node": "lang2policy.ros.teleop_node:main",
 }
 
 # Top-level directories whose files are installed verbatim to

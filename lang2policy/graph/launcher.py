@@ -42,6 +42,7 @@ HARDWARE_SO101 = "so101-hw"  # --robot value: the SO-101 serial driver instead o
 POLL = 0.1  # s between checks on the children
 TERMINAL_GRACE = 1.0  # s before the terminal node gets the SIGINT the keyboard may have sent
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FOREGROUND_NODES = ("terminal_node", "teleop_node")  # they read the keyboard: they get the TTY
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,8 +93,8 @@ class Launcher:
         self.signals += 1
 
     def _start_all(self) -> None:
-        background = [s for s in self.specs if s.executable != "terminal_node"]
-        foreground = [s for s in self.specs if s.executable == "terminal_node"]
+        background = [s for s in self.specs if s.executable not in FOREGROUND_NODES]
+        foreground = [s for s in self.specs if s.executable in FOREGROUND_NODES]
         for spec in background:
             self._start(spec, foreground=False)
         for spec in foreground:

@@ -52,6 +52,7 @@ NODES: dict[str, tuple[str, str]] = {
     "planner_node": ("lang2policy_planner", "lang2policy.ros.planner_node"),
     "recorder_node": ("lang2policy_recorder", "lang2policy.ros.recorder_node"),
     "terminal_node": ("lang2policy_terminal", "lang2policy.ros.terminal_node"),
+    "teleop_node": ("lang2policy_teleop", "lang2policy.ros.teleop_node"),
 }
 
 # The nodes that are the robot (hardware time, never /clock).
@@ -117,6 +118,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
                          "grounding": options.grounding, "vla": options.vla},
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
+        "teleop_node": {},
     }
     specs = []
     for executable in NODES:
@@ -162,7 +164,7 @@ def _included(executable: str, options: GraphOptions) -> bool:
         return options.terminal
     if executable == "vla_node":
         return options.vla
-    return True
+    return executable != "teleop_node"  # `lang2policy teleop` (commands.teleop) adds it
 
 
 def _sim_overrides(options: GraphOptions) -> dict[str, object]:

@@ -69,7 +69,8 @@ TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 # ------------------------------------------------------------------ status events
 PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
 VLA_NODE = "vla"
-STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE)
+TELEOP_NODE = "teleop"  # its "received" (instruction: the task) and "done" cut demonstrations
+STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NODE)
 PLANNER_STATES = (
     "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
     "received",  # detail: {"route": ...}

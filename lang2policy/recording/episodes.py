@@ -13,14 +13,16 @@ Pure state machine driven by explicit times (seconds, any monotonic clock):
 
 Every line names its ``node`` (``lang2policy.graph.topics.StatusEvent``): the planner's and the
 controller's steer episodes, others are ignored; a line without ``node`` (recorded before
-every line named one) is the planner's.
+every line named one) is the planner's. The teleop node's lines are episode marks of
+demonstrations: its ``received`` (``instruction``: the task) starts one and its ``done`` or
+``discarded`` ends it, as the planner's would.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lang2policy.graph.topics import CONTROLLER_NODE, PLANNER_NODE, status_node
+from lang2policy.graph.topics import CONTROLLER_NODE, PLANNER_NODE, TELEOP_NODE, status_node
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Stop:
 
 
 PLANNER_END = ("done", "failed", "stopped")
+TELEOP_END = ("done", "discarded")
 CONTROLLER_TAKEN = ("accepted", "running")
 CONTROLLER_END = ("success", "failed", "timeout", "cancelled", "rejected")
 
@@ -67,6 +70,8 @@ class EpisodeTracker:
         node = status_node(status)
         if node == CONTROLLER_NODE:
             self._on_controller(str(status.get("state", "")), now)
+        if node == TELEOP_NODE:
+            return events + self._on_teleop(status, now)
         if node != PLANNER_NODE:
             return events
         state, instruction = status.get("state"), str(status.get("instruction", ""))
@@ -86,6 +91,17 @@ class EpisodeTracker:
                 self._wait_until = now + self.controller_wait
             else:
                 self._end(f"planner {state}", now)
+        return events
+
+    def _on_teleop(self, status: dict, now: float) -> list[Start | Stop]:
+        """A demonstration's start (``received``) or end (``done``/``discarded``)."""
+        state, events = status.get("state"), []
+        if state == "received":
+            if self.active:
+                events.append(Stop("next demonstration"))
+            events.append(self._start(str(status.get("instruction", ""))))
+        elif state in TELEOP_END and self.active and self._close_at is None:
+            self._end(f"teleop {state}", now)
         return events
 
     def poll(self, now: float) -> list[Stop]:
