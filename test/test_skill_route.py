@@ -77,8 +77,9 @@ class FakeVLA:
         return json.loads(next(t for t in self.sent if t.startswith('{"skill"')))
 
 
-def make(vla: FakeVLA, route="auto", memory=None, settings=None):
-    """A conductor with a skill route on ``vla``; the scene's objects and positions heard."""
+def make(vla: FakeVLA, route="auto", memory=None, settings=None, programs=None):
+    """A conductor with a skill route on ``vla``; the scene's objects and positions heard;
+    ``programs``: the code plans' programs by instruction."""
     outlet, code = RecordingOutlet(), sim_code()
     policy = default_policy(code.backend.description, known_skills=SKILLS)
     runner = SandboxRunner(code.backend, policy, limits=LIMITS)
@@ -87,7 +88,7 @@ def make(vla: FakeVLA, route="auto", memory=None, settings=None):
     conductor = Conductor(
         outlet,
         code,
-        PlanLoop(ScriptedPlanner({}), runner, code.backend),
+        PlanLoop(ScriptedPlanner(programs or {}), runner, code.backend),
         RewardRoute(SpecHandOff(outlet), ScriptedRewardPlanner),
         CorrectionRouter(memory),
         route,

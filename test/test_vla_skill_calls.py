@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 from test_code_grammar import PARSERS, rejected_at, vocab  # noqa: F401 (the fixture)
-from test_skill_route import FakeVLA, make
+from test_skill_route import FakeVLA, make, wait_for
 
 from lang2policy.conductor import SimCodeExecutor
 from lang2policy.planning.cap import CodeAsPoliciesPlanner
@@ -102,3 +102,20 @@ def test_prompts_and_grammars_offer_it_only_with_a_vla(vocab):  # noqa: F811
     with_vla = code_grammars(OBJECTS, PARSERS, vla=True).program
     assert rejected_at(vocab, with_vla, code) is None
     assert rejected_at(vocab, code_grammars(OBJECTS, PARSERS).program, code) is not None
+
+
+def test_corrections_reach_a_code_plans_vla_call_and_stop_ends_the_plan():
+    program = "ok = vla_skill('lift the red block')\nsay(str(ok))\n"
+    instruction = "use the learned policy on the red block"  # not a skill phrasing: code
+    vla = FakeVLA(final=None)
+    conductor, outlet = make(vla, programs={instruction: program})
+    conductor.instruct(instruction)
+    wait_for(lambda: vla.plan_id, "the start")
+    conductor.corrections.correct("a bit higher")
+    wait_for(lambda: outlet.states().count("correction") == 2, "the VLA's answer")
+    assert json.loads(vla.sent[-1])["motion"] == "a bit higher"
+    conductor.corrections.correct("stop")
+    final = outlet.wait("failed", 20.0).detail
+    assert final["route"] == "code" and final["outcome"] == "stopped", final
+    assert vla.sent[-1] == "" and conductor.outlet.stop_requests == 1
+    assert "True" not in final["said"] and "False" not in final["said"]  # it ended there

@@ -42,6 +42,7 @@ from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.loop import InstructionResult, PlanLoop
 from lang2policy.planning.route import check_instruction, choose_planner
+from lang2policy.robots.streamed_robot import MotionAborted
 from lang2policy.session.readout import scene_readout
 
 ROUTES = ("code", "reward", "skill")  # plan kinds
@@ -238,6 +239,8 @@ class Conductor:
         )
         outcome, message = run.detail.get("outcome"), run.detail.get("message", "")
         self.say("running", instruction, f"vla_skill({args['instruction']!r}): {outcome}")
+        if self.stop_pending():  # the plan ends here, as after any stopped motion
+            raise MotionAborted(self.stop_pending())
         if outcome in ("denied", "rejected", "no_vla"):
             raise Lang2PolicyError(f"vla_skill: {message}")
         return run.ok

@@ -69,8 +69,8 @@ class CorrectionDesk:
     def correct(self, text: str) -> None:
         """Route one correction to what runs and say what became of it."""
         c = self.conductor
-        if c.skills is not None and c.running("skill"):
-            self._correct_skill(text)
+        if c.skills is not None and (c.running("skill") or c.skills.active):
+            self._correct_skill(text)  # a skill plan, or a code plan's vla_skill call
             return
         instruction, running_code = c.instruction, c.running("code")
         try:

@@ -86,6 +86,10 @@ class SkillExecutor(Protocol):
     """Where a language skill runs on a learned policy (a VLA): the slot for skill plans
     (``lang2policy.conductor.skill_route.SkillRoute``: the VLA node in the graph)."""
 
+    @property
+    def active(self) -> bool:
+        """True while a skill runs (a skill plan, or a code plan's ``vla_skill`` call)."""
+
     def refusal(self, instruction: str) -> str:
         """Why the VLA cannot run ``instruction`` (listing what it can do); "" when it can."""
 

@@ -106,6 +106,12 @@ class SkillRoute:
         self._lock = threading.Lock()
         self._run: _Run | None = None
 
+    @property
+    def active(self) -> bool:
+        """True while a skill runs on the VLA (a skill plan, or a code plan's call)."""
+        with self._lock:
+            return self._run is not None
+
     # ------------------------------------------------------------------ the vocabulary
     def refusal(self, instruction: str) -> str:
         """Why the VLA cannot run ``instruction`` (with what it can do); "" when it can."""
