@@ -281,3 +281,17 @@ def test_cancel_from_another_thread_ends_the_wait_soon():
     began = time.monotonic()
     conductor.skills.cancel()
     assert done.wait(5.0) and time.monotonic() - began < 1.0
+
+
+def test_the_terminal_says_what_became_of_a_correction_of_a_skill():
+    from lang2policy.graph.topics import StatusEvent
+    from lang2policy.terminal.status import StatusModel
+
+    said = []
+    for action in ("forwarded", "applied"):
+        detail = {"text": "a bit to the left", "kind": "offset", "edit": "2 cm left",
+                  "action": action}  # fmt: skip
+        line = StatusEvent("planner", "correction", "lift the red block", detail).to_dict()
+        said += StatusModel().fold(json.dumps(line)).lines
+    assert any("sent to the VLA as a language motion" in text for text in said), said
+    assert any("applied by the VLA" in text for text in said), said

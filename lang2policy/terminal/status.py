@@ -271,6 +271,8 @@ _ACTIONS = {
     "edit_spec": "applied to the running reward spec",
     "stop": "stopping",
     "replan": "re-planning with it",
+    "forwarded": "sent to the VLA as a language motion",  # a skill plan (issue 18)
+    "applied": "applied by the VLA",
 }
 
 
