@@ -6,6 +6,7 @@ and episode marks. Pure: no ROS import (the node is ``lang2policy.ros.teleop_nod
 from lang2policy.teleop.keyboard import HELP, KeyboardTeleop, KeyDecoder, KeyResult
 from lang2policy.teleop.leader import LeaderArm, LeaderFault, LeaderReading, leader_target
 from lang2policy.teleop.read_only_bus import (
+    ReadOnlyBus,
     ReadOnlySerial,
     WriteRefused,
     check_read_only,
@@ -31,6 +32,7 @@ __all__ = [
     "LeaderArm",
     "LeaderFault",
     "LeaderReading",
+    "ReadOnlyBus",
     "ReadOnlySerial",
     "Source",
     "StreamStep",

@@ -7,7 +7,9 @@ protocol code, unchanged) and the serial port, parses every buffer handed to ``w
 instruction packets, and raises ``WriteRefused`` (sending nothing) unless each one is a PING,
 READ or SYNC_READ. A buffer with garbage, a partial packet or a bad checksum is refused too:
 what cannot be parsed cannot be proven harmless. The port object offers nothing but what the
-bus needs to read (no ``writelines``, no ``send_break``, no attribute passthrough).
+bus needs to read (no ``writelines``, no ``send_break``, no attribute passthrough), and
+``ReadOnlyBus`` checks each request before sending it too, so a refusal is a ``WriteRefused``
+rather than the bus's "lost port" error.
 """
 
 from __future__ import annotations
@@ -78,14 +80,24 @@ class ReadOnlySerial:
         self._port.close()
 
 
+class ReadOnlyBus(FeetechBus):
+    """``FeetechBus`` whose every request is checked before it is sent: a write raises
+    ``WriteRefused`` itself (not the bus's "lost port" error), and its port is a
+    ``ReadOnlySerial``, so a path that bypasses the check still cannot write."""
+
+    def _send(self, packet: bytes) -> None:
+        check_read_only(packet)
+        super()._send(packet)
+
+
 def read_only_bus(
     port: str,
     *,
     timeout: float = 0.02,
     retries: int = 2,
     serial_factory: Callable[..., Any] | None = None,
-) -> FeetechBus:
-    """A ``FeetechBus`` on ``port`` whose serial port is wrapped in ``ReadOnlySerial``:
+) -> ReadOnlyBus:
+    """A ``ReadOnlyBus`` on ``port`` with its serial port wrapped in ``ReadOnlySerial``:
     ``write``, ``sync_write``, ``torque`` and ``write_goal_positions`` raise ``WriteRefused``
     before a byte leaves."""
 
@@ -97,4 +109,4 @@ def read_only_bus(
             factory = serial.Serial
         return ReadOnlySerial(factory(*args, **kwargs))
 
-    return FeetechBus(port, timeout=timeout, retries=retries, serial_factory=open_read_only)
+    return ReadOnlyBus(port, timeout=timeout, retries=retries, serial_factory=open_read_only)
