@@ -1,0 +1,177 @@
+"""Keyboard teleoperation through the real graph, each node its own process on loopback: the
+sim node (front and wrist cameras), the safety node, the recorder and the teleop node, whose
+stdin receives a scripted key sequence as a person would type it. The keys move the simulated
+arm through the safety node, the episode marks cut the recording, a closed keyboard holds the
+arm, and the kept episode converts into a dataset episode the VLA reader loads."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from ros_support import ros_env, spinning
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+from waiting import wait_for
+
+from lang2policy.commands import teleop as teleop_command
+from lang2policy.graph import topics
+from lang2policy.teleop import IkToolStepper
+from lang2policy.vla.dataset import load_dataset
+from lang2policy.vla.schema import IMAGE_SIZE, STATE_NAMES
+
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
+
+DOMAIN = 171
+TASK = "lift the gripper above the red block"
+RECORDED = [t.name for t in teleop_command.RECORDED]
+
+
+class Probe:
+    """Records the teleop node's status lines, the commands and the joint states."""
+
+    def __init__(self, context) -> None:
+        self.node = rclpy.create_node("teleop_probe", context=context)
+        self.lock = threading.Lock()
+        self.statuses: list[dict] = []
+        self.commands: list[JointTrajectory] = []
+        self.position: dict[str, float] = {}
+        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
+        self.node.create_subscription(
+            JointTrajectory, topics.JOINT_COMMAND.name, self._on_command, 50
+        )
+        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 50)
+
+    def _on_status(self, msg: String) -> None:
+        line = json.loads(msg.data)
+        if line.get("node") == topics.TELEOP_NODE:
+            with self.lock:
+                self.statuses.append(line)
+
+    def _on_command(self, msg: JointTrajectory) -> None:
+        with self.lock:
+            self.commands.append(msg)
+
+    def _on_state(self, msg: JointState) -> None:
+        with self.lock:
+            self.position = dict(zip(msg.name, msg.position, strict=True))
+
+    def state(self, name: str, timeout: float = 20.0) -> dict:
+        def find():
+            with self.lock:
+                return next((s for s in self.statuses if s["state"] == name), None)
+
+        return wait_for(find, timeout, f"a teleop status '{name}'")
+
+    def joints(self) -> np.ndarray:
+        with self.lock:
+            return np.array([self.position[n] for n in STATE_NAMES])
+
+
+def node(module: str, arguments: list[str], **popen) -> subprocess.Popen:
+    command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *arguments]
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", subprocess.DEVNULL)
+    return subprocess.Popen(command, env=dict(os.environ), **popen)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(2)  # SIGINT: the recorder finishes its file
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def type_keys(teleop: subprocess.Popen, keys: bytes, pause: float = 0.15) -> None:
+    for key in keys:
+        teleop.stdin.write(bytes((key,)))
+        teleop.stdin.flush()
+        time.sleep(pause)
+
+
+@pytest.fixture
+def graph(monkeypatch, tmp_path):
+    for key, value in ros_env(DOMAIN).items():
+        monkeypatch.setenv(key, value)
+    size = str(IMAGE_SIZE)
+    scene = ["-p", "cameras:=[front, wrist]", "-p", f"camera_width:={size}"]
+    scene += ["-p", f"camera_height:={size}", "-p", "objects:=red block,blue bowl"]
+    record = ["-p", f"output_dir:={tmp_path / 'recordings'}", "-p", "cameras:=front,wrist"]
+    record += ["-p", f"topics:=[{', '.join(RECORDED)}]", "-p", "preroll:=0.0"]
+    record += ["-p", f"linger:={teleop_command.LINGER}"]
+    processes = [
+        node("sim_node", scene),
+        node("safety_node", ["-p", "state_timeout:=2.0"]),
+        node("recorder_node", record),
+    ]
+    teleop = node(
+        "teleop_node",
+        ["-p", "source:=keyboard", "-p", f"task:={TASK}", "-p", "step_m:=0.02"],
+        stdin=subprocess.PIPE,
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    probe = Probe(context)
+    try:
+        with spinning(context, (probe.node,)):
+            yield teleop, probe, tmp_path
+    finally:
+        for process in (teleop, *processes):
+            stop(process)
+
+
+def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
+    teleop, probe, out = graph
+    wait_for(lambda: probe.position, 60.0, "joint states from the sim node")
+    wait_for(lambda: any(c.points for c in probe.commands), 60.0, "teleop's first target")
+    stepper = IkToolStepper("so101")
+    start = probe.joints()
+    tool_start = stepper.tool_position(start[:5])
+
+    type_keys(teleop, b" ")  # start an episode
+    assert probe.state("received")["instruction"] == TASK
+    type_keys(teleop, b"rrrww")  # up 6 cm, forward 4 cm (20 mm steps)
+    type_keys(teleop, b"c")  # close the gripper
+    time.sleep(3.0)  # the arm follows at the safety node's speed
+    moved = probe.joints()
+    delta = stepper.tool_position(moved[:5]) - tool_start
+    assert delta[2] == pytest.approx(0.06, abs=0.02), delta
+    assert delta[0] == pytest.approx(0.04, abs=0.02), delta
+    assert moved[5] < start[5] - 0.2  # the gripper closed
+    type_keys(teleop, b" ")  # stop: kept
+    assert probe.state("done")["instruction"] == TASK
+
+    time.sleep(1.0)
+    type_keys(teleop, b" fx")  # a second episode, discarded
+    probe.state("discarded")
+
+    teleop.stdin.close()  # the keyboard is gone: the arm holds
+    holding = probe.state("holding", timeout=10.0)
+    assert "keyboard's input closed" in holding["detail"]
+    wait_for(lambda: not probe.commands[-1].points, 5.0, "a hold on the safety node's input")
+    time.sleep(1.5)  # the recorder closes the discarded episode after its linger
+    for process in (teleop,):
+        stop(process)
+
+    dataset_dir = teleop_command.convert(out, say=lambda _line: None)
+    assert len(sorted((out / "recordings").glob("*.mcap"))) == 2
+    dataset = load_dataset(dataset_dir)
+    assert dataset.tasks == [TASK] and len(dataset.episodes) == 1
+    frames = len(dataset)
+    assert frames >= 20  # about 3 s at 10 frames per second
+    assert dataset.state.shape == (frames, 6) and dataset.action.shape == (frames, 6)
+    for camera in ("front", "wrist"):
+        assert dataset.images[camera].shape == (frames, IMAGE_SIZE, IMAGE_SIZE, 3)
+    assert dataset.episodes[0]["success"] is None  # teleoperated: trained on
+    # The episode is the motion typed: state starts near the start, ends where the keys led.
+    assert np.abs(dataset.state[0] - start).max() < 0.1
+    assert np.abs(dataset.state[-1] - moved).max() < 0.1
+    assert dataset.action[-1][5] == pytest.approx(0.0, abs=0.05)  # commanded closed
