@@ -22,9 +22,12 @@ from waiting import wait_for
 
 from lang2policy.commands import teleop as teleop_command
 from lang2policy.graph import topics
+from lang2policy.robots.feetech.emulator import ServoBusEmulator
+from lang2policy.robots.feetech.servo_plant import KinematicPlant
 from lang2policy.teleop import IkToolStepper
 from lang2policy.vla.dataset import load_dataset
 from lang2policy.vla.schema import IMAGE_SIZE, STATE_NAMES
+from lang2policy.vla.train_data import split_episodes
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
 
@@ -158,8 +161,7 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     assert "keyboard's input closed" in holding["detail"]
     wait_for(lambda: not probe.commands[-1].points, 5.0, "a hold on the safety node's input")
     time.sleep(1.5)  # the recorder closes the discarded episode after its linger
-    for process in (teleop,):
-        stop(process)
+    stop(teleop)
 
     dataset_dir = teleop_command.convert(out, say=lambda _line: None)
     assert len(sorted((out / "recordings").glob("*.mcap"))) == 2
@@ -171,7 +173,55 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     for camera in ("front", "wrist"):
         assert dataset.images[camera].shape == (frames, IMAGE_SIZE, IMAGE_SIZE, 3)
     assert dataset.episodes[0]["success"] is None  # teleoperated: trained on
+    assert split_episodes(dataset.episodes, val_episodes=2, seed=0).train == [0]
     # The episode is the motion typed: state starts near the start, ends where the keys led.
     assert np.abs(dataset.state[0] - start).max() < 0.1
     assert np.abs(dataset.state[-1] - moved).max() < 0.1
     assert dataset.action[-1][5] == pytest.approx(0.0, abs=0.05)  # commanded closed
+
+
+class HandPlant(KinematicPlant):
+    """The leader's joints, moved by hand (torque off: nothing else moves them)."""
+
+    def move_by_hand(self, joint: int, ticks: float) -> None:
+        self._pos[joint] = float(ticks)
+
+
+def test_an_emulated_leader_arm_streams_targets_and_a_silent_one_holds(monkeypatch):
+    for key, value in ros_env(DOMAIN + 1).items():
+        monkeypatch.setenv(key, value)
+    plant = HandPlant()
+    positions = {1: 2048, 2: 2048, 3: 2048, 4: 2048, 5: 2048, 6: 2830}
+    with ServoBusEmulator((1, 2, 3, 4, 5, 6), plant=plant, positions=positions) as emulator:
+        source = f"source:=leader:{emulator.port}"
+        teleop = node("teleop_node", ["-p", source, "-p", "bus_timeout:=0.05"])
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        probe = Probe(context)
+        try:
+            with spinning(context, (probe.node,)):
+
+                def last_target():
+                    with probe.lock:
+                        last = probe.commands[-1] if probe.commands else None
+                    return list(last.points[0].positions) if last and last.points else None
+
+                first = wait_for(last_target, 60.0, "a target from the leader")
+                assert first == pytest.approx([0, 0, 0, 0, 0, 1.0])
+                plant.move_by_hand(1, 2048 + 512)  # shoulder_lift, a hand's push
+                wait_for(
+                    lambda: (t := last_target()) and abs(t[1] - np.pi / 4) < 1e-3,
+                    10.0,
+                    "the follower target to follow the leader",
+                )
+                emulator.silence(3)  # the leader's elbow servo stops answering
+                holding = probe.state("holding", timeout=10.0)
+                assert "leader:" in holding["detail"] and "servo(s) 3" in holding["detail"]
+                wait_for(lambda: not probe.commands[-1].points, 5.0, "a hold")
+                emulator.silence(3, False)
+                wait_for(last_target, 10.0, "streaming again once the leader answers")
+                seen = {s["state"] for s in probe.statuses}
+                assert {"streaming", "holding"} <= seen
+                assert not any(emulator.servo(i).torque_on for i in positions)
+        finally:
+            stop(teleop)

@@ -182,8 +182,12 @@ class TeleopNode(ReadOnlyParameters):
             self.keys.show(f"{result.message} | {self._line()}")
 
     def _episode(self, mark: str) -> None:
+        starting = mark == "toggle" and not self.episode.active
+        if starting and (self._said or ("",))[0] != STREAMING:
+            self.keys.show(f"the arm is not following yet: no episode | {self._line()}")
+            return
         try:
-            if mark == "toggle" and not self.episode.active:
+            if starting:
                 task, state = self.episode.start(), "received"
             else:
                 task, state = self.episode.stop(), "discarded" if mark == "discard" else "done"
