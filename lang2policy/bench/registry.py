@@ -29,6 +29,7 @@ from lang2policy.bench import (
     parity,
     pickplace,
     sim_speed,
+    vla_corrections,
     vla_graph,
 )
 
@@ -125,6 +126,14 @@ BENCHES: dict[str, Bench] = {
             vla_graph.run_args,
             vla_graph.format_text,
             vla_graph.exit_code,
+        ),
+        Bench(
+            "vla-corrections",
+            "the VLA corrected in words by a scripted person on N episodes, fine-tuned on them: "
+            "success before and after on the same unseen layouts (issue 18, YAY style)",
+            vla_corrections.add_arguments,
+            vla_corrections.run_args,
+            vla_corrections.format_text,
         ),
         Bench(
             "mpc",

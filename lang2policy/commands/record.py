@@ -2,6 +2,8 @@
 LeRobotDataset v3 directory (issue 17; ``lang2policy.vla.demos``).
 
     lang2policy record demos --task-family pick_place,push,lift --episodes 200 --out data/demos
+    lang2policy record corrections --model models/vla-so101-tiny --task-family lift \
+        --episodes 20 --out data/corrections-lift       # the VLA corrected in words (issue 18)
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def _families(text: str) -> tuple[str, ...]:
 
 
 def add_parser(commands) -> None:
-    record = commands.add_parser("record", help="record demonstrations for the VLA policy")
+    record = commands.add_parser(
+        "record", help="record demonstrations (or corrected episodes) for the VLA policy"
+    )
     kinds = record.add_subparsers(dest="record_kind", required=True)
     demos = kinds.add_parser("demos", help="scripted demonstrations on randomised scenes")
     demos.add_argument("--task-family", type=_families, default=("pick_place", "push", "lift"),
@@ -43,9 +47,56 @@ def add_parser(commands) -> None:
     demos.add_argument("--views", type=int, default=0,
                        help="scene views per family: one-frame layouts for the scene head")
     demos.add_argument("--seed", type=int, default=0, help="seed of the draw")  # fmt: skip
+    fixes = kinds.add_parser(
+        "corrections", help="the VLA in closed loop, corrected in words by a scripted person"
+    )
+    fixes.add_argument("--model", type=Path, default=Path("models/vla-so101-tiny"),
+                       help="VLA model directory")
+    fixes.add_argument("--task-family", default="lift", help="task family (the corrector's: lift)")
+    fixes.add_argument("--episodes", type=int, default=20, help="corrected episodes")
+    fixes.add_argument("--out", type=Path, required=True, help="new dataset directory")
+    fixes.add_argument("--seed", type=int, default=1,
+                       help="seed of the layouts (training range; 0: data/demos-v2's)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.record_kind == "corrections":
+        return run_corrections(args)
+    return run_demos(args)
+
+
+def run_corrections(args: argparse.Namespace) -> int:
+    """``record corrections``: the policy corrected on ``--episodes`` training-range layouts."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    from lang2policy.vla.corrected import record_corrections
+    from lang2policy.vla.corrector import FAMILIES
+    from lang2policy.vla.demos import training_specs
+    from lang2policy.vla.policy import VLAPolicy
+
+    if args.task_family not in FAMILIES or args.episodes < 1:
+        raise ConfigError(
+            f"--task-family must be one of {FAMILIES} (the scripted corrector's) and "
+            f"--episodes at least 1; got {args.task_family!r}, {args.episodes}"
+        )
+    policy = VLAPolicy.load(args.model, threads=1)
+    specs = training_specs([args.task_family], args.episodes, args.seed)
+    started = time.monotonic()
+
+    def show(rollout) -> None:
+        said = ", ".join(text for _, text, _ in rollout.corrections)
+        verdict = "ok" if rollout.success else "FAIL"
+        print(f"[corrections] {rollout.spec.index + 1}/{len(specs)} {verdict} "
+              f"({rollout.detail}); {len(rollout.corrections)} corrections: {said}",
+              file=sys.stderr)  # fmt: skip
+
+    done = record_corrections(policy, specs, args.out, progress=show)
+    said = sum(len(r.corrections) for r in done)
+    print(f"wrote {args.out}: {len(done)} corrected episodes ({sum(r.success for r in done)} "
+          f"succeeded), {said} corrections, {time.monotonic() - started:.0f} s")  # fmt: skip
+    return 0
+
+
+def run_demos(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord

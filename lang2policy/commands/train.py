@@ -1,6 +1,8 @@
 """``lang2policy train vla``: train the VLA policy on a recorded demonstration dataset.
 
     lang2policy train vla --dataset data/demos --out models/vla-pick [--steps 10000]
+    lang2policy train vla --finetune models/vla-so101-tiny --dataset data/corrections-lift \
+        --out models/vla-corrected [--steps 300 --lr 1e-4]    # from a model, on corrections
     torchrun --nproc_per_node 4 -m lang2policy.cli train vla ...   # data-parallel on 4 GPUs
 
 Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports (torch, the
@@ -19,6 +21,9 @@ from typing import Any
 
 from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
+
+FRESH_DEFAULTS = {"steps": 10_000, "lr": 3e-4, "warmup": 500}
+FINETUNE_DEFAULTS = {"steps": 300, "lr": 1e-4, "warmup": 30}  # a nudge, not a new training
 
 
 def _count(value: str) -> int:
@@ -60,10 +65,17 @@ def add_parser(commands: Any) -> None:
     vla.add_argument("--dataset", type=Path, required=True, nargs="+",
                      help="recorded datasets (demonstrations, and scene views), trained on as one")
     vla.add_argument("--out", type=Path, required=True, help="model directory, e.g. models/vla")
-    vla.add_argument("--steps", type=_positive, default=10_000, help="optimiser steps in all")
+    vla.add_argument("--steps", type=_positive, help="optimiser steps in all (10000; "
+                     f"fine-tuning {FINETUNE_DEFAULTS['steps']})")
     vla.add_argument("--batch-size", type=_positive, default=64, help="per process")
-    vla.add_argument("--lr", type=_rate, default=3e-4, help="peak learning rate (AdamW)")
-    vla.add_argument("--warmup", type=_count, default=500, help="linear warm-up steps")
+    vla.add_argument("--lr", type=_rate, help="peak learning rate (AdamW; 3e-4, fine-tuning "
+                     f"{FINETUNE_DEFAULTS['lr']:g})")
+    vla.add_argument("--warmup", type=_count, help="linear warm-up steps (500; fine-tuning "
+                     f"{FINETUNE_DEFAULTS['warmup']})")
+    vla.add_argument("--finetune", type=Path, metavar="MODEL",
+                     help="start from this model directory's weights and normalisation")
+    vla.add_argument("--mix", type=float, default=0.0,
+                     help="fraction of training frames from the first --dataset (0: as they come)")
     vla.add_argument("--ema", type=float, default=0.0, help="EMA decay of the weights (0: off)")
     vla.add_argument(
         "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
@@ -99,6 +111,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from lang2policy.vla.train import TrainSettings
     from lang2policy.vla.train_loop import OptimConfig
 
+    if args.finetune is not None and args.resume:
+        raise Lang2PolicyError(
+            "--finetune and --resume exclude each other: --finetune starts a new run from a "
+            "model's weights, --resume continues OUT's checkpoint.pt"
+        )
+    defaults = FINETUNE_DEFAULTS if args.finetune is not None else FRESH_DEFAULTS
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if not 0.0 <= args.ema < 1.0:
         raise Lang2PolicyError(f"--ema must be in [0, 1), got {args.ema}")
     if not 0.0 <= args.aux_weight <= 100.0:
@@ -126,6 +147,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         device=args.device,
         resume=args.resume,
         progress=not args.no_progress,
+        finetune=None if args.finetune is None else str(args.finetune),
+        mix=args.mix,
     )
 
 
@@ -167,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
 
     data = _load(load_dataset, args.dataset)
     source = {
+        "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),
         "dataset_episodes": len(data.episodes),
         "command": shlex.join(["lang2policy", *sys.argv[1:]]),
@@ -193,7 +217,11 @@ def _load(load_dataset: Any, paths: list[Path]) -> Any:
         return load_dataset(paths[0])
     from lang2policy.vla.dataset.combine import concat_datasets
 
-    return concat_datasets([load_dataset(path) for path in paths])
+    parts = [load_dataset(path) for path in paths]
+    for number, part in enumerate(parts):  # which dataset each episode came from (--mix)
+        for episode in part.episodes:
+            episode["source"] = number
+    return concat_datasets(parts)
 
 
 def format_summary(summary: dict[str, Any], out: Path) -> str:

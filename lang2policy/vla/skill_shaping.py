@@ -72,6 +72,11 @@ class TargetShaper:
         state[: self.tool.dof] -= self._residual
         return state
 
+    @property
+    def residual(self) -> np.ndarray:
+        """The language motions' joint residual (arm joints, rad) in the last target sent."""
+        return self._residual.copy()
+
     def restart(self) -> None:
         """After a hold: the next target is limited from the measured joints."""
         self._previous = None

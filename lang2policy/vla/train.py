@@ -10,6 +10,13 @@ random state) and refreshes the model directory, so a run can be resumed
 Started by ``torchrun`` it trains data-parallel (``distributed``); rank 0 alone logs,
 validates, evaluates and writes files. ``evaluate(policy) -> dict`` (closed-loop rollouts,
 given by the caller) runs every ``eval_every`` steps on the current weights.
+
+``settings.finetune`` starts from a model directory instead of fresh weights (issue 18: the
+corrected episodes of ``lang2policy record corrections``): its config, weights and normaliser
+are kept, so the policy's input and output scales stay those the model was trained with;
+the optimiser and schedule start anew. ``settings.mix`` draws a fixed fraction of the
+training frames from the first dataset (the corrections) and the rest from the others
+(e.g. the original demonstrations), so that a few corrected episodes are not drowned.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from tqdm import tqdm
 from lang2policy.errors import ConfigError
 from lang2policy.vla import distributed
 from lang2policy.vla.augment import AugmentConfig
+from lang2policy.vla.checkpoint import load_model_dir
 from lang2policy.vla.language import Encoder
 from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
 from lang2policy.vla.normalize import Normalizer
@@ -62,11 +70,20 @@ class TrainSettings:
     device: str = "auto"
     resume: bool = False
     progress: bool = True  # the tqdm bar
+    finetune: str | None = None  # a model directory to start from (weights and normaliser)
+    mix: float = 0.0  # > 0: the fraction of training frames from the first dataset
 
     def __post_init__(self) -> None:
         small = {k: v for k, v in asdict(self).items() if k in _POSITIVE and v < 1}
         if small:
             raise ConfigError(f"these training settings must be at least 1: {small}")
+        if self.finetune and self.resume:
+            raise ConfigError(
+                "finetune and resume exclude each other: --finetune starts a new run from a "
+                "model's weights, --resume continues a run's checkpoint.pt"
+            )
+        if not 0.0 <= self.mix <= 1.0:
+            raise ConfigError(f"mix must be in [0, 1] (0: no mixing), got {self.mix}")
 
 
 _POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads", "view_repeat")
@@ -109,10 +126,12 @@ def _build_run(
     """Set up a fresh run, or the saved one when resuming (its config and normaliser win)."""
     state = resume_state(out_dir, settings.resume, context.device)
     config = model_config(frames, settings.model, auxiliary=settings.auxiliary)
-    normalizer = None
+    normalizer, start_net = None, None
     if state is not None:
         config = VLAConfig.from_dict(state["config"])
         normalizer = Normalizer.from_dict(state["normalizer"])
+    elif settings.finetune:  # the model's own config, weights and normaliser
+        start_net, config, normalizer = _finetune_start(Path(settings.finetune), frames)
     data = prepare(
         frames,
         config,
@@ -122,9 +141,11 @@ def _build_run(
         normalizer=normalizer,
         action_mode=settings.action_mode,
         view_repeat=settings.view_repeat,
+        mix=settings.mix,
     )
     torch.manual_seed(settings.seed)
-    trainer = Trainer(VLANet(config), settings.optim, settings.steps, context)
+    net = start_net if start_net is not None else VLANet(config)
+    trainer = Trainer(net, settings.optim, settings.steps, context)
     generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
     start = 0
     if state is not None:
@@ -145,6 +166,23 @@ def _build_run(
     if context.is_main:
         outputs = RunOutputs(out_dir, start if state is not None else None)
     return _Run(settings, context, data, trainer, make_batch, generator, outputs, evaluate, start)
+
+
+def _finetune_start(model_dir: Path, frames: Frames) -> tuple[VLANet, VLAConfig, Normalizer]:
+    """The network, config and normaliser of ``model_dir``, checked against the dataset: the
+    normaliser is kept, so the policy's input and output scales do not change."""
+    loaded = load_model_dir(model_dir)
+    config = loaded.config
+    seen = model_config(frames, config, auxiliary=bool(config.aux_dim))
+    if (seen.image_size, seen.state_dim, seen.action_dim) != (
+        config.image_size, config.state_dim, config.action_dim
+    ):
+        raise ConfigError(
+            f"{model_dir} takes {config.image_size} px images, state {config.state_dim}, action "
+            f"{config.action_dim}; the dataset has {seen.image_size} px, {seen.state_dim}, "
+            f"{seen.action_dim}"
+        )
+    return loaded.model.train(), config, loaded.normalizer
 
 
 @dataclass
@@ -263,6 +301,7 @@ class _Run:
             f"{episodes['failed_excluded']} failed left out), validating on {episodes['val']}, "
             f"{counts['instructions']} instructions; {parameter_count(self.trainer.net):,} "
             f"params on {self.context.device} x{self.context.world_size}, from step {self.step}"
+            + (f" (fine-tuning {self.settings.finetune})" if self.settings.finetune else "")
         )
 
     def finish(self, source: dict[str, Any]) -> dict[str, Any]:

@@ -97,11 +97,16 @@ def prepare(
     normalizer: Normalizer | None = None,
     action_mode: str = "delta",
     view_repeat: int = 1,
+    mix: float = 0.0,
 ) -> TrainData:
     """Split the episodes, embed every instruction once, and fix the normaliser (``normalizer``
-    given: a resumed run keeps its own)."""
+    given: a resumed or fine-tuned run keeps its own). ``mix`` > 0: that fraction of the
+    training frames drawn from the first dataset (episodes with ``source`` 0), the rest from
+    the others (``mixed_frames``)."""
     split = split_episodes(data.episodes, val_episodes, seed)
     train_frames = episode_frames(data, split.train)
+    if mix > 0:
+        train_frames = mixed_frames(data, split.train, mix, seed)
     is_view = view_frames(data)
     if view_repeat > 1:  # scene views drawn more often: few of them beside long demonstrations
         views = train_frames[is_view[train_frames]]
@@ -129,6 +134,25 @@ def prepare(
     return TrainData(
         split, train_frames, val_frames, frame_end, normalizer, language, task_vectors
     )
+
+
+def mixed_frames(data: Frames, positions: list[int], mix: float, seed: int) -> np.ndarray:
+    """The training frames of the episodes at ``positions``, drawn (with replacement, as many
+    as there are) so that a ``mix`` fraction comes from the first dataset (``source`` 0, as
+    ``lang2policy train vla`` marks several datasets) and the rest from the others."""
+    first = [p for p in positions if data.episodes[p].get("source", 0) == 0]
+    others = [p for p in positions if p not in set(first)]
+    if not 0 < mix <= 1 or not first or (mix < 1 and not others):
+        raise ConfigError(
+            f"mix must be in (0, 1] with training episodes in the first dataset and (below 1) "
+            f"in the others; got {mix} with {len(first)} and {len(others)} episodes"
+        )
+    frames = [episode_frames(data, first), episode_frames(data, others)]
+    total = sum(len(f) for f in frames)
+    rng = np.random.default_rng(seed)
+    wanted = (round(mix * total), total - round(mix * total))
+    drawn = [rng.choice(f, n, replace=True) for f, n in zip(frames, wanted, strict=True) if n]
+    return np.sort(np.concatenate(drawn))
 
 
 def describe(data: TrainData) -> dict[str, Any]:

@@ -16,7 +16,8 @@ _ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "times
 def concat_datasets(parts: list[DemoDataset]) -> DemoDataset:
     """The datasets one after another: frames, episodes (their rows and indices shifted) and
     tasks (merged, indices remapped). They must have the same fps, cameras, image size, vector
-    sizes, and all or none of them the scene state; the first one's info and stats are kept."""
+    sizes, and all or none of them the scene state; the first one's info and stats are kept,
+    and the own frame columns (``frame_columns``) that every one of them has."""
     if not parts:
         raise Lang2PolicyError("no datasets to combine")
     first = parts[0]
@@ -41,8 +42,12 @@ def concat_datasets(parts: list[DemoDataset]) -> DemoDataset:
     environment = None
     if first.environment is not None:
         environment = np.concatenate([part.environment for part in parts])
+    shared = [name for name in first.frame_columns if all(name in p.frame_columns for p in parts)]
     return replace(
         first,
+        frame_columns={
+            name: np.concatenate([part.frame_columns[name] for part in parts]) for name in shared
+        },
         tasks=tasks,
         episodes=episodes,
         images={c: np.concatenate([p.images[c] for p in parts]) for c in first.images},

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,9 @@ class DemoDataset:
     task_index: np.ndarray  # int64 (N,): into ``tasks``
     timestamp: np.ndarray  # float32 (N,): s since the episode's first frame
     environment: np.ndarray | None = None  # float32 (N, env dim): scene state, if recorded
+    # The dataset's own per-frame columns, if any (corrected episodes: ``action.policy``,
+    # ``correction.index``): name -> (N, dim) float32 or (N,) int64. Absent: empty.
+    frame_columns: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.state)
@@ -91,6 +94,7 @@ class DemoDataset:
             episodes=moved,
             images={camera: frames[rows] for camera, frames in self.images.items()},
             environment=None if self.environment is None else self.environment[rows],
+            frame_columns={name: values[rows] for name, values in self.frame_columns.items()},
             **{name: getattr(self, name)[rows] for name in _ROW_ARRAYS},
         )
 
@@ -150,7 +154,16 @@ def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
     environment = None
     if ENV_KEY in features:
         environment = tables.vector_column(table, ENV_KEY, features[ENV_KEY]["shape"][0], what)
+    own = {}
+    for name in own_frame_features(features):
+        column_type = table.schema.field(name).type
+        if pa.types.is_list(column_type) or pa.types.is_fixed_size_list(column_type):
+            own[name] = tables.vector_column(table, name, features[name]["shape"][0], what)
+        else:  # a scalar per frame
+            kind = np.int64 if features[name]["dtype"] == "int64" else np.float32
+            own[name] = np.asarray(table.column(name), kind)
     return {
+        "frame_columns": own,
         "environment": environment,
         "state": tables.vector_column(table, STATE_KEY, state_dim, what),
         "action": tables.vector_column(table, ACTION_KEY, action_dim, what),
@@ -161,6 +174,20 @@ def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
     }
 
 
+def own_frame_features(features: dict[str, Any]) -> list[str]:
+    """The dataset's own per-frame features (neither LeRobot's, nor a camera's, nor the scene
+    state): float32 vectors and int64 scalars, as ``DatasetWriter(frame_vectors=...,
+    frame_indices=...)`` declares them."""
+    known = {*_FRAME_COLUMNS, ENV_KEY}
+    return [
+        key
+        for key, feature in features.items()
+        if key not in known
+        and feature.get("dtype") in ("float32", "int64")
+        and len(feature.get("shape", ())) == 1
+    ]
+
+
 def _frames_table(meta: DatasetMeta) -> pa.Table:
     files = sorted({(row["data/chunk_index"], row["data/file_index"]) for row in meta.episodes})
     parts = []
@@ -169,7 +196,9 @@ def _frames_table(meta: DatasetMeta) -> pa.Table:
             meta.info["data_path"], "data_path", chunk_index=chunk, file_index=file
         )
         part = tables.read_table(meta.root / relative, "a frames table")
-        wanted = [*_FRAME_COLUMNS, *([ENV_KEY] if ENV_KEY in meta.info["features"] else [])]
+        features = meta.info["features"]
+        wanted = [*_FRAME_COLUMNS, *([ENV_KEY] if ENV_KEY in features else [])]
+        wanted += own_frame_features(features)
         tables.require_columns(part, wanted, str(relative))
         parts.append(part.select(wanted))
     return pa.concat_tables(parts)

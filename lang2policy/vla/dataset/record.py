@@ -16,7 +16,8 @@ from lang2policy.errors import Lang2PolicyError
 class EpisodeRecord:
     """``T`` frames of one episode: the instruction, each camera's uint8 ``(T, H, W, 3)``
     images, float32 ``(T, dim)`` state and action, the caller's episode columns, and optionally
-    the privileged scene state ``(T, env dim)`` (``observation.environment_state``)."""
+    the privileged scene state ``(T, env dim)`` (``observation.environment_state``), and the
+    writer's own per-frame columns (``frames``: ``(T, dim)`` float vectors, ``(T,)`` integers)."""
 
     task: str
     images: dict[str, np.ndarray]
@@ -24,6 +25,7 @@ class EpisodeRecord:
     action: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
     environment: np.ndarray | None = None
+    frames: dict[str, np.ndarray] = field(default_factory=dict)  # the writer's frame columns
 
     @property
     def length(self) -> int:
@@ -111,3 +113,33 @@ def _check_images(record: EpisodeRecord, cameras: Sequence[str], image_size: int
 
 def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str, np.bool_, np.number))
+
+
+def check_frame_columns(
+    record: EpisodeRecord, vectors: dict[str, tuple[str, ...]], indices: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """``record.frames`` as the writer's columns: exactly the ``vectors`` ((T, len(names))
+    finite floats) and ``indices`` ((T,) integers); an error says what differs."""
+    wanted = [*vectors, *indices]
+    if sorted(record.frames) != sorted(wanted):
+        raise Lang2PolicyError(
+            f"an episode's frame columns must be exactly {wanted}, got {sorted(record.frames)}"
+        )
+    columns: dict[str, np.ndarray] = {}
+    for name, names in vectors.items():
+        values = np.asarray(record.frames[name])
+        if values.shape != (record.length, len(names)) or not np.isfinite(values).all():
+            raise Lang2PolicyError(
+                f"frame column {name!r} must be finite ({record.length}, {len(names)}), got "
+                f"shape {values.shape}"
+            )
+        columns[name] = values.astype(np.float32)
+    for name in indices:
+        values = np.asarray(record.frames[name])
+        if values.shape != (record.length,) or not np.issubdtype(values.dtype, np.integer):
+            raise Lang2PolicyError(
+                f"frame column {name!r} must be ({record.length},) integers, got "
+                f"{values.dtype} {values.shape}"
+            )
+        columns[name] = values.astype(np.int64)
+    return columns

@@ -15,7 +15,7 @@ rows say so, so a reader that follows the rows (LeRobot's, ours) needs nothing e
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, stats, tables
-from lang2policy.vla.dataset.record import EpisodeRecord, check_record
+from lang2policy.vla.dataset.record import EpisodeRecord, check_frame_columns, check_record
 from lang2policy.vla.dataset.video import VideoEncoder, VideoSettings
 from lang2policy.vla.schema import (
     ACTION_KEY,
@@ -65,14 +65,20 @@ class DatasetWriter:
         names: Sequence[str] = STATE_NAMES,
         video: VideoSettings | None = None,
         environment_names: Sequence[str] = (),
+        frame_vectors: Mapping[str, Sequence[str]] | None = None,
+        frame_indices: Sequence[str] = (),
     ) -> None:
         self.root = Path(root)
         self.environment_names = tuple(environment_names)
+        # The caller's own per-frame columns: float32 vectors (named elements), int64 scalars.
+        self.frame_vectors = {k: tuple(v) for k, v in (frame_vectors or {}).items()}
+        self.frame_indices = tuple(frame_indices)
         self.work = self.root.with_name(self.root.name + ".part")
         self.fps, self.image_size = int(fps), int(image_size)
         self.cameras, self.names = tuple(cameras), tuple(names)
         self.extra_columns = tuple(extra_episode_columns)
         _check_settings(self.root, self.fps, self.cameras, self.image_size, self.extra_columns)
+        _check_frame_names([*self.frame_vectors, *self.frame_indices])
         if self.work.exists():
             raise Lang2PolicyError(
                 f"{self.work} exists: an earlier write of {self.root} did not finish; remove it"
@@ -102,6 +108,8 @@ class DatasetWriter:
                 if self.environment_names
                 else {}
             ),
+            **{key: layout.vector_feature(names) for key, names in self.frame_vectors.items()},
+            **{key: {"dtype": "int64", "shape": [1], "names": None} for key in self.frame_indices},
         }
 
     def _encoder(self, camera: str) -> VideoEncoder:
@@ -174,10 +182,12 @@ class DatasetWriter:
         environment = {}
         if self.environment_names:
             environment[ENV_KEY] = np.asarray(record.environment, np.float32)
+        own = check_frame_columns(record, self.frame_vectors, self.frame_indices)
         return {
             STATE_KEY: np.asarray(record.state, np.float32),
             ACTION_KEY: np.asarray(record.action, np.float32),
             **environment,
+            **own,
             "timestamp": (frame_index / self.fps).astype(np.float32),
             "frame_index": frame_index,
             "episode_index": np.full(length, index, np.int64),
@@ -267,6 +277,18 @@ def _check_settings(
         raise Lang2PolicyError(
             f"extra episode columns must be unique and not LeRobot's own ({list(_INT_COLUMNS)}, "
             f"tasks, {'/..., '.join(_RESERVED_PREFIXES)}/...); got {list(extra)}"
+        )
+
+
+def _check_frame_names(names: list[str]) -> None:
+    """The caller's frame columns must not be the writer's own, nor appear twice."""
+    own = (STATE_KEY, ACTION_KEY, ENV_KEY, "timestamp", "frame_index", "episode_index", "index",
+           "task_index")  # fmt: skip
+    taken = [n for n in names if n in own or n.startswith("observation.images.")]
+    if taken or len(set(names)) != len(names):
+        raise Lang2PolicyError(
+            f"extra frame columns must be unique and none of {list(own)} or a camera's; got "
+            f"{names}"
         )
 
 
