@@ -252,7 +252,7 @@ def test_sources_tasks_and_episodes_are_validated():
     assert str(parse_source("leader:/dev/ttyUSB1")) == "leader:/dev/ttyUSB1"
     assert parse_source(" keyboard ").kind == "keyboard"
     for bad in ("leader", "leader:", "mouse", "keyboard:x"):
-        with pytest.raises(ConfigError, match="'keyboard' .* 'leader:<serial port>'"):
+        with pytest.raises(ConfigError, match=r"'keyboard' .* 'leader:<serial port>'"):
             parse_source(bad)
     assert check_task("  pick up the red block ") == "pick up the red block"
     for bad in ("", "two\nlines", "x" * 201):
@@ -284,3 +284,41 @@ def test_teleop_marks_cut_recorded_episodes():
     assert tracker.on_status(line("received", "b"), 5.0) == [Stop("next demonstration"), Start("b")]
     tracker.on_status(line("discarded"), 6.0)
     assert tracker.poll(6.5) == [Stop("teleop discarded")]
+
+
+# ------------------------------------------------------------------ lang2policy teleop
+def teleop_args(*words):
+    from lang2policy.cli import build_parser
+
+    return build_parser().parse_args(["teleop", *words])
+
+
+def test_the_teleop_command_starts_follower_safety_recorder_and_teleop(tmp_path):
+    from lang2policy.commands import teleop
+
+    args = teleop_args("--source", "leader:/dev/ttyUSB1", "--task", "lift the red block",
+                       "--record", str(tmp_path), "--rate", "30")  # fmt: skip
+    specs = {s.executable: s for s in teleop.specs(args)}
+    assert list(specs) == ["sim_node", "safety_node", "recorder_node", "teleop_node"]
+    assert specs["teleop_node"].overrides == {
+        "source": "leader:/dev/ttyUSB1", "task": "lift the red block", "rate": 30.0,
+    }  # fmt: skip
+    recorder = specs["recorder_node"].overrides
+    assert recorder["output_dir"] == str(tmp_path.resolve() / "recordings")
+    assert "/lang2policy/instruction" not in recorder["topics"]  # the task is the file's label
+    assert recorder["cameras"] == "front,wrist" and recorder["preroll"] == 0.0
+    assert specs["sim_node"].overrides["cameras"] == ["front", "wrist"]
+    keyboard = {s.executable for s in teleop.specs(teleop_args())}
+    assert keyboard == {"sim_node", "safety_node", "teleop_node"}  # no --record: no recorder
+
+
+def test_the_teleop_command_refuses_bad_arguments(tmp_path, capsys):
+    from lang2policy.commands import teleop
+
+    with pytest.raises(ConfigError, match="give the demonstration's task"):
+        teleop.specs(teleop_args("--record", str(tmp_path)))  # recording needs a task
+    with pytest.raises(ConfigError, match=r"--rate must be 1\.\.100 Hz"):
+        teleop.specs(teleop_args("--rate", "500"))
+    with pytest.raises(SystemExit):
+        teleop_args("--source", "joystick")
+    assert "'leader:<serial port>'" in capsys.readouterr().err
