@@ -4,8 +4,9 @@ kept for fine-tuning (``lang2policy record corrections``).
 
 The loop is the rollout's (``rollout.RolloutRunner``: same scenes, frames, judge and success
 hold), with the VLA node's shaping between the policy and the arm (``skill_shaping``): each
-correction is taken by ``TargetShaper.motion`` and acts from the next frame as the language
-motion's joint residual, under the node's default limits (config/safety.yaml's joint speed
+correction is said before the policy acts on a frame, taken by ``TargetShaper.motion``, and
+acts from that frame's action on as the language motion's joint residual (blended in at the
+speed cap), under the node's default limits (config/safety.yaml's joint speed
 and workspace). The policy is shown the measured joints less the residual, as in the node.
 
 Each frame records the camera images, the measured state, the **executed** action (the

@@ -1,0 +1,161 @@
+"""Learning from corrections (issue 18, item 5): the scripted corrector's phrases, a corrected
+episode of the shipped checkpoint written to and read from the dataset, and fine-tuning on it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla.corrector import SIZES, CorrectorSettings, ScriptedCorrector, axis_phrase
+from lang2policy.vla.language_motion import parse_motion
+
+MODEL = Path(__file__).resolve().parents[1] / "models" / "vla-so101-tiny"
+BLOCK = np.array([0.2, 0.05, 0.015])
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("size", [size for size, _ in SIZES])
+def test_every_phrase_is_a_language_motion_along_its_axis(axis, sign, size):
+    text = axis_phrase(axis, sign * (size + 0.001))
+    offset = np.asarray(parse_motion(text).offset)
+    expected = np.zeros(3)
+    expected[axis] = sign * size
+    assert np.allclose(offset, expected), (text, offset)
+    assert axis_phrase(axis, 0.005) is None
+
+
+def _settled(corrector: ScriptedCorrector, tool, gripper=0.5, block=BLOCK) -> str | None:
+    """What the corrector says once the tool has stood at ``tool`` long enough."""
+    said = None
+    for _ in range(30):
+        said = corrector.observe(np.asarray(tool), gripper, block) or said
+        if said:
+            return said
+    return said
+
+
+def test_the_corrector_says_what_a_person_would():
+    settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
+    # 3 cm right of the block (y smaller), low: "a bit to the left" (2 cm, the size below 3)
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0, -0.03, 0.02])
+    assert said == "a bit to the left"
+    # aligned, settled 5 cm above the grasp point: lower by "a lot" (5 cm)
+    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0, 0, 0.05]) == "a lot lower"
+    # at the grasp point with the jaws open: close them
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0.005, 0, 0.005])
+    assert said == "close the gripper"
+    # jaws closed 6 cm from the block: open them
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0.06, 0, 0.05], 0.0)
+    assert said == "open the gripper"
+    # the block lifted 2 cm, settled: higher towards the lift point
+    held = BLOCK + [0, 0, 0.02]
+    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), held, 0.0, held) == "a lot higher"
+    # a refused direction is not said again
+    corrector = ScriptedCorrector(BLOCK, 0.0, settings)
+    corrector.refused("a bit to the left")
+    assert _settled(corrector, BLOCK + [0, -0.03, 0.02]) is None
+    with pytest.raises(ConfigError, match="corrector settings"):
+        CorrectorSettings(tolerance=0.0)
+
+
+@pytest.fixture(scope="module")
+def corrected(tmp_path_factory):
+    """One corrected lift episode of the shipped checkpoint, written and read back."""
+    pytest.importorskip("mujoco")
+    from lang2policy.vla.corrected import record_corrections
+    from lang2policy.vla.dataset import load_dataset
+    from lang2policy.vla.demos import training_specs
+    from lang2policy.vla.policy import VLAPolicy
+
+    out = tmp_path_factory.mktemp("corrections") / "lift"
+    policy = VLAPolicy.load(MODEL, threads=1)
+    rollouts = record_corrections(policy, training_specs(["lift"], 1, 1), out)
+    return rollouts[0], load_dataset(out), out
+
+
+def test_a_corrected_episode_is_recorded_with_its_corrections(corrected):
+    from lang2policy.vla.corrected import CORRECTION, POLICY_ACTION, RESIDUAL, node_limits
+    from lang2policy.vla.schema import FPS, JOINT_NAMES
+    from lang2policy.vla.skill_limits import TargetLimiter, tool_kinematics
+
+    rollout, data, _ = corrected
+    episode = data.episodes[0]
+    texts = json.loads(episode["correction_texts"])
+    assert episode["corrections"] == len(texts) == len(rollout.corrections) >= 1
+    index = data.frame_columns[CORRECTION]
+    said = np.nonzero(index >= 0)[0]
+    assert [int(f) for f in said] == [frame for frame, _, _ in texts]
+    assert [int(i) for i in index[said]] == list(range(len(texts)))
+    for _, text, _ in texts:
+        parse_motion(text)  # only phrases the language-motion module accepts
+    action, policy = data.action, data.frame_columns[POLICY_ACTION]
+    residual = data.frame_columns[RESIDUAL]
+    first = texts[0][0]
+    assert np.all(residual[:first] == 0)  # said before the policy acts: from that frame on
+    assert np.abs(residual[first:]).max() > 0.005
+    # executed = the node's limits on (policy + residual, the gripper as last said), every frame
+    limiter = TargetLimiter(tool_kinematics("so101", JOINT_NAMES), node_limits(), float(FPS))
+    gripper = np.full(len(action), np.nan)
+    for frame, text, _ in texts:
+        if parse_motion(text).kind == "gripper":
+            gripper[frame:] = parse_motion(text).gripper
+    previous = np.vstack([data.state[:1], action[:-1]])
+    for t in range(len(action)):
+        shaped = policy[t].copy()
+        shaped[:5] = np.clip(policy[t, :5] + residual[t], limiter.tool.lower, limiter.tool.upper)
+        shaped[5] = shaped[5] if np.isnan(gripper[t]) else gripper[t]
+        assert np.allclose(action[t], limiter.limit(shaped, previous[t]).target, atol=1e-5), t
+    changed = np.abs(action[:, :5] - policy[:, :5]).max(axis=1)
+    assert changed[first:].max() > 0.005  # the corrections changed what the arm was sent
+    closes = [frame for frame, text, _ in texts if text == "close the gripper"]
+    if closes:  # held closed from the frame it was said
+        assert np.all(action[closes[0] :, 5] == 0.0)
+    assert len(data) == len(rollout.correction) == episode["length"]
+    assert np.allclose(residual, np.stack(rollout.residual))
+
+
+def _l1(model_dir: Path, data) -> float:
+    """The model's masked action L1 (normalised) on every frame of ``data``."""
+    from lang2policy.vla.checkpoint import load_model_dir
+    from lang2policy.vla.train_data import BatchMaker
+    from lang2policy.vla.train_loop import masked_l1
+    from lang2policy.vla.train_setup import prepare
+
+    loaded = load_model_dir(model_dir)
+    ready = prepare(data, loaded.config, val_episodes=0, seed=0, normalizer=loaded.normalizer)
+    batch = BatchMaker(
+        data, loaded.config.cameras, loaded.config.chunk, ready.frame_end, ready.task_vectors,
+        ready.normalizer, torch.device("cpu"),
+    )(np.arange(len(data)))  # fmt: skip
+    with torch.inference_mode():
+        predicted = loaded.model(batch.images, batch.state, batch.language)
+    return float(masked_l1(predicted, batch.actions, batch.mask))
+
+
+def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_path):
+    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.train import TrainSettings, train_vla
+    from lang2policy.vla.train_loop import OptimConfig
+
+    _, data, _ = corrected
+    settings = TrainSettings(
+        steps=15, batch_size=16, val_episodes=0, checkpoint_every=15, progress=False,
+        finetune=str(MODEL), optim=OptimConfig(lr=3e-4, warmup_steps=0),
+    )  # fmt: skip
+    out = tmp_path / "finetuned"
+    summary = train_vla(data, out, settings)
+    assert summary["steps"] == 15
+    original = json.loads((MODEL / "normalization.json").read_text())
+    assert json.loads((out / "normalization.json").read_text()) == original
+    assert _l1(out, data) < _l1(MODEL, data)
+    policy = VLAPolicy.load(out)
+    assert policy.config == VLAPolicy.load(MODEL).config
+    with pytest.raises(ConfigError, match="exclude each other"):
+        TrainSettings(finetune=str(MODEL), resume=True)
