@@ -44,23 +44,23 @@ def _settled(corrector: ScriptedCorrector, tool, gripper=0.5, block=BLOCK) -> st
 def test_the_corrector_says_what_a_person_would():
     settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
     # 3 cm right of the block (y smaller), low: "a bit to the left" (2 cm, the size below 3)
-    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0, -0.03, 0.02])
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0, -0.03, 0.02]))
     assert said == "a bit to the left"
     # aligned, settled 5 cm above the grasp point: lower by "a lot" (5 cm)
-    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0, 0, 0.05]) == "a lot lower"
+    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0, 0, 0.05])) == "a lot lower"
     # at the grasp point with the jaws open: close them
-    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0.005, 0, 0.005])
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0.005, 0, 0.005]))
     assert said == "close the gripper"
     # jaws closed 6 cm from the block: open them
-    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + [0.06, 0, 0.05], 0.0)
+    said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0.06, 0, 0.05]), 0.0)
     assert said == "open the gripper"
     # the block lifted 2 cm, settled: higher towards the lift point
-    held = BLOCK + [0, 0, 0.02]
+    held = BLOCK + np.array([0, 0, 0.02])
     assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), held, 0.0, held) == "a lot higher"
     # a refused direction is not said again
     corrector = ScriptedCorrector(BLOCK, 0.0, settings)
     corrector.refused("a bit to the left")
-    assert _settled(corrector, BLOCK + [0, -0.03, 0.02]) is None
+    assert _settled(corrector, BLOCK + np.array([0, -0.03, 0.02])) is None
     with pytest.raises(ConfigError, match="corrector settings"):
         CorrectorSettings(tolerance=0.0)
 
