@@ -47,7 +47,8 @@ def test_the_corrector_says_what_a_person_would():
     said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0, -0.03, 0.02]))
     assert said == "a bit to the left"
     # aligned, settled 5 cm above the grasp point: lower by "a lot" (5 cm)
-    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0, 0, 0.05])) == "a lot lower"
+    above = BLOCK + np.array([0, 0, 0.05])
+    assert _settled(ScriptedCorrector(BLOCK, 0.0, settings), above) == "a lot lower"
     # at the grasp point with the jaws open: close them
     said = _settled(ScriptedCorrector(BLOCK, 0.0, settings), BLOCK + np.array([0.005, 0, 0.005]))
     assert said == "close the gripper"
