@@ -295,3 +295,44 @@ def test_the_terminal_says_what_became_of_a_correction_of_a_skill():
         said += StatusModel().fold(json.dumps(line)).lines
     assert any("sent to the VLA as a language motion" in text for text in said), said
     assert any("applied by the VLA" in text for text in said), said
+
+
+class StopRacingVLA(FakeVLA):
+    """A stop lands while the route sends its start: the stop's cancel ("") goes out on the
+    skill topic just before the start does (two threads publishing on one topic)."""
+
+    raced = False
+
+    def send_skill(self, text: str) -> None:
+        if text.startswith('{"skill"') and not self.raced:
+            self.raced = True
+            self.route.cancel()
+        super().send_skill(text)
+
+
+def test_a_stop_racing_the_start_still_cancels_the_skill_on_the_vla():
+    vla = StopRacingVLA(final=None)
+    conductor, _ = make(vla)
+    result = conductor.handle("lift the red block")
+    assert vla.sent[0] == "" and vla.sent[1].startswith('{"skill"')
+    assert vla.sent[-1] == "", "the skill started after the cancel must be cancelled too"
+    assert result.detail["outcome"] == "cancelled", result.detail
+
+
+class StopWhileGatingVLA(FakeVLA):
+    """A stop arrives after the skill plan began but before its start is sent."""
+
+    conductor: Conductor | None = None
+
+    def skill_listeners(self) -> int:
+        self.conductor.stop("stopped by a stop request (/lang2policy/stop)")
+        return super().skill_listeners()
+
+
+def test_a_stop_before_the_start_is_sent_starts_no_skill():
+    vla = StopWhileGatingVLA(final="success")
+    conductor, _ = make(vla)
+    vla.conductor = conductor
+    result = conductor.handle("lift the red block")
+    assert not any(text.startswith('{"skill"') for text in vla.sent), vla.sent
+    assert result.state == "failed" and result.detail["outcome"] == "stopped", result.detail

@@ -96,6 +96,7 @@ class Conductor:
         self.corrections = CorrectionDesk(self, router)
         if skills is not None:  # vla_skill(...) in policy code runs on the same VLA
             code.backend.vla = self._vla_call
+            skills.stop_pending = self.stop_pending  # a stop while a skill is being started
 
     # ------------------------------------------------------------------ status
     def say(self, state: str, instruction: str, detail: Any = "") -> None:

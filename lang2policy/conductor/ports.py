@@ -9,6 +9,7 @@ in-process MPC, or the controller node reached through the outlet).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -85,6 +86,8 @@ class RewardExecutor(Protocol):
 class SkillExecutor(Protocol):
     """Where a language skill runs on a learned policy (a VLA): the slot for skill plans
     (``lang2policy.conductor.skill_route.SkillRoute``: the VLA node in the graph)."""
+
+    stop_pending: Callable[[], str]  # the host's stop reason ("" while none): no skill starts
 
     @property
     def active(self) -> bool:

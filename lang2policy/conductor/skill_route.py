@@ -14,6 +14,10 @@
    state (success, timeout, failed, stopped, cancelled, rejected). No terminal state within the
    time budget and ``answer_margin_s``: the skill is cancelled (``""``) and the plan fails
    saying so. ``cancel`` (a stop) publishes ``""`` and waits ``CANCEL_GRACE_S`` for the end.
+   A stop that races the start cannot let the skill run: the host's stop (``stop_pending``,
+   the conductor's) is checked once the run is registered, before anything is sent, and a
+   cancel that came while the start was being sent is sent again after it (its ``""`` may
+   have reached the VLA node before the start).
 
 Corrections other than ``stop`` are forwarded as language motions (``motion``): ``{"motion":
 text, "plan_id"}``; the VLA's answer (status ``motion``, action applied or refused) goes to the
@@ -103,6 +107,7 @@ class SkillRoute:
     ) -> None:
         self.port, self.policy = port, policy
         self.settings = settings or SkillSettings()
+        self.stop_pending: Callable[[], str] = lambda: ""  # the host's stop reason ("": none)
         self._lock = threading.Lock()
         self._run: _Run | None = None
 
@@ -184,7 +189,15 @@ class SkillRoute:
         with self._lock:
             self._run = run
         try:
+            stop = self.stop_pending()  # a stop before the run was registered: nothing is sent
+            if stop:
+                message = f"stopped before the skill started: {stop}"
+                return RewardRun(False, {**detail, "outcome": "stopped", "message": message})
             self.port.send_skill(start_message(run.skill, run.plan_id, limits, motions))
+            with self._lock:
+                raced = run.cancelled_at is not None
+            if raced:  # the stop's "" may have gone out before the start: cancel it again
+                self.port.send_skill("")
             on_line(f"skill plan {run.plan_id} sent to the VLA: {run.skill!r}")
             patience = limits.time_budget_s + self.settings.answer_margin_s
             final = self._wait(run, patience)
