@@ -173,3 +173,33 @@ def test_a_target_leaving_the_plans_workspace_is_not_sent(graph, tool):
           f" y {points[:, 1].min():.3f}..{points[:, 1].max():.3f}, most outside "
           f"{outside.max() * 1000:.2f} mm")
     assert outside.max() < 1e-3
+
+
+def test_the_node_refuses_a_motion_for_a_plan_that_is_not_the_running_skill():
+    """A motion that names a plan acts only on that plan: not on a skill started without one
+    (plain text on the skill topic), nor when no skill runs; one without a plan id acts on
+    whatever runs."""
+    from types import SimpleNamespace
+
+    from lang2policy.ros.vla_node import VLANode
+    from lang2policy.vla.language_motion import MotionState
+
+    applied, lines = [], []
+    runner = SimpleNamespace(
+        skill=SimpleNamespace(instruction="lift the red block"),
+        motion=lambda text: applied.append(text) or MotionState().outcome(text, True, ""),
+    )
+    logger = SimpleNamespace(info=lambda *a, **k: None)
+    node = SimpleNamespace(
+        runner=runner, plan_id="", get_logger=lambda: logger,
+        _publish=lambda *a, **k: lines.append((a, k)),
+    )  # fmt: skip
+    VLANode._on_motion(node, "a bit to the left", "plan-of-the-planner")
+    assert applied == [], "a plan's motion moved a skill of no plan"
+    assert lines[-1][0][2]["action"] == "refused" and "plan" in lines[-1][0][2]["reason"]
+    VLANode._on_motion(node, "a bit to the left", "")
+    assert applied == ["a bit to the left"]
+    node.plan_id = "plan-of-the-planner"
+    VLANode._on_motion(node, "lower", "plan-of-the-planner")
+    VLANode._on_motion(node, "higher", "another-plan")
+    assert applied == ["a bit to the left", "lower"]

@@ -24,8 +24,8 @@ Subscribes, always
       gripper held open or closed. The offset is a residual on the policy's targets, mapped
       to joints by damped least squares on the tool point's Jacobian at the target posture;
       the policy is shown the joints less that residual (``vla.skill_shaping``). Answered by
-      a ``motion`` line: applied or refused (no skill runs, another plan runs, not a motion,
-      at its bound).
+      a ``motion`` line: applied or refused (no skill runs, another plan runs or a skill of
+      no plan when the motion names one, not a motion, at its bound).
     A new skill replaces the running one (``cancelled``). A bad message, or text the VLA
     cannot check, is ``rejected`` with what was wrong (and what the VLA can do).
   * ``/lang2policy/objects`` (visualization_msgs/MarkerArray): the object poses; the skill's
@@ -194,8 +194,9 @@ class VLANode(VLAParameters):
         """A language motion for the running skill, answered by a ``motion`` status line."""
         if self.runner is None:
             reason = "no skill is running: a language motion corrects a running skill"
-        elif plan_id and self.plan_id and plan_id != self.plan_id:
-            reason = f"it is for plan {plan_id!r}, but plan {self.plan_id!r} is running"
+        elif plan_id and plan_id != self.plan_id:  # never another plan's, nor a plan-less one
+            running = f"plan {self.plan_id!r}" if self.plan_id else "a skill of no plan"
+            reason = f"it is for plan {plan_id!r}, but {running} is running"
         else:
             outcome = self.runner.motion(text)
             self._publish("motion", self.runner.skill.instruction, outcome.detail())
