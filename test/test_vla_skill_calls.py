@@ -119,3 +119,20 @@ def test_corrections_reach_a_code_plans_vla_call_and_stop_ends_the_plan():
     assert final["route"] == "code" and final["outcome"] == "stopped", final
     assert vla.sent[-1] == "" and conductor.outlet.stop_requests == 1
     assert "True" not in final["said"] and "False" not in final["said"]  # it ended there
+
+
+def test_a_call_never_outlasts_what_is_left_of_the_plans_motion_budget():
+    """The sandbox hands each motion call the rest of the plan's motion budget
+    (``budgets.max_motion_seconds``); a VLA skill runs on its own for its whole time budget,
+    so its budget is cut to that rest: 50 s into a 60 s plan, a 30 s skill gets 10 s."""
+    code = SimCodeExecutor(SimSession("so101"))
+    code.reset(3, OBJECTS)
+    asked: list[dict] = []
+    code.backend.vla = lambda args: asked.append(args) or True
+    args = {"instruction": "lift the red block", "time_budget_s": 30.0, "max_joint_speed": 1.0}
+    assert code.backend.execute("vla_skill", args, time_limit=10.0) is True
+    assert asked[-1]["time_budget_s"] == 10.0
+    code.backend.execute("vla_skill", dict(args, time_budget_s=2.0), time_limit=10.0)
+    assert asked[-1]["time_budget_s"] == 2.0
+    code.backend.execute("vla_skill", args)
+    assert asked[-1]["time_budget_s"] == 30.0

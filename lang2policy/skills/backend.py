@@ -273,7 +273,7 @@ class SimSkillBackend:
             self._said.append(bound["text"])
             return None
         if skill == VLA_SKILL:
-            return run_vla(self.vla, bound, self.hold)
+            return run_vla(self.vla, bound, self.hold, time_limit)
         motion = self.motion
         motion.tcp_speed = bound.get("speed")
         motion.deadline = None if time_limit is None else self.clock() + float(time_limit)

@@ -68,16 +68,26 @@ def vla_targets(world: World, bound: dict) -> list[np.ndarray]:
     return [np.asarray(p, float) for p in positions]
 
 
-def run_vla(runner: VLARunner | None, bound: dict, hold: Callable[[], None]) -> bool:
+def run_vla(
+    runner: VLARunner | None,
+    bound: dict,
+    hold: Callable[[], None],
+    time_limit: float | None = None,
+) -> bool:
     """Run an allowed ``vla_skill`` call on ``runner``; without one, a clear error. The arm
-    is told to hold after a skill that could not run."""
+    is told to hold after a skill that could not run. ``time_limit`` (s: what is left of the
+    plan's motion budget) cuts the call's ``time_budget_s``: the policy acts on its own for
+    its whole budget, so nothing else would keep it within the plan's."""
     if runner is None:
         raise InvalidIntentError(
             f"{VLA_SKILL}(): no VLA policy runs here (start the graph with vla:=true); "
             "use the other skills"
         )
+    args = dict(bound)
+    if time_limit is not None:
+        args["time_budget_s"] = min(float(args["time_budget_s"]), float(time_limit))
     try:
-        return bool(runner(dict(bound)))
+        return bool(runner(args))
     except BaseException:
         hold()
         raise
