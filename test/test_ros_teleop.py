@@ -77,6 +77,19 @@ class Probe:
             return np.array([self.position[n] for n in STATE_NAMES])
 
 
+def settled(probe: Probe, stepper: IkToolStepper, start: np.ndarray) -> list[np.ndarray]:
+    """The joints once the tool is about 6 cm up and 4 cm forward of where it was at ``start``
+    with the gripper closed, and the arm at rest (under 5 mrad in 0.3 s), as a one-item list
+    (``wait_for`` takes it); [] before."""
+    before = probe.joints()
+    time.sleep(0.3)
+    now = probe.joints()
+    delta = stepper.tool_position(now[:5]) - stepper.tool_position(start[:5])
+    arrived = abs(delta[2] - 0.06) < 0.02 and abs(delta[0] - 0.04) < 0.02
+    arrived = arrived and now[5] < start[5] - 0.2
+    return [now] if arrived and np.abs(now - before).max() < 0.005 else []
+
+
 def node(module: str, arguments: list[str], **popen) -> subprocess.Popen:
     command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *arguments]
     popen.setdefault("stdout", subprocess.DEVNULL)
@@ -143,8 +156,9 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     assert probe.state("received")["instruction"] == TASK
     type_keys(teleop, b"rrrww")  # up 6 cm, forward 4 cm (20 mm steps)
     type_keys(teleop, b"c")  # close the gripper
-    time.sleep(3.0)  # the arm follows at the safety node's speed
-    moved = probe.joints()
+    # The arm follows at the safety node's speed in sim time, slower than wall time on a
+    # loaded machine: wait for it to arrive and settle rather than a fixed time.
+    [moved] = wait_for(lambda: settled(probe, stepper, start), 30.0, "the arm to arrive")
     delta = stepper.tool_position(moved[:5]) - tool_start
     assert delta[2] == pytest.approx(0.06, abs=0.02), delta
     assert delta[0] == pytest.approx(0.04, abs=0.02), delta
