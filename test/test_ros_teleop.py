@@ -174,7 +174,8 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     holding = probe.state("holding", timeout=10.0)
     assert "keyboard's input closed" in holding["detail"]
     wait_for(lambda: not probe.commands[-1].points, 5.0, "a hold on the safety node's input")
-    time.sleep(1.5)  # the recorder closes the discarded episode after its linger
+    # The recorder closes the discarded episode after its linger: wait for both files' footers.
+    wait_for(lambda: len(closed_recordings(out)) == 2, 30.0, "two closed recordings")
     stop(teleop)
 
     dataset_dir = teleop_command.convert(out, say=lambda _line: None)
@@ -192,6 +193,19 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     assert np.abs(dataset.state[0] - start).max() < 0.1
     assert np.abs(dataset.state[-1] - moved).max() < 0.1
     assert dataset.action[-1][5] == pytest.approx(0.0, abs=0.05)  # commanded closed
+
+
+MCAP_MAGIC = b"\x89MCAP0\r\n"  # an MCAP file begins and, once closed, ends with it
+
+
+def closed_recordings(out) -> list:
+    """The recordings under ``out`` whose writer has finished them (footer magic at the end)."""
+    closed = []
+    for path in sorted((out / "recordings").glob("*.mcap")):
+        data = path.read_bytes()
+        if len(data) > 2 * len(MCAP_MAGIC) and data.endswith(MCAP_MAGIC):
+            closed.append(path)
+    return closed
 
 
 class HandPlant(KinematicPlant):
