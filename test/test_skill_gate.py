@@ -144,3 +144,20 @@ def test_the_prompt_lists_vla_skill_only_where_a_vla_runs():
     bound = SKILLS[VLA_SKILL].bind({"instruction": "lift the red block"})
     assert bound == {"instruction": "lift the red block", "time_budget_s": 30.0,
                      "max_joint_speed": 1.0}  # fmt: skip
+
+
+def test_the_gate_and_the_skill_topic_intersect_boxes_the_same_way():
+    """One box intersection (``policy_zones.overlap``) serves the gate's narrowed workspace and
+    the skill topic's ``Box.intersection``: same corners, and faces that only touch leave no
+    room in both."""
+    from lang2policy.sandbox.policy_zones import overlap
+    from lang2policy.vla.skill_message import Box as TopicBox
+
+    left = {"min": [0.05, 0.0, 0.0], "max": [0.35, 0.25, 0.3]}
+    verdict = decide_skill(narrowed([vla_rule("left", "left")], zones={"left": left}),
+                           request("lift the red block"))  # fmt: skip
+    topic = TopicBox(BOX.min, BOX.max).intersection(TopicBox((0.05, 0.0, 0.0), (0.35, 0.25, 0.3)))
+    assert topic is not None and verdict.limits is not None
+    assert (topic.min, topic.max) == (verdict.limits.workspace.min, verdict.limits.workspace.max)
+    assert overlap([TopicBox((0, 0, 0), (1, 1, 1)), TopicBox((1, 0, 0), (2, 1, 1))]) is None
+    assert TopicBox((0, 0, 0), (1, 1, 1)).intersection(TopicBox((1, 0, 0), (2, 1, 1))) is None

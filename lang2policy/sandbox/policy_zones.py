@@ -112,6 +112,17 @@ class Box:
         return f"min {fmt_point(self.min)}, max {fmt_point(self.max)}"
 
 
+def overlap(boxes: Sequence[Any]) -> tuple[Point, Point] | None:
+    """The (min, max) corners of the box inside every one of ``boxes`` (anything with ``min``
+    and ``max`` corners), or None when they leave no room (faces that only touch count as
+    none): the one box intersection of the privilege gate and the skill topic's limits."""
+    low = tuple(max(float(b.min[i]) for b in boxes) for i in range(3))
+    high = tuple(min(float(b.max[i]) for b in boxes) for i in range(3))
+    if any(lo >= hi for lo, hi in zip(low, high, strict=True)):
+        return None
+    return low, high  # type: ignore[return-value]
+
+
 def workspace_box(description: RobotDescription) -> Box:
     """The robot's ``workspace`` zone: its x, y ranges widened by 5 cm, z from the table up."""
     ws = description.workspace

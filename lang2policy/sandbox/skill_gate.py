@@ -23,7 +23,7 @@ from typing import Any
 
 from lang2policy.sandbox.policy import PrivilegePolicy
 from lang2policy.sandbox.policy_types import Decision, PolicyRequest
-from lang2policy.sandbox.policy_zones import Box, fmt_num
+from lang2policy.sandbox.policy_zones import Box, fmt_num, overlap
 from lang2policy.skills.vla_call import VLA_SKILL, named_objects, object_target
 
 __all__ = ["SkillLimits", "SkillVerdict", "decide_skill", "skill_request"]
@@ -123,8 +123,5 @@ def _workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box | None:
             boxes.append(part.zones[zone])
     if not boxes:
         return policy.zones.get("workspace")
-    low = tuple(max(b.min[i] for b in boxes) for i in range(3))
-    high = tuple(min(b.max[i] for b in boxes) for i in range(3))
-    if any(lo >= hi for lo, hi in zip(low, high, strict=True)):  # no room to move
-        return None
-    return Box(low, high)
+    corners = overlap(boxes)
+    return None if corners is None else Box(*corners)  # None: no room to move

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.instruction_text import text_problem
+from lang2policy.sandbox.policy_zones import overlap
 from lang2policy.wire_json import MessageError, decode_json_object
 
 MAX_MESSAGE_BYTES = 16_384  # a start with a long motions list is well under 2 KB
@@ -62,11 +63,8 @@ class Box:
 
     def intersection(self, other: Box) -> Box | None:
         """The box inside both, or None when they do not overlap."""
-        low = tuple(max(a, b) for a, b in zip(self.min, other.min, strict=True))
-        high = tuple(min(a, b) for a, b in zip(self.max, other.max, strict=True))
-        if any(lo >= hi for lo, hi in zip(low, high, strict=True)):
-            return None
-        return Box(low, high)  # type: ignore[arg-type]
+        corners = overlap((self, other))
+        return None if corners is None else Box(*corners)
 
     def to_dict(self) -> dict[str, list[float]]:
         return {"min": [round(v, 4) for v in self.min], "max": [round(v, 4) for v in self.max]}
