@@ -136,3 +136,60 @@ def test_a_call_never_outlasts_what_is_left_of_the_plans_motion_budget():
     assert asked[-1]["time_budget_s"] == 2.0
     code.backend.execute("vla_skill", args)
     assert asked[-1]["time_budget_s"] == 30.0
+
+
+class _Reaching:
+    """A stand-in VLA that always asks for the arm straight up (tool 0.52 m high), and a
+    renderer that draws nothing: the limits, not the policy, are under test."""
+
+    target = np.array([0.0, 0.0, -1.5, 0.0, 0.0, 1.0])
+
+    def reset(self) -> None: ...
+
+    def act(self, images, state, instruction):
+        return self.target
+
+    def sync_look(self) -> None: ...
+
+    def render(self, data, camera):
+        return np.zeros((4, 4, 3), np.uint8)
+
+
+def test_in_process_the_tool_stays_in_the_box_the_gate_decided():
+    """A plan allowing VLA skills only below 15 cm: the sandbox hands the gate's box to the
+    in-process VLA, and every command is limited before it is sent (the VLA node's
+    ``TargetLimiter``), so a policy reaching up leaves the tool at the box's ceiling, not
+    above it (before: the robot's 45 cm box, checked after each step)."""
+    from lang2policy.sandbox.policy import PrivilegePolicy
+    from lang2policy.vla.local_skill import LocalSkillRunner
+
+    code = SimCodeExecutor(SimSession("so101"))
+    code.reset(3, OBJECTS)
+    runner = LocalSkillRunner(code.session)
+    runner._policy = runner._renderer = _Reaching()
+    asked: list[dict] = []
+    code.backend.vla = lambda args: asked.append(args) or runner(args)
+    base = default_policy(code.backend.description, known_skills=SKILLS)
+    box = base.zones["workspace"]
+    low = {"min": list(box.min), "max": [*box.max[:2], 0.15]}
+    args = {"max_joint_speed": {"type": "number", "exclusiveMinimum": 0, "maximum": 1.5},
+            "time_budget_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 60}}
+    rule = {"id": "low", "skill": "vla_skill", "effect": "allow",
+            "when": {"targets_in": "low", "objects_in_scene": True, "args": args}}
+    plan = {"version": 1, "rules": [rule, {"id": "say", "skill": "say", "effect": "allow"}],
+            "zones": {"low": low}}  # fmt: skip
+    policy = base.narrowed(PrivilegePolicy.from_dict(plan, box, "plan",
+                                                     known_skills=SKILLS))  # fmt: skip
+    heights: list[float] = []
+    code.session.robot.observers.append(
+        lambda: heights.append(float(code.session.primitives.tool_point()[2]))
+    )
+    program = "vla_skill('lift the red block', time_budget_s=2.0, max_joint_speed=1.0)\n"
+    outcome = SandboxRunner(code.backend, policy, limits=LIMITS).run(program)
+    assert outcome.ok, outcome.message
+    assert asked[-1]["workspace"].max[2] == 0.15  # the gate's box, not the robot's
+    result = runner.results[-1]
+    print(f"\nhighest tool point {max(heights):.4f} m (box ceiling 0.15): {result}")
+    assert result.steps >= 15 and "time budget" in result.detail
+    assert max(heights) > 0.13, "the policy pushed the tool up to the ceiling"
+    assert max(heights) <= 0.15 + 0.005  # the measured tool, within 5 mm of the face

@@ -337,7 +337,9 @@ class RewardBackend:
     def path(self, skill: str, bound: dict) -> tuple[list, list]:
         return [], []
 
-    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+    def execute(
+        self, skill: str, bound: dict, time_limit: float | None = None, workspace: Any = None
+    ) -> object:
         self.builder.call(skill, bound)
         return None
 

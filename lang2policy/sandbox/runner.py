@@ -40,10 +40,11 @@ from lang2policy.sandbox.plan_state import (
 )
 from lang2policy.sandbox.policy import Decision, PolicyRequest, PrivilegePolicy
 from lang2policy.sandbox.process import ChildExited, ChildProcess, ChildTimeout, ProtocolError
+from lang2policy.sandbox.skill_gate import call_workspace
 from lang2policy.skills.backend import SkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Skill
-from lang2policy.skills.vla_call import call_objects
+from lang2policy.skills.vla_call import VLA_SKILL, call_objects
 
 AskUser = Callable[[PolicyRequest, Decision], bool]
 IntentObserver = Callable[[IntentRecord], None]
@@ -356,10 +357,13 @@ class SandboxRunner:
             time_limit = state.policy.budgets.max_motion_seconds - state.motion_seconds
             if time_limit <= 0:
                 raise PlanEnded(motion_budget_outcome(state))
+        limits = {"time_limit": time_limit}
+        if request.skill == VLA_SKILL:  # the policy acts on its own: in the gate's box
+            limits["workspace"] = call_workspace(state.policy, request)
         started, wall_started = self.backend.clock(), time.monotonic()
         moved = False
         try:
-            value = self.backend.execute(request.skill, request.args, time_limit=time_limit)
+            value = self.backend.execute(request.skill, request.args, **limits)
             moved = True
             return value
         except CorrectionInterrupt:

@@ -21,12 +21,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lang2policy.errors import InvalidIntentError
 from lang2policy.sandbox.policy import PrivilegePolicy
 from lang2policy.sandbox.policy_types import Decision, PolicyRequest
 from lang2policy.sandbox.policy_zones import Box, fmt_num, overlap
 from lang2policy.skills.vla_call import VLA_SKILL, named_objects, object_target
 
-__all__ = ["SkillLimits", "SkillVerdict", "decide_skill", "skill_request"]
+__all__ = [
+    "SkillLimits",
+    "SkillVerdict",
+    "call_workspace",
+    "decide_skill",
+    "skill_request",
+    "skill_workspace",
+]
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def decide_skill(policy: PrivilegePolicy, request: PolicyRequest) -> SkillVerdic
             f"of {fmt_num(motion)} s (budgets.max_motion_seconds)"
         )
         return SkillVerdict(Decision(False, "budget", reason, policy.default_fallback))
-    box = _workspace(policy, request)
+    box = skill_workspace(policy, request)
     if box is None:
         reason = (
             f"{VLA_SKILL}: no workspace to bound the skill with (the allowing rules keep no "
@@ -111,9 +119,10 @@ def decide_skill(policy: PrivilegePolicy, request: PolicyRequest) -> SkillVerdic
     return SkillVerdict(decision, SkillLimits(float(budget), speed, box))
 
 
-def _workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box | None:
+def skill_workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box | None:
     """The overlap of the ``targets_in`` zones of the rule that allows ``request`` in each part
-    of ``policy`` (the ``workspace`` zone when none names one); None when there is none."""
+    of ``policy`` (the ``workspace`` zone when none names one); None when there is none. The
+    box a skill plan's limits carry, and the one a ``vla_skill`` call of policy code runs in."""
     boxes = []
     for part in policy.parts:
         decision = part.decide(request)
@@ -125,3 +134,15 @@ def _workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box | None:
         return policy.zones.get("workspace")
     corners = overlap(boxes)
     return None if corners is None else Box(*corners)  # None: no room to move
+
+
+def call_workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box:
+    """The workspace box an allowed ``vla_skill`` call of policy code runs in: the one a skill
+    plan gets (``skill_workspace``); an error when the allowing rules' zones leave no room."""
+    box = skill_workspace(policy, request)
+    if box is None:
+        raise InvalidIntentError(
+            f"{VLA_SKILL}: no workspace to bound the skill with (the allowing rules' zones do "
+            "not overlap, or the policy has no zone 'workspace')"
+        )
+    return box

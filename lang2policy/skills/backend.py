@@ -11,10 +11,9 @@ target is one. Query results are plain JSON data (lists of floats rounded to 0.1
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from lang2policy.scene.robot_description import RobotDescription
 from lang2policy.scene.world import World
 from lang2policy.session.protocol import Session
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.skills.geometry import corner_point, object_bbox, table_bounds
+from lang2policy.skills.geometry import corner_point, object_bbox, sample_segments, table_bounds
 from lang2policy.skills.gripper_hull import GripperHull, box_corners
 from lang2policy.skills.spec import Skill
 from lang2policy.skills.vla_call import VLA_SKILL, VLARunner, run_vla, vla_targets
@@ -49,11 +48,13 @@ class SkillBackend(Protocol):
         the gripper and say."""
         ...
 
-    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+    def execute(
+        self, skill: str, bound: dict, time_limit: float | None = None, workspace: Any = None
+    ) -> object:
         """Run one validated call; return a JSON-able value. Raises Lang2PolicyError
         subclasses with helpful messages; the arm holds still after any error.
         time_limit: seconds of robot time this motion may take; exceeded -> MotionTimeExceeded.
-        """
+        workspace: the gate's box (``policy_zones.Box``) a ``vla_skill`` call runs in."""
         ...
 
     def hold(self) -> None:
@@ -72,15 +73,6 @@ class SkillBackend(Protocol):
 def _plain(values) -> list:
     """A numpy array (any shape) as nested lists of rounded Python floats."""
     return np.round(np.asarray(values, float), _DECIMALS).tolist()
-
-
-def _sample_segments(points: list[np.ndarray], step: float = 0.01) -> list[np.ndarray]:
-    """Points along the polyline through ``points``, at most ``step`` apart."""
-    samples = [np.asarray(points[0], float)]
-    for a, b in itertools.pairwise(points):
-        count = max(1, int(np.ceil(np.linalg.norm(b - a) / step)))
-        samples.extend(a + (b - a) * t for t in np.linspace(0.0, 1.0, count + 1)[1:])
-    return samples
 
 
 def _joint_path_points(motion: MotionPrimitives, q_from, q_to, count: int = 40):
@@ -181,7 +173,7 @@ class SimSkillBackend:
         waypoints = self._waypoints(skill, bound)
         if not waypoints:
             return [], none  # open_gripper, close_gripper
-        tool = _sample_segments(self._transit(waypoints))
+        tool = sample_segments(self._transit(waypoints))
         return tool, self._compound_sweep(skill, bound, tool)
 
     def _hull(self) -> GripperHull:
@@ -265,7 +257,9 @@ class SimSkillBackend:
         height = max(start[2], first[2])
         return [start, np.array([*start[:2], height]), np.array([*first[:2], height]), *waypoints]
 
-    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+    def execute(
+        self, skill: str, bound: dict, time_limit: float | None = None, workspace: Any = None
+    ) -> object:
         spec, bound = self._bind(skill, bound)
         if spec.category == "query":
             return self._queries[skill](**bound)
@@ -273,7 +267,7 @@ class SimSkillBackend:
             self._said.append(bound["text"])
             return None
         if skill == VLA_SKILL:
-            return run_vla(self.vla, bound, self.hold, time_limit)
+            return run_vla(self.vla, bound, self.hold, time_limit, workspace)
         motion = self.motion
         motion.tcp_speed = bound.get("speed")
         motion.deadline = None if time_limit is None else self.clock() + float(time_limit)

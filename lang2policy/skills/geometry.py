@@ -7,6 +7,7 @@ spot nearest to that corner of the workspace rectangle, inset so that a block fi
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -79,3 +80,13 @@ def _pick(span: tuple[float, float], end: int, margin: float) -> float:
 
 def corner_names() -> tuple[str, ...]:
     return tuple(_CORNERS)
+
+
+def sample_segments(points: list[np.ndarray], step: float = 0.01) -> list[np.ndarray]:
+    """Points along the polyline through ``points``, at most ``step`` apart (the targets the
+    privilege policy sees of a compound motion)."""
+    samples = [np.asarray(points[0], float)]
+    for a, b in itertools.pairwise(points):
+        count = max(1, int(np.ceil(np.linalg.norm(b - a) / step)))
+        samples.extend(a + (b - a) * t for t in np.linspace(0.0, 1.0, count + 1)[1:])
+    return samples

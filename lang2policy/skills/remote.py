@@ -10,6 +10,7 @@ planning (IK) of the next one.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted
 from lang2policy.session.remote import RemoteSession
@@ -58,12 +59,14 @@ class RemoteSkillBackend(SimSkillBackend):
         self.session.sync()
         return super().path(skill, bound)
 
-    def execute(self, skill: str, bound: dict, time_limit: float | None = None) -> object:
+    def execute(
+        self, skill: str, bound: dict, time_limit: float | None = None, workspace: Any = None
+    ) -> object:
         self.session.sync()
         if SKILLS.get(skill) is None or SKILLS[skill].category != "motion":
             return super().execute(skill, bound, time_limit)
         self.current_call = (skill, dict(bound))
         try:
-            return super().execute(skill, bound, time_limit)
+            return super().execute(skill, bound, time_limit, workspace)
         finally:
             self.current_call = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -53,7 +53,8 @@ def object_target(position) -> tuple[float, float, float]:
 
 class VLARunner(Protocol):
     """Runs one gated VLA skill call to its end: ``args`` are the bound arguments of
-    ``vla_skill`` (``instruction``, ``time_budget_s``, ``max_joint_speed``); True when the
+    ``vla_skill`` (``instruction``, ``time_budget_s``, ``max_joint_speed``) and, when the gate
+    decided one, ``workspace`` (the tool's box, see ``run_vla``); True when the
     skill's success check held. Raises ``Lang2PolicyError`` when it cannot run at all."""
 
     def __call__(self, args: dict) -> bool: ...
@@ -73,11 +74,14 @@ def run_vla(
     bound: dict,
     hold: Callable[[], None],
     time_limit: float | None = None,
+    workspace: Any = None,
 ) -> bool:
     """Run an allowed ``vla_skill`` call on ``runner``; without one, a clear error. The arm
     is told to hold after a skill that could not run. ``time_limit`` (s: what is left of the
     plan's motion budget) cuts the call's ``time_budget_s``: the policy acts on its own for
-    its whole budget, so nothing else would keep it within the plan's."""
+    its whole budget, so nothing else would keep it within the plan's. ``workspace`` (the
+    box the privilege gate decided, a ``policy_zones.Box``) goes to the runner as
+    ``args["workspace"]``: the tool's box while the policy acts."""
     if runner is None:
         raise InvalidIntentError(
             f"{VLA_SKILL}(): no VLA policy runs here (start the graph with vla:=true); "
@@ -86,6 +90,8 @@ def run_vla(
     args = dict(bound)
     if time_limit is not None:
         args["time_budget_s"] = min(float(args["time_budget_s"]), float(time_limit))
+    if workspace is not None:
+        args["workspace"] = workspace
     try:
         return bool(runner(args))
     except BaseException:

@@ -4,12 +4,13 @@ the session's own simulated arm, as a closed-loop rollout (``rollout``) does on 
 ``LocalSkillRunner`` is the skill backend's ``VLARunner`` for ``lang2policy run`` (a
 ``SimCodeExecutor`` with ``vla``). The privilege gate has allowed the call before it runs; the
 runner keeps the limits the call carries while the policy acts: the time budget (simulated
-seconds), the joint speed cap (every arm joint's step is cut to ``max_joint_speed`` per
-second) and the workspace box of the robot (the default policy's zone ``workspace``): a tool
-leaving it ends the skill as failed. Every ``1 / FPS`` s the policy sees the cameras and the
-measured state; the skill succeeds once the task's success check (``judge``) has held for
-``SUCCESS_HOLD`` s. The arm is held where it is when the skill ends. The policy (and its
-instruction encoder) loads at the first call.
+seconds), and, on every command before it is sent, the joint speed cap and the workspace box
+the gate decided (``args["workspace"]``; the robot's zone ``workspace`` for a call without one)
+with the VLA node's limiter (``skill_limits.TargetLimiter``): a step that would take the tool
+out of the box is scaled back to its face, so the tool never leaves it. Every ``1 / FPS`` s the
+policy sees the cameras and the measured state; the skill succeeds once the task's success
+check (``judge``) has held for ``SUCCESS_HOLD`` s. The arm is held where it is when the skill
+ends. The policy (and its instruction encoder) loads at the first call.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from lang2policy.sandbox.policy_zones import workspace_box
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.rollout import SUCCESS_HOLD
-from lang2policy.vla.schema import CAMERAS, FPS, STATE_NAMES
+from lang2policy.vla.schema import CAMERAS, FPS, JOINT_NAMES
+from lang2policy.vla.skill_limits import SkillLimits, TargetLimiter, ToolKinematics
+from lang2policy.vla.skill_message import Box
 from lang2policy.vla.skill_parse import parse_skill
-
-GRIPPER = STATE_NAMES.index("gripper")
 
 
 @dataclass
@@ -51,15 +52,22 @@ class LocalSkillRunner:
         self._renderer = None
 
     def __call__(self, args: dict) -> bool:
-        """``VLARunner``: run ``vla_skill(**args)`` (bound arguments); True on success."""
+        """``VLARunner``: run ``vla_skill(**args)`` (bound arguments, and the gate's
+        ``workspace`` box when it decided one); True on success."""
         result = self.run(
-            str(args["instruction"]), float(args["time_budget_s"]), float(args["max_joint_speed"])
+            str(args["instruction"]),
+            float(args["time_budget_s"]),
+            float(args["max_joint_speed"]),
+            args.get("workspace"),
         )
         self.results.append(result)
         return result.success
 
-    def run(self, instruction: str, budget: float, max_joint_speed: float) -> LocalSkillResult:
-        """The skill ``instruction`` names, for at most ``budget`` s of simulated time."""
+    def run(
+        self, instruction: str, budget: float, max_joint_speed: float, workspace=None
+    ) -> LocalSkillResult:
+        """The skill ``instruction`` names, for at most ``budget`` s of simulated time, the tool
+        kept in ``workspace`` (a box with ``min`` and ``max`` corners; None: the robot's)."""
         skill = parse_skill(instruction)
         world, robot = self.session.world, self.session.robot
         present = world.object_names()
@@ -69,10 +77,14 @@ class LocalSkillRunner:
                 f"vla_skill({skill.instruction!r}): {', '.join(missing)} not on the table; "
                 f"objects present: {present}"
             )
+        box = workspace if workspace is not None else workspace_box(world.description)
+        limits = SkillLimits(max_joint_speed, Box(tuple(box.min), tuple(box.max)), budget)
+        tool = ToolKinematics(self.session.kinematics, JOINT_NAMES)  # as the VLA node's
+        limiter = TargetLimiter(tool, limits, 1.0 / robot.control_period)
         policy, renderer = self._loaded()
         policy.reset()
         try:
-            return self._loop(policy, renderer, skill, budget, max_joint_speed)
+            return self._loop(policy, renderer, skill, limiter)
         finally:
             robot.forget_last_command()
             self.session.primitives.hold_position()
@@ -90,38 +102,35 @@ class LocalSkillRunner:
         self._renderer.sync_look()
         return self._policy, self._renderer
 
-    def _loop(self, policy, renderer, skill, budget: float, speed: float) -> LocalSkillResult:
+    def _loop(self, policy, renderer, skill, limiter: TargetLimiter) -> LocalSkillResult:
         world, robot = self.session.world, self.session.robot
-        box = workspace_box(world.description)
-        start, began = start_positions(world, skill.task), world.time
+        start, began, budget = start_positions(world, skill.task), world.time, limiter.limits
         substeps = max(1, round(1.0 / (FPS * robot.control_period)))
         done_since, steps, why = None, 0, "not judged yet"
-        while world.time - began < budget:
+        while world.time - began < budget.time_budget_s:
             images = {c: renderer.render(world.data, c) for c in CAMERAS}
             state = robot.get_observation().position
             target = np.asarray(policy.act(images, state, skill.instruction), float)
-            self._move_towards(target, substeps, speed)
+            self._move_towards(target, substeps, limiter)
             steps += 1
-            tool = self.session.primitives.tool_point()
-            if not box.contains(tuple(float(v) for v in tool)):
-                return self._result(False, f"the tool left the workspace at {tool}", began, steps)
             done, why = judge(world, skill.task, start)
             done_since = (done_since if done_since is not None else world.time) if done else None
             if done_since is not None and world.time - done_since >= SUCCESS_HOLD:
                 return self._result(True, why, began, steps)
-        return self._result(False, f"time budget of {budget:g} s spent ({why})", began, steps)
+        spent = f"time budget of {budget.time_budget_s:g} s spent ({why})"
+        return self._result(False, spent, began, steps)
 
-    def _move_towards(self, target: np.ndarray, substeps: int, speed: float) -> None:
+    def _move_towards(self, target: np.ndarray, substeps: int, limiter: TargetLimiter) -> None:
         """Towards ``target`` in equal steps over the control periods until the next frame
-        (as a rollout moves), each arm joint's step cut to ``speed`` rad/s."""
+        (as a rollout moves), each command limited before it is sent: every arm joint's step
+        cut to the speed cap, the tool kept in the workspace box (``TargetLimiter``)."""
         robot = self.session.robot
         last = robot.last_command
         command = robot.get_observation().position if last is None else last
-        origin, cap = command.copy(), speed * robot.control_period
+        origin = np.asarray(command, float).copy()
         for fraction in np.arange(1, substeps + 1) / substeps:
-            step = origin + fraction * (target - origin) - command
-            step[:GRIPPER] = np.clip(step[:GRIPPER], -cap, cap)
-            command = command + step
+            wanted = origin + fraction * (target - origin)
+            command = limiter.limit(wanted, command).target.astype(float)
             robot.send_action(command)
             robot.sleep(robot.control_period)
 
