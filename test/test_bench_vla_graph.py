@@ -26,11 +26,11 @@ import pytest
 from lang2policy.bench import vla_graph, vla_graph_report
 from lang2policy.bench.registry import parser
 from lang2policy.errors import ConfigError
+from lang2policy.graph.topics import FINAL_SKILL_STATES
 from lang2policy.vla.tasks import Task
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 83) % 200
-TERMINAL = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")
 
 
 # ---------------------------------------------------------------------- the live graph
@@ -60,7 +60,7 @@ def test_bench_vla_graph_runs_an_episode_through_the_graph_beside_standalone(tmp
     assert row["oracle"] == 1  # the scripted oracle lifts the block on this scene
     [episode] = report["episodes"]
     graph, alone = episode["graph"], episode["standalone"]
-    assert graph["state"] in TERMINAL and graph["state"] != "rejected", graph
+    assert graph["state"] in FINAL_SKILL_STATES and graph["state"] != "rejected", graph
     assert isinstance(graph["node_success"], bool) and isinstance(graph["pose_success"], bool)
     assert isinstance(alone["success"], bool) and alone["sim_s"] > 0
     if graph["node_success"]:  # the node's check held until it ended: so do the poses

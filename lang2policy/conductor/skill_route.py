@@ -38,16 +38,20 @@ from typing import Any, Protocol
 
 from lang2policy.conductor.ports import Positions, RewardRun
 from lang2policy.errors import ConfigError, Lang2PolicyError
-from lang2policy.graph.topics import SKILL, VLA_NODE
+from lang2policy.graph.topics import FINAL_SKILL_STATES, SKILL, VLA_NODE
 from lang2policy.sandbox.policy import PrivilegePolicy
-from lang2policy.sandbox.skill_gate import SkillLimits, SkillVerdict, decide_skill, skill_request
+from lang2policy.sandbox.skill_gate import (
+    GrantedSkillLimits,
+    SkillVerdict,
+    decide_skill,
+    skill_request,
+)
+from lang2policy.vla.skill_message import MAX_MOTIONS  # the contract's cap: the newest
 from lang2policy.vla.skill_parse import parse_skill
 
 Line = Callable[[str], None]
 Answer = Callable[[dict], None]
-TERMINAL = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")
 CANCEL_GRACE_S = 3.0  # s a cancelled skill waits for the VLA node's final status
-MAX_MOTIONS = 16  # remembered motions in one start message (the contract's cap): the newest
 POLL_S = 0.05
 
 
@@ -178,7 +182,7 @@ class SkillRoute:
         return self._execute(detail, limits, motions, on_line)
 
     def _execute(
-        self, detail: dict, limits: SkillLimits, motions: Sequence[str], on_line: Line
+        self, detail: dict, limits: GrantedSkillLimits, motions: Sequence[str], on_line: Line
     ) -> RewardRun:
         """Send the start message and wait for the VLA node's final word on it."""
         if self.port.skill_listeners() == 0:
@@ -273,7 +277,7 @@ class SkillRoute:
         state = str(line.get("state"))
         if state == "motion":
             self._answer(run, line)
-        elif state in TERMINAL:
+        elif state in FINAL_SKILL_STATES:
             run.final = dict(line)
             run.done.set()
         else:
@@ -293,7 +297,7 @@ class SkillRoute:
 
 
 def start_message(
-    skill: str, plan_id: str, limits: SkillLimits, motions: Sequence[str] = ()
+    skill: str, plan_id: str, limits: GrantedSkillLimits, motions: Sequence[str] = ()
 ) -> str:
     """The skill topic's JSON start message (the contract of ``ros/vla_node.py``)."""
     message = {"skill": skill, "plan_id": plan_id, "limits": limits.to_dict()}
@@ -302,7 +306,7 @@ def start_message(
     return json.dumps(message)
 
 
-def describe_limits(limits: SkillLimits) -> str:
+def describe_limits(limits: GrantedSkillLimits) -> str:
     box = limits.workspace
     return (
         f"{limits.time_budget_s:g} s, joints at most {limits.max_joint_speed:g} rad/s, tool in "

@@ -86,6 +86,9 @@ PLANNER_STATES = (
     "stopped",  # detail: the reason
 )
 FINAL_PLANNER_STATES = ("done", "failed", "rejected", "busy")
+# The VLA node's states that end a skill (its last status line of a run): the skill route and
+# the bench's probe wait for one of these.
+FINAL_SKILL_STATES = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from visualization_msgs.msg import MarkerArray
 from lang2policy.graph import topics
 from lang2policy.ros import convert
 
-TERMINAL = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")
 GRIPPER = "gripper"
 
 
@@ -122,7 +121,8 @@ class VLABenchProbe:
 
     def terminal_since(self, since: int) -> tuple[float, dict] | None:
         with self.lock:
-            return next((s for s in self.statuses[since:] if s[1].get("state") in TERMINAL), None)
+            final = topics.FINAL_SKILL_STATES
+            return next((s for s in self.statuses[since:] if s[1].get("state") in final), None)
 
 
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.02):

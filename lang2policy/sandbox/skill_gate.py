@@ -9,10 +9,11 @@ the text names and, as its targets, where they are (config/policies/default.yaml
 caps). A plan-level narrowing applies as to code (``PrivilegePolicy.narrowed``): every part must
 allow the skill.
 
-An allowed skill leaves with its limits (``SkillLimits``), which the VLA node enforces while the
-policy acts: the time budget and the speed cap asked for, and the workspace box, the zone the
-allowing rules keep the targets in (``targets_in``; with several parts, the boxes' overlap). A
-time budget longer than the policy's motion budget (``max_motion_seconds``) is denied too.
+An allowed skill leaves with its limits (``GrantedSkillLimits``), which the VLA node enforces
+while the policy acts: the time budget and the speed cap asked for, and the workspace box, the
+zone the allowing rules keep the targets in (``targets_in``; with several parts, the boxes'
+overlap). A time budget longer than the policy's motion budget (``max_motion_seconds``) is
+denied too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from lang2policy.sandbox.policy_zones import Box, fmt_num, overlap
 from lang2policy.skills.vla_call import VLA_SKILL, named_objects, object_target
 
 __all__ = [
-    "SkillLimits",
+    "GrantedSkillLimits",
     "SkillVerdict",
     "call_workspace",
     "decide_skill",
@@ -38,8 +39,10 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class SkillLimits:
-    """What an allowed skill may do: seconds, joint speed (rad/s), where the tool may go."""
+class GrantedSkillLimits:
+    """What an allowed skill may do: seconds, joint speed (rad/s), where the tool may go. The
+    grant that goes out in the start message; the VLA node narrows its own defaults with it
+    (``vla.skill_limits.SkillLimits``, the limits a run enforces)."""
 
     time_budget_s: float
     max_joint_speed: float
@@ -62,7 +65,7 @@ class SkillVerdict:
     """The gate's answer: the decision, and the limits when it allows the skill."""
 
     decision: Decision
-    limits: SkillLimits | None = None
+    limits: GrantedSkillLimits | None = None
 
     @property
     def allowed(self) -> bool:
@@ -116,7 +119,7 @@ def decide_skill(policy: PrivilegePolicy, request: PolicyRequest) -> SkillVerdic
         )
         return SkillVerdict(Decision(False, decision.rule, reason, policy.default_fallback))
     speed = float(request.args["max_joint_speed"])
-    return SkillVerdict(decision, SkillLimits(float(budget), speed, box))
+    return SkillVerdict(decision, GrantedSkillLimits(float(budget), speed, box))
 
 
 def skill_workspace(policy: PrivilegePolicy, request: PolicyRequest) -> Box | None:
