@@ -103,5 +103,20 @@ def test_the_sim_node_shows_the_episode_scene_exactly(episode):
         bad = [*overrides[:2], Parameter("appearance", value='{"light_scale": [1, 2]}')]
         with pytest.raises(ConfigError, match="parameter 'appearance': an appearance has"):
             SimNode(context=context, parameter_overrides=bad)
+        for text in ("[1, 2]", "3", '"bright"', "null"):  # JSON, but not an object
+            bad = [*overrides[:2], Parameter("appearance", value=text)]
+            with pytest.raises(ConfigError, match=r"exactly the fields .* \(a JSON object\); got"):
+                SimNode(context=context, parameter_overrides=bad)
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_a_wrong_object_shift_names_this_scenes_geom_ids_in_number_order(episode):
+    """The allowed geom ids are said as a numeric range (they were compared as text, which
+    gave "100..99" on a scene whose object geoms are 38..217)."""
+    session, params, _ = episode
+    data = dict(json.loads(params["appearance"]), object_shift={"1": [0.0, 0.0, 0.0]})
+    with pytest.raises(ConfigError) as caught:
+        Appearance.from_dict(data, session.world)
+    low, high = str(caught.value).split("of this scene: ")[1].split(")")[0].split("..")
+    assert int(low) < int(high), str(caught.value)

@@ -94,13 +94,14 @@ class Appearance:
         model = world.model
         if not isinstance(data, Mapping) or set(data) != _LOOK_FIELDS:
             got = sorted(data) if isinstance(data, Mapping) else type(data).__name__
-            raise ConfigError(f"an appearance has exactly the fields {sorted(_LOOK_FIELDS)}; "
-                              f"got {got}")  # fmt: skip
+            raise ConfigError(f"an appearance has exactly the fields {sorted(_LOOK_FIELDS)} "
+                              f"(a JSON object); got {got}")  # fmt: skip
         shifts = data["object_shift"]
-        objects = {str(g) for g in _object_geoms(world)}
-        if not isinstance(shifts, Mapping) or not set(shifts) <= objects:
-            raise ConfigError("appearance 'object_shift' maps object geom ids (of this scene: "
-                              f"{min(objects)}..{max(objects)}) to RGB shifts")  # fmt: skip
+        geoms = [int(g) for g in _object_geoms(world)]
+        if not isinstance(shifts, Mapping) or not set(shifts) <= {str(g) for g in geoms}:
+            ids = f"{min(geoms)}..{max(geoms)}" if geoms else "none"  # numbers, not text order
+            raise ConfigError(f"appearance 'object_shift' maps object geom ids (of this scene: "
+                              f"{ids}) to RGB shifts")  # fmt: skip
         object_shift = np.zeros((model.ngeom, 3))
         for geom, shift in shifts.items():
             object_shift[int(geom)] = _numbers(f"object_shift[{geom}]", shift, 3)
