@@ -33,6 +33,7 @@ import json
 import os
 import signal
 import time
+import traceback
 
 import numpy as np
 from rclpy.clock import Clock, ClockType
@@ -87,6 +88,7 @@ class TeleopNode(ReadOnlyParameters):
             self.names = self.leader.names
         self.measured: np.ndarray | None = None
         self.keyboard_lost = False
+        self._traceback_logged = False  # an unexpected source error's traceback: logged once
         self._said: tuple[str, str] | None = None
         self._command = self.create_publisher(JointTrajectory, JOINT_COMMAND.name, 10)
         self._status = self.create_publisher(String, STATUS.name, 10)
@@ -158,13 +160,27 @@ class TeleopNode(ReadOnlyParameters):
         if self.leader is not None:
             try:
                 self.stream.update(self.leader.read().target, now)
-            except (FeetechError, LeaderFault) as exc:
-                self.stream.fault(f"leader: {exc}", now)
-                self.get_logger().error(f"leader: {exc}", throttle_duration_sec=1.0)
+            except Exception as exc:  # any failure of the source is a fault: hold, say why
+                self._source_fault(exc, now)
         elif self.keyboard_lost:
             self.stream.fault("the keyboard's input closed", now)
         elif self.keyboard is not None and self.keyboard.target is not None:
             self.stream.update(self.keyboard.target, now)
+
+    def _source_fault(self, exc: Exception, now: float) -> None:
+        """Reading the leader failed: the arm holds (one hold command, from ``_tick``), the
+        status says why, and the node keeps running to stream again on the next good reading.
+        A bus error or an impossible reading is expected; any other exception is a fault too
+        (a dead node would leave the arm on its last target with no word), logged with its
+        traceback the first time."""
+        expected = isinstance(exc, FeetechError | LeaderFault)
+        reason = f"leader: {exc}" if expected else f"leader: {type(exc).__name__}: {exc}"
+        self.stream.fault(reason, now)
+        if not expected and not self._traceback_logged:
+            self._traceback_logged = True
+            self.get_logger().error(f"{reason}\n{traceback.format_exc()}")
+        else:
+            self.get_logger().error(reason, throttle_duration_sec=1.0)
 
     def _on_key(self, key: str) -> None:
         if key == EOF_KEY:
