@@ -105,3 +105,33 @@ def test_the_mirror_is_set_from_measurements_and_never_simulates():
     assert mirror.is_in("red block", "green bowl")
     mirror.step_seconds(1.0)  # no physics: the block does not fall
     assert mirror.object_pose("red block").position[2] == pytest.approx(0.02)
+
+
+def test_after_a_vla_skill_the_next_motion_starts_from_where_the_arm_is(arm):
+    """The VLA moves the arm on its own (the graph's VLA node; here: commands sent to the arm
+    behind the session's back). The next motion of the code plan must start there: before, the
+    streamed robot's rate limit still started from the command before the skill, and a gripper
+    motion held the arm at the target before it, so ``open_gripper`` pulled the arm back."""
+    backend = RemoteSkillBackend(arm.session)
+    backend.execute("go_home", {})
+    before = arm.robot.get_observation().position.copy()
+    moved = before.copy()
+    moved[0] += 0.5  # shoulder_pan
+    moved[-1] = 0.3  # the gripper closes part way
+
+    def vla(args: dict) -> bool:
+        arm._receive(moved)  # the VLA node's targets reach the arm, not through the session
+        deadline = time.monotonic() + 20.0
+        while np.abs(arm.robot.get_observation().position - moved).max() > 0.01:
+            assert time.monotonic() < deadline, "the stand-in VLA did not move the arm"
+            time.sleep(0.02)
+        arm.session.sync()
+        return True
+
+    backend.vla = vla
+    args = {"instruction": "lift the red block", "time_budget_s": 5.0, "max_joint_speed": 1.0}
+    assert backend.execute("vla_skill", args) is True
+    backend.execute("close_gripper", {})
+    after = arm.robot.get_observation().position
+    print(f"\npan after the VLA {moved[0]:.3f}, after close_gripper {after[0]:.3f} rad")
+    assert abs(after[0] - moved[0]) < 0.02, "the arm stayed where the VLA left it"

@@ -263,6 +263,16 @@ class MotionPrimitives:
         self._target = q
         return q
 
+    def resume_from_measured(self) -> None:
+        """After something else moved the arm (a VLA skill), start the next motion from the
+        measured state: forget the robot's last command (its rate limit would pull the first
+        commands back toward the pose before) and the last arm target (a gripper motion holds
+        the arm there), and take the measured opening as the gripper's command (else the next
+        motion sends the opening from before, undoing a grasp the skill made). Sends nothing."""
+        self.robot.forget_last_command()
+        self._target = None
+        self.gripper = float(self.robot.get_observation().position[-1])
+
     def hold_still(self, seconds: float) -> None:
         """Keep commanding the measured position for ``seconds`` (robot time)."""
         self._hold(self.joints(), seconds)

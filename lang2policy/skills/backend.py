@@ -267,7 +267,8 @@ class SimSkillBackend:
             self._said.append(bound["text"])
             return None
         if skill == VLA_SKILL:
-            return run_vla(self.vla, bound, self.hold, time_limit, workspace)
+            resume = self.motion.resume_from_measured  # the VLA moved the arm and gripper
+            return run_vla(self.vla, bound, self.hold, time_limit, workspace, resume)
         motion = self.motion
         motion.tcp_speed = bound.get("speed")
         motion.deadline = None if time_limit is None else self.clock() + float(time_limit)

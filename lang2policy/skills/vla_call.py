@@ -75,13 +75,16 @@ def run_vla(
     hold: Callable[[], None],
     time_limit: float | None = None,
     workspace: Any = None,
+    resume: Callable[[], None] | None = None,
 ) -> bool:
     """Run an allowed ``vla_skill`` call on ``runner``; without one, a clear error. The arm
     is told to hold after a skill that could not run. ``time_limit`` (s: what is left of the
     plan's motion budget) cuts the call's ``time_budget_s``: the policy acts on its own for
     its whole budget, so nothing else would keep it within the plan's. ``workspace`` (the
     box the privilege gate decided, a ``policy_zones.Box``) goes to the runner as
-    ``args["workspace"]``: the tool's box while the policy acts."""
+    ``args["workspace"]``: the tool's box while the policy acts. ``resume`` runs when the
+    call ends, however it ends (before the hold): the policy moved the arm, so the motions
+    after it must start from the measured state (``MotionPrimitives.resume_from_measured``)."""
     if runner is None:
         raise InvalidIntentError(
             f"{VLA_SKILL}(): no VLA policy runs here (start the graph with vla:=true); "
@@ -95,5 +98,10 @@ def run_vla(
     try:
         return bool(runner(args))
     except BaseException:
+        if resume is not None:
+            resume()
         hold()
         raise
+    finally:
+        if resume is not None:
+            resume()

@@ -86,7 +86,7 @@ class LocalSkillRunner:
         try:
             return self._loop(policy, renderer, skill, limiter)
         finally:
-            robot.forget_last_command()
+            self.session.primitives.resume_from_measured()  # not the gripper from before
             self.session.primitives.hold_position()
 
     def _loaded(self):
