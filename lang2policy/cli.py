@@ -20,7 +20,7 @@ from lang2policy.bench.registry import BENCHES
 from lang2policy.errors import Lang2PolicyError
 
 # Commands whose module (lang2policy.commands.<name>) adds its parser and runs it.
-MODULE_COMMANDS = ("record", "dataset", "train", "teleop")
+MODULE_COMMANDS = ("record", "dataset", "train", "teleop", "refine_reward")
 _OBJECTS_HELP = 'comma-separated objects, e.g. "red block,blue bowl"'
 
 
@@ -202,8 +202,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _exec_policy(args)
     if args.command == "run":
         return _run(args)
-    if args.command in MODULE_COMMANDS:
-        return importlib.import_module(f"lang2policy.commands.{args.command}").run(args)
+    module = args.command.replace("-", "_")  # "refine-reward" is commands/refine_reward.py
+    if module in MODULE_COMMANDS:
+        return importlib.import_module(f"lang2policy.commands.{module}").run(args)
     return _bench(args)
 
 
