@@ -1,4 +1,5 @@
 """``lang2policy train vla``: train the VLA policy on a recorded demonstration dataset.
+(``lang2policy train rl`` is in ``train_rl.py``.)
 
     lang2policy train vla --dataset data/demos --out models/vla-pick [--steps 10000]
     lang2policy train vla --finetune models/vla-so101-tiny --dataset data/corrections-lift \
@@ -103,6 +104,9 @@ def add_parser(commands: Any) -> None:
                      help="draw each scene view this many times per epoch")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
+    from lang2policy.commands import train_rl
+
+    train_rl.add_arguments(kinds)
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
@@ -180,6 +184,10 @@ def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 when the run finished, 130 when interrupted (the last checkpoint is kept)."""
+    if args.train_kind == "rl":
+        from lang2policy.commands import train_rl
+
+        return train_rl.run(args)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch starts its thread pool
     settings = settings_from_args(args)
     try:

@@ -42,7 +42,13 @@ class MPCFront:
         stale_after: float = 0.5,
         max_extrapolation: float = 0.2,
         clock_reset: float = 1.0,
+        sampler_factory: str = "",
+        sampler_options: Mapping | None = None,
     ) -> None:
+        """``sampler_factory`` ("module:function", called as ``function(planning_model,
+        config, **sampler_options)``) plans instead of the MPC ``Sampler``: the RL backend
+        (``lang2policy.rl.planner:policy_sampler``) plugs in here without this package
+        importing it, and the worker process builds the same from the settings."""
         self.robot, self.layout = robot, layout
         self.config = config or MPCConfig()
         self.settings = {  # what builds an equal planner elsewhere (a worker process)
@@ -53,7 +59,10 @@ class MPCFront:
             "stale_after": stale_after,
             "max_extrapolation": max_extrapolation,
             "clock_reset": clock_reset,
+            "sampler_factory": sampler_factory,
+            "sampler_options": dict(sampler_options or {}),
         }
+        self.sampler_factory, self.sampler_options = sampler_factory, dict(sampler_options or {})
         self.stale_after, self.max_extrapolation = stale_after, max_extrapolation
         self.clock_reset = clock_reset
         self._log = log if log is not None else _LOG.warning  # problems

@@ -33,6 +33,7 @@ the measured position after errors. With no task, ``action`` holds the first mea
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time as _time
 from collections import deque
@@ -76,7 +77,7 @@ class RealtimeMPC(MPCFront):
         """``MPCFront``'s arguments; ``on_iteration`` is called after each planning pass (on
         the planning thread)."""
         super().__init__(*args, **kwargs)
-        self.sampler = Sampler(self.pm, self.config)
+        self.sampler = self._new_sampler(self.pm)
         self._on_iteration = on_iteration
         self._stopping = False
         self._closed = False
@@ -87,6 +88,14 @@ class RealtimeMPC(MPCFront):
         self._measures: dict[str, float] = {}
         self._rebuilds = 0
         self._task: _Task | None = None  # planning-thread only
+
+    def _new_sampler(self, pm: PlanningModel):
+        """The MPC ``Sampler``, or what ``sampler_factory`` names (same interface)."""
+        if not self.sampler_factory:
+            return Sampler(pm, self.config)
+        module, _, name = self.sampler_factory.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        return factory(pm, self.config, **self.sampler_options)
 
     def _spec_changed_locked(self, spec: RewardSpec | None, fresh: bool) -> None:
         if fresh:  # a start from a hold: the statistics start again
@@ -145,6 +154,7 @@ class RealtimeMPC(MPCFront):
                 rebuilds=self._rebuilds,
                 rejected_states=self._rejected,
                 stale=state is None or now - state.received >= self.stale_after,
+                backend=getattr(self.sampler, "backend", "mpc"),
             )
         add_timing(stats, times, now, running)
         return stats
@@ -246,7 +256,7 @@ class RealtimeMPC(MPCFront):
             "planning model"
         )
         pm = PlanningModel(self.robot, names, self.config.timestep, self.layout)
-        sampler = Sampler(pm, self.config)
+        sampler = self._new_sampler(pm)
         old = self.sampler
         with self.board.lock:
             self.pm, self.sampler = pm, sampler

@@ -29,6 +29,7 @@ class RealtimeStats:
     rebuilds: int = 0
     rejected_states: int = 0
     stale: bool = False
+    backend: str = "mpc"  # what planned the last pass: "mpc", or "rl:<family>" (a policy)
 
     def as_dict(self) -> dict:
         """JSON-able (non-finite numbers become None)."""

@@ -13,6 +13,11 @@ Subscribes
     long: ``decode_spec_text``) is reported and changes nothing; JSON ``null`` cancels the task
     and holds.
 
+Parameter ``backend``: ``mpc`` (default) plans every spec with the MPC; ``rl`` runs a shipped
+goal-conditioned policy (``rl_policies``: directories, "" = ``models/rl-*``) for each spec of a
+family it serves, at the rate it was trained at, and the MPC for every other spec; the status
+``stats.backend`` says which ran ("rl:reach" or "mpc").
+
 Planning runs in a worker process (``ProcessMPC``; parameter ``planner_process``, default
 true; false plans on a thread in this process, which shares the GIL with the executor). If the
 worker dies the error is logged, the task ends ``failed``, the arm holds and later specs are
@@ -53,6 +58,7 @@ from lang2policy.mpc.process import ProcessMPC
 from lang2policy.mpc.realtime import InvalidStateError, RealtimeMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import decode_spec_text, validate_spec
+from lang2policy.rl.planner import backend_settings
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
@@ -79,6 +85,14 @@ class ControllerNode(ReadOnlyParameters):
             # whole GIL switch interval and iterations took seconds. On with a worker process.
             proposals=bool(self._param("proposals", separate, "IK-guided candidates")),
         )
+        backend = backend_settings(
+            self._param("backend", "mpc", "low-level controller: mpc | rl (a shipped policy "
+                        "for specs of its family, the MPC for the rest)"),
+            robot,
+            self._param("rl_policies", "", "backend rl: comma-separated policy directories "
+                        "('' = the shipped models/rl-*)"),
+        )
+        families = backend.pop("families", [])
         self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
         status_rate = self._number("status_rate", 2.0, "Hz of status messages")
         self.lookahead = self._number("lookahead", 0.1, "seconds of plan in each command")
@@ -96,6 +110,7 @@ class ControllerNode(ReadOnlyParameters):
             log=logger.warning,
             info=logger.info,
             stale_after=stale_after,
+            **backend,
         ).start()
         self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
         self._status = self.create_publisher(String, topics.STATUS.name, 10)
@@ -112,6 +127,7 @@ class ControllerNode(ReadOnlyParameters):
             f"{' + IK proposals' if config.proposals else ''}, {config.horizon:g} s "
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
             f"{topics.JOINT_COMMAND.name}"
+            + (f"; RL policies for {families}, the MPC for other specs" if families else "")
         )
 
     # ----------------------------------------------------------------- inputs

@@ -1,0 +1,1 @@
+"""Reinforcement learning on language-written reward specs: environments, training, policies."""

@@ -1,0 +1,66 @@
+"""The model card of a trained RL policy: what it serves, how it was made, how well it does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, SIM_TIMESTEP
+from lang2policy.rl.families import family as family_named
+from lang2policy.rl.policy_file import MLPPolicy
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, command: str) -> Path:
+    """``README.md`` and ``eval.json`` in the model directory ``out``."""
+    out = Path(out)
+    (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+    fam = family_named(policy.family)
+    config = summary["config"]
+    sizes = " -> ".join(str(w.shape[1]) for w in policy.weights) + f" -> {policy.action_size}"
+    rate = f"{result['successes']}/{result['episodes']} ({result['success_rate']:.0%})"
+    time_text = (f"{result['seconds_to_success']} s" if result["seconds_to_success"] is not None
+                 else "n/a")
+    text = f"""# RL policy: {fam.name} ({policy.robot})
+
+{fam.doc}. One goal-conditioned policy serves every reward spec of the family: the goal
+({', '.join(fam.goal_names)}) is an input, read from the spec's parameters, so an edit such as
+"higher" changes what the policy does at the next control cycle.
+
+- **Environment** (no recorded data): `lang2policy.rl.env.RewardEnv` on the {policy.robot}
+  arm in MuJoCo ({SIM_TIMESTEP} s physics, {CONTROL_PERIOD} s per action). Each episode draws
+  a goal from the workspace and a start pose near home. The reward is minus the spec's
+  weighted reward terms (the MPC's cost code, `lang2policy.mpc.cost`), plus a bonus on
+  success; the spec's success and failure conditions end an episode.
+- **Observation**: joints, gripper, joint velocities, tool centre and velocity, goal, goal
+  minus tool (`lang2policy.rl.observation`), normalised by the training statistics.
+- **Action**: joint position targets within +-{ACTION_SCALE} rad of the measured joints.
+- **Network**: tanh MLP {sizes}, numpy at run time (`policy.npz`, no torch needed).
+- **Training**: PPO (stable-baselines3), {config['envs']} environments,
+  {summary['timesteps']:,} steps in {summary['train_seconds'] / 60:.1f} min wall
+  ({summary['steps_per_second']} steps/s, torch on 1 thread), seed {config['seed']}, commit
+  {_commit()}.
+- **Command**: `{command}`
+
+## Results on goals not seen in training
+
+Evaluation seeds start at 1,000,000; training goals come from seeds below that.
+
+| held-out goals | success | time to success | smoothness (rad/step) | control cost |
+| --- | --- | --- | --- | --- |
+| {result['episodes']} | {rate} | {time_text} | {result['smoothness']} | {result['control_cost']} |
+
+Learning curve: `learning_curve.png` (`curve.json`); evaluation video: `eval.mp4` (the goal
+is the green sphere).
+"""
+    path = out / "README.md"
+    path.write_text(text)
+    return path

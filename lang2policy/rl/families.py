@@ -1,0 +1,140 @@
+"""Task families for learned controllers: which reward specs a policy serves, and its goal inputs.
+
+A goal-conditioned policy serves every instruction of its family because the family's task
+parameters (a target point, a height, a speed limit) are inputs, not baked in. A family says
+
+* ``draw(description, rng)``: a fresh reference spec (JSON, validated later) with a random goal, for
+  training and evaluation; goals come from the workspace, so seeds never seen in training give
+  goals never seen in training;
+* ``goal(spec)``: the goal vector of a validated spec, or ``None`` when the spec is not of the
+  family (other terms, other modes): the controller then falls back to the MPC.
+
+A spec belongs to a family by its *task* terms; the terms every spec gets by default
+(``DEFAULT_TERMS``: table clearance, control effort, posture) and the cosmetic
+``tool_pointing_down`` are allowed beside them and keep their part of the reward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.rewards.spec import RewardSpec, TermSpec
+from lang2policy.rewards.terms import DEFAULT_TERMS
+from lang2policy.scene.robot_description import RobotDescription
+
+_PASSIVE_TERMS = frozenset(DEFAULT_TERMS) | {"tool_pointing_down"}
+REACH_HEIGHT = (0.03, 0.18)  # tool heights (m) a reach goal is drawn from
+SLOW_SPEED = (0.03, 0.10)  # speed limits (m/s) a move-slowly goal is drawn from
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of reward specs a goal-conditioned policy can serve."""
+
+    name: str
+    doc: str
+    goal_names: tuple[str, ...]
+    draw: Callable[[RobotDescription, np.random.Generator], dict]
+    goal: Callable[[RewardSpec], np.ndarray | None]
+    episode_seconds: float
+
+    @property
+    def goal_size(self) -> int:
+        return len(self.goal_names)
+
+
+def task_terms(spec: RewardSpec) -> list[TermSpec]:
+    """The spec's terms that define its task (default and cosmetic terms left out)."""
+    return [t for t in spec.terms if t.term not in _PASSIVE_TERMS]
+
+
+def tool_target(term: TermSpec) -> np.ndarray | None:
+    """Where a ``tool_to_point`` (all axes) or ``tool_above`` term wants the tool centre."""
+    point = np.asarray(term.params.get("point", ()), float)
+    if term.term == "tool_to_point" and term.params.get("axes", "xyz") == "xyz":
+        return point
+    if term.term == "tool_above":
+        return point + np.array([0.0, 0.0, float(term.params["height"])])
+    return None
+
+
+def table_point(description: RobotDescription, rng: np.random.Generator) -> tuple[float, float]:
+    """A random (x, y) inside the robot's workspace (its box and its reach annulus)."""
+    ws = description.workspace
+    for _ in range(1000):
+        x, y = rng.uniform(*ws.x), rng.uniform(*ws.y)
+        if ws.min_radius <= np.hypot(x, y) <= ws.max_radius:
+            return float(x), float(y)
+    raise Lang2PolicyError("the workspace has no point inside its reach annulus")
+
+
+# ----------------------------------------------------------------------- reach / hover
+def _reach_goal(spec: RewardSpec) -> np.ndarray | None:
+    terms = task_terms(spec)
+    if len(terms) != 1:
+        return None
+    return tool_target(terms[0])
+
+
+def _draw_reach(description: RobotDescription, rng: np.random.Generator) -> dict:
+    x, y = table_point(description, rng)
+    z = float(rng.uniform(*REACH_HEIGHT))
+    if rng.random() < 0.5:
+        term = {"id": "goal", "term": "tool_to_point", "params": {"point": [x, y, z]}}
+    else:
+        term = {"id": "goal", "term": "tool_above",
+                "params": {"point": [x, y, 0.0], "height": z}}
+    return {"task": "reach", "duration": 8, "terms": [term],
+            "success": {"all": [{"term": "goal", "below": 0.015}], "hold": 0.5}}
+
+
+# ----------------------------------------------------------------------- move slowly
+def _slow_goal(spec: RewardSpec) -> np.ndarray | None:
+    terms = {t.term: t for t in task_terms(spec)}
+    if len(terms) != 2 or set(terms) != {"tool_to_point", "tool_speed"}:
+        return None
+    target = tool_target(terms["tool_to_point"])
+    speed = terms["tool_speed"]
+    if target is None or speed.params.get("mode") != "at_most":
+        return None
+    return np.append(target, float(speed.params["speed"]))
+
+
+def _draw_slow(description: RobotDescription, rng: np.random.Generator) -> dict:
+    x, y = table_point(description, rng)
+    z = float(rng.uniform(*REACH_HEIGHT))
+    speed = round(float(rng.uniform(*SLOW_SPEED)), 3)
+    return {"task": "slowly", "duration": 20, "terms": [
+        {"id": "goal", "term": "tool_to_point", "weight": 2.0, "params": {"point": [x, y, z]}},
+        {"id": "speed", "term": "tool_speed", "weight": 10.0,
+         "params": {"speed": speed, "mode": "at_most"}}],
+        "success": {"all": [{"term": "goal", "below": 0.015},
+                            {"term": "speed", "always_below": 0.04}], "hold": 0.3}}
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("reach", "move the tool centre to a point, or hover it some height above one",
+           ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
+    Family("move_slowly", "move the tool centre to a point under a speed limit",
+           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0),
+)}
+
+
+def family(name: str) -> Family:
+    """The family called ``name``; a clear error names the valid ones."""
+    if name not in FAMILIES:
+        raise Lang2PolicyError(f"unknown task family {name!r}; valid families: {list(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def family_of(spec: RewardSpec) -> tuple[Family, np.ndarray] | None:
+    """The first family that serves ``spec`` and the spec's goal vector, or ``None``."""
+    for fam in FAMILIES.values():
+        goal = fam.goal(spec)
+        if goal is not None:
+            return fam, goal
+    return None

@@ -1,0 +1,137 @@
+"""The RL backend of the real-time controller: shipped policies where they serve, the MPC elsewhere.
+
+``PolicyPlanner`` has the sampler's interface (``improve(spec)``, ``reset``, ``close``,
+``nominal``), so ``RealtimeMPC`` runs it unchanged: measured states in, task tracking,
+timeouts, status and the worker process all stay as they are. For each planning pass it looks
+up the spec's family (``families.family_of``); with a policy for that family it builds the
+observation from the measured state in the planning model, asks the policy for an action every
+``control_period`` of measured time (the rate it was trained at; in between the last targets
+are held) and returns a plan that holds those joint targets. The goal is read from the spec on
+every pass, so an edit ("higher") acts at the next control cycle. A spec no policy serves is
+planned by the MPC ``Sampler``, as without this backend.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Sequence
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from lang2policy.errors import ConfigError
+from lang2policy.mpc.model import PlanningModel
+from lang2policy.mpc.sampler import ControlPlan, MPCConfig, Sampler
+from lang2policy.paths import share_dir
+from lang2policy.rewards.spec import RewardSpec
+from lang2policy.rl.families import FAMILIES, family_of
+from lang2policy.rl.observation import observe
+from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, load_policy
+
+SHIPPED_PREFIX = "rl-"  # models/rl-<family>-<robot>: the policies shipped in the repository
+
+
+def shipped_policies(robot: str) -> list[Path]:
+    """The shipped policy directories for ``robot`` (``models/rl-*-<robot>``), sorted."""
+    root = share_dir() / "models"
+    return sorted(p for p in root.glob(f"{SHIPPED_PREFIX}*-{robot}") if (p / CONFIG_FILE).is_file())
+
+
+def load_policies(directories: Sequence[str | Path], robot: str) -> dict[str, MLPPolicy]:
+    """Policies by family from model directories (none given: the shipped ones for
+    ``robot``); a policy for another robot, or for a family that does not exist, is an error."""
+    policies: dict[str, MLPPolicy] = {}
+    for directory in directories or shipped_policies(robot):
+        policy = load_policy(directory)
+        if policy.robot != robot:
+            raise ConfigError(f"RL policy {directory} is for the {policy.robot}, not the {robot}")
+        if policy.family not in FAMILIES:
+            raise ConfigError(f"RL policy {directory} serves an unknown family "
+                              f"'{policy.family}'; valid families: {list(FAMILIES)}")
+        policies[policy.family] = policy
+    return policies
+
+
+def policy_sampler(pm: PlanningModel, config: MPCConfig, robot: str,
+                   policies: Sequence[str] = ()) -> PolicyPlanner:
+    """``RealtimeMPC``'s ``sampler_factory`` for the RL backend (see ``MPCFront``)."""
+    return PolicyPlanner(pm, config, load_policies(policies, robot))
+
+
+class PolicyPlanner:
+    """A ``Sampler`` stand-in that runs a family's policy, else the MPC sampler."""
+
+    def __init__(self, model: PlanningModel, config: MPCConfig,
+                 policies: dict[str, MLPPolicy]) -> None:
+        self.pm, self.config, self.policies = model, config, policies
+        self.mpc = Sampler(model, config)
+        self.nominal: ControlPlan | None = None
+        self.backend = "idle"  # "rl:<family>" or "mpc" for the last pass (status lines)
+        self._last: tuple[float, np.ndarray] | None = None  # (time, targets) of the action
+        self._dof_adr = np.asarray(model.arm.dof_adr)
+
+    def close(self) -> None:
+        self.mpc.close()
+
+    def reset(self, ctrl: np.ndarray | None = None, start: float = 0.0) -> None:
+        """Forget the plan (both backends); the next pass starts from ``ctrl``."""
+        self.mpc.reset(ctrl, start)
+        self.nominal = self.mpc.nominal
+        self._last = None
+
+    def improve(self, spec: RewardSpec) -> ControlPlan:
+        """One pass from the state in ``pm.data``: the policy's targets or an MPC iteration."""
+        served = family_of(spec)
+        policy = self.policies.get(served[0].name) if served else None
+        if policy is None:
+            if self.backend.startswith("rl"):  # the MPC takes over from where the arm is
+                self.mpc.reset(ctrl=self.pm.data.ctrl.copy(), start=float(self.pm.data.time))
+            self.backend = "mpc"
+            self.nominal = self.mpc.improve(spec)
+            return self.nominal
+        self.backend = f"rl:{policy.family}"
+        self.nominal = self._policy_plan(policy, served[1])
+        return self.nominal
+
+    def _policy_plan(self, policy: MLPPolicy, goal: np.ndarray) -> ControlPlan:
+        began = _time.perf_counter()
+        mujoco.mj_forward(self.pm.model, self.pm.data)
+        now = float(self.pm.data.time)
+        ctrl = self.pm.data.ctrl.copy()
+        if self._last is None or now - self._last[0] >= policy.control_period - 1e-6 \
+                or now < self._last[0]:
+            features = self.pm.features_now(forward=False)
+            action = policy.act(observe(features, self.pm.data.qvel[self._dof_adr], goal))
+            arm = self.pm.arm
+            q = self.pm.data.qpos[arm.qpos_adr]
+            targets = np.clip(q + policy.action_scale * action, arm.lower, arm.upper)
+            self._last = (now, targets)
+        ctrl[self.pm.arm.actuator_ids] = self._last[1]
+        knots = np.tile(np.clip(ctrl, self.pm.ctrl_low, self.pm.ctrl_high),
+                        (self.config.knots, 1))
+        return ControlPlan(start=now, knots=knots, cost=float("nan"),
+                           seconds=_time.perf_counter() - began)
+
+
+BACKENDS = ("mpc", "rl")
+
+
+def backend_settings(backend: str, robot: str, policies: str = "") -> dict:
+    """``MPCFront`` keyword arguments for a controller backend: ``mpc`` (the sampler alone) or
+    ``rl`` (policies where a family is served, the MPC elsewhere). ``policies``: comma-separated
+    model directories ("" = the shipped ones). Policies are loaded here once, so a bad file or
+    an empty set is a ``ConfigError`` at start-up, not in the planning process."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"controller backend {backend!r} is not one of {list(BACKENDS)}")
+    if backend == "mpc":
+        return {}
+    directories = [p.strip() for p in policies.split(",") if p.strip()]
+    loaded = load_policies(directories, robot)
+    if not loaded:
+        raise ConfigError(f"backend 'rl' found no policy for the {robot}: none given and no "
+                          f"shipped models/{SHIPPED_PREFIX}*-{robot}")
+    paths = [str(Path(p).resolve()) for p in directories or shipped_policies(robot)]
+    return {"sampler_factory": "lang2policy.rl.planner:policy_sampler",
+            "sampler_options": {"robot": robot, "policies": paths},
+            "families": sorted(loaded)}
