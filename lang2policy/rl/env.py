@@ -12,9 +12,10 @@ pays.
 
 Actions are ``dof`` numbers in [-1, 1]: joint position targets at ``action_scale`` rad around
 the *measured* joint positions (a stateless, Markov action: the same observation asks for the
-same targets wherever the arm was sent before). The gripper keeps its opening. Physics runs at
-``SIM_TIMESTEP`` on a copy of the scene with only the spec's objects
-(``PlanningModel``), ``control_period`` seconds per step.
+same targets wherever the arm was sent before). Targets then move at most the robot's
+``max_joint_speed`` from the previous ones, as the safety node's retiming makes them move.
+The gripper keeps its opening. Physics runs at ``SIM_TIMESTEP`` on a copy of the scene with
+only the spec's objects (``PlanningModel``), ``control_period`` seconds per step.
 """
 
 from __future__ import annotations
@@ -99,9 +100,19 @@ class RewardEnv(gym.Env):
     # ----------------------------------------------------------------- stepping
     def step(self, action):
         a = np.clip(np.asarray(action, float).reshape(self.arm.dof), -1.0, 1.0)
+        return self.step_targets(self.pm.data.qpos[self.arm.qpos_adr] + ACTION_SCALE * a)
+
+    def step_targets(self, targets: np.ndarray):
+        """One control period toward absolute arm joint ``targets`` (rad, clipped to the joint
+        limits): what ``step`` does after turning its action into targets. Lets another
+        controller (the MPC in ``bench rl``) drive the same episode."""
         d, arm = self.pm.data, self.arm
-        q = d.qpos[arm.qpos_adr]
-        d.ctrl[arm.actuator_ids] = np.clip(q + ACTION_SCALE * a, arm.lower, arm.upper)
+        targets = np.clip(np.asarray(targets, float).reshape(arm.dof), arm.lower, arm.upper)
+        # The safety node retimes commands so targets move at most max_joint_speed: train
+        # under the same limit the graph enforces, or the policy learns moves it never gets.
+        previous = d.ctrl[arm.actuator_ids]
+        reach = self.description.max_joint_speed * CONTROL_PERIOD
+        d.ctrl[arm.actuator_ids] = np.clip(targets, previous - reach, previous + reach)
         mujoco.mj_step(self.pm.model, d, self.substeps)
         self.steps += 1
         features = self.pm.features_now()

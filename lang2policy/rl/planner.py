@@ -106,7 +106,11 @@ class PolicyPlanner:
             arm = self.pm.arm
             q = self.pm.data.qpos[arm.qpos_adr]
             targets = np.clip(q + policy.action_scale * action, arm.lower, arm.upper)
-            self._last = (now, targets)
+            # as in training (and as the safety node retimes): targets move at most
+            # max_joint_speed from the commanded ones
+            previous = ctrl[arm.actuator_ids]
+            reach = self.pm.description.max_joint_speed * policy.control_period
+            self._last = (now, np.clip(targets, previous - reach, previous + reach))
         ctrl[self.pm.arm.actuator_ids] = self._last[1]
         knots = np.tile(np.clip(ctrl, self.pm.ctrl_low, self.pm.ctrl_high),
                         (self.config.knots, 1))
