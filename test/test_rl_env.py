@@ -89,12 +89,30 @@ def test_families_recognise_their_specs_and_refuse_others():
     lift = validate_spec({"task": "lift", "terms": [
         {"term": "object_height", "params": {"object": "red block", "height": 0.1}}]},
         ["red block"]).spec
+    place = validate_spec({"task": "place", "terms": [
+        {"term": "object_on", "params": {"object": "red block", "target": "blue bowl"}}]},
+        ["red block", "blue bowl"]).spec
     assert family_of(reach)[0].name == "reach"
     assert family_of(reach)[1] == pytest.approx([0.2, 0.1, 0.05])
     assert family_of(slow)[0].name == "move_slowly" and len(family_of(slow)[1]) == 4
-    assert family_of(lift) is None
+    assert family_of(lift)[0].name == "lift" and family_of(lift)[1] == pytest.approx([0.1])
+    assert family_of(place) is None
     with pytest.raises(Exception, match="valid families"):
         family("juggle")
+
+
+def test_lift_episodes_put_the_block_on_the_table_and_work_the_gripper():
+    env = RewardEnv(FAMILIES["lift"], seed=0)
+    obs, _ = env.reset(seed=7)
+    assert env.action_space.shape == (env.arm.dof + 1,)
+    assert obs.shape == env.observation_space.shape
+    block = env.pm.features_now().objects["red block"]
+    assert abs(float(block["pos"][..., 2].ravel()[0]) - block["rest_z"]) < 0.005
+    closed = np.zeros(env.arm.dof + 1)
+    closed[-1] = -1.0
+    for _ in range(10):
+        env.step(closed)
+    assert float(env.pm.features_now().gripper.ravel()[0]) < 0.2
 
 
 def test_training_goals_differ_from_evaluation_goals():

@@ -220,6 +220,14 @@ class PlanningModel:
                 self.model.actuator_trnid[a, 0]).name] for a in range(self.model.nu)])
         d.ctrl[:] = np.clip(ctrl, self.ctrl_low, self.ctrl_high)
 
+    def set_object_pose(self, name: str, position: Sequence[float],
+                        quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> None:
+        """Put object ``name`` at rest at ``position`` (world) with orientation ``quat``."""
+        qadr, vadr = self._object_adr[name]
+        self.data.qpos[qadr:qadr + 3] = position
+        self.data.qpos[qadr + 3:qadr + 7] = quat
+        self.data.qvel[vadr:vadr + 6] = 0.0
+
     @property
     def gripper_joint_names(self) -> list[str]:
         """Names of the joints the gripper actuators drive (measured like arm joints)."""

@@ -11,7 +11,8 @@ conditions (``SuccessTracker``) end the episode: success with a bonus, failure (
 pays.
 
 Actions are ``dof`` numbers in [-1, 1]: joint position targets at ``action_scale`` rad around
-the *measured* joint positions (a stateless, Markov action: the same observation asks for the
+the *measured* joint positions, plus the gripper opening (0..1 from -1..1) for families that
+grasp (a stateless, Markov action: the same observation asks for the
 same targets wherever the arm was sent before). Targets then move at most the robot's
 ``max_joint_speed`` from the previous ones, as the safety node's retiming makes them move.
 The gripper keeps its opening. Physics runs at ``SIM_TIMESTEP`` on a copy of the scene with
@@ -27,7 +28,7 @@ import numpy as np
 from lang2policy.mpc.cost import SuccessTracker, total_cost
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.rewards.spec import RewardSpec, validate_spec
-from lang2policy.rl.families import Family
+from lang2policy.rl.families import Family, table_point
 from lang2policy.rl.observation import observation_size, observe
 from lang2policy.scene.robot_description import RobotDescription, load_robot_description
 
@@ -49,12 +50,13 @@ class RewardEnv(gym.Env):
         self.family = family
         self.description = (robot if isinstance(robot, RobotDescription)
                             else load_robot_description(robot))
-        self.pm = PlanningModel(self.description, (), timestep=SIM_TIMESTEP)
+        self.pm = PlanningModel(self.description, family.objects, timestep=SIM_TIMESTEP)
         self.arm = self.pm.arm
         self.substeps = round(CONTROL_PERIOD / SIM_TIMESTEP)
-        size = observation_size(self.arm.dof, family.goal_size)
+        size = observation_size(self.arm.dof, family.goal_size, len(family.objects))
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.arm.dof,), np.float32)
+        actions = self.arm.dof + (1 if family.gripper else 0)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (actions,), np.float32)
         self.max_steps = round(family.episode_seconds / CONTROL_PERIOD)
         self._rng = np.random.default_rng(seed)
         self._dof_adr = np.asarray(self.arm.dof_adr)
@@ -66,8 +68,9 @@ class RewardEnv(gym.Env):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         drawn = (options or {}).get("spec") or self.family.draw(self.description, self._rng)
-        self.set_spec(validate_spec(drawn, ()).spec)
+        self.set_spec(validate_spec(drawn, self.family.objects).spec)
         self._start_arm()
+        self._place_objects()
         self.steps = 0
         features = self.pm.features_now()
         self.last_cost = self._cost(features)
@@ -97,10 +100,23 @@ class RewardEnv(gym.Env):
             if features.clearance_points[..., 2].min() > 0.02:
                 return
 
+    def _place_objects(self) -> None:
+        """Each object at rest on a random workspace point, at a random heading."""
+        for name in self.family.objects:
+            x, y = table_point(self.description, self._rng)
+            yaw = self._rng.uniform(-np.pi, np.pi)
+            self.pm.set_object_pose(name, (x, y, self.pm.rest_z[name] + 1e-4),
+                                    (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)))
+        mujoco.mj_forward(self.pm.model, self.pm.data)
+
     # ----------------------------------------------------------------- stepping
     def step(self, action):
-        a = np.clip(np.asarray(action, float).reshape(self.arm.dof), -1.0, 1.0)
-        return self.step_targets(self.pm.data.qpos[self.arm.qpos_adr] + ACTION_SCALE * a)
+        dof = self.arm.dof
+        a = np.clip(np.asarray(action, float).reshape(self.action_space.shape), -1.0, 1.0)
+        if self.family.gripper:
+            opening = (a[dof] + 1.0) / 2.0
+            self.pm.data.ctrl[self.arm.gripper_actuator_ids] = self.arm.gripper_ctrl(opening)
+        return self.step_targets(self.pm.data.qpos[self.arm.qpos_adr] + ACTION_SCALE * a[:dof])
 
     def step_targets(self, targets: np.ndarray):
         """One control period toward absolute arm joint ``targets`` (rad, clipped to the joint
@@ -133,4 +149,5 @@ class RewardEnv(gym.Env):
         return float(total[0])
 
     def _observe(self, features) -> np.ndarray:
-        return observe(features, self.pm.data.qvel[self._dof_adr], self.goal)
+        return observe(features, self.pm.data.qvel[self._dof_adr], self.goal,
+                       self.spec.objects())

@@ -41,6 +41,8 @@ class Family:
     draw: Callable[[RobotDescription, np.random.Generator], dict]
     goal: Callable[[RewardSpec], np.ndarray | None]
     episode_seconds: float
+    objects: tuple[str, ...] = ()  # the objects training episodes put on the table
+    gripper: bool = False  # whether the policy also sets the gripper opening
 
     @property
     def goal_size(self) -> int:
@@ -116,11 +118,46 @@ def _draw_slow(description: RobotDescription, rng: np.random.Generator) -> dict:
                             {"term": "speed", "always_below": 0.04}], "hold": 0.3}}
 
 
+# ----------------------------------------------------------------------- lift
+_LIFT_SHAPING = frozenset({"reach", "grasp", "grasp_align", "gripper"})
+LIFT_HEIGHT = (0.05, 0.12)
+LIFT_BLOCK = "red block"  # blocks differ only in colour: one trains, any is served
+
+
+def _lift_goal(spec: RewardSpec) -> np.ndarray | None:
+    terms = task_terms(spec)
+    lifts = [t for t in terms if t.term == "object_height"]
+    if len(lifts) != 1 or lifts[0].params.get("mode", "exactly") == "at_most":
+        return None
+    block = lifts[0].params["object"]
+    others = [t for t in terms if t is not lifts[0]]
+    if not str(block).endswith("block") or any(
+            t.term not in _LIFT_SHAPING or t.params.get("object", block) != block
+            for t in others):
+        return None
+    return np.array([float(lifts[0].params["height"])])
+
+
+def _draw_lift(description: RobotDescription, rng: np.random.Generator) -> dict:
+    height = round(float(rng.uniform(*LIFT_HEIGHT)), 3)
+    block = LIFT_BLOCK
+    return {"task": "lift", "duration": 12, "terms": [
+        {"term": "reach", "weight": 1.0, "params": {"object": block}},
+        {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
+        {"term": "grasp_align", "weight": 0.1, "params": {"object": block}},
+        {"term": "tool_pointing_down", "weight": 0.05},
+        {"id": "lift", "term": "object_height", "weight": 3.0,
+         "params": {"object": block, "height": height}}],
+        "success": {"all": [{"term": "lift", "below": 0.02}], "hold": 0.5}}
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("reach", "move the tool centre to a point, or hover it some height above one",
            ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
     Family("move_slowly", "move the tool centre to a point under a speed limit",
            ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0),
+    Family("lift", "grasp a block and lift it to a height above the table", ("height",),
+           _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True),
 )}
 
 
