@@ -69,6 +69,7 @@ class PolicyPlanner:
         self.nominal: ControlPlan | None = None
         self.backend = "idle"  # "rl:<family>" or "mpc" for the last pass (status lines)
         self._last: tuple[float, np.ndarray] | None = None  # (time, targets) of the action
+        self._gripper: float | None = None  # the gripper control a grasping policy set
         self._dof_adr = np.asarray(model.arm.dof_adr)
 
     def close(self) -> None:
@@ -78,7 +79,7 @@ class PolicyPlanner:
         """Forget the plan (both backends); the next pass starts from ``ctrl``."""
         self.mpc.reset(ctrl, start)
         self.nominal = self.mpc.nominal
-        self._last = None
+        self._last, self._gripper = None, None
 
     def improve(self, spec: RewardSpec) -> ControlPlan:
         """One pass from the state in ``pm.data``: the policy's targets or an MPC iteration."""
@@ -91,10 +92,11 @@ class PolicyPlanner:
             self.nominal = self.mpc.improve(spec)
             return self.nominal
         self.backend = f"rl:{policy.family}"
-        self.nominal = self._policy_plan(policy, served[1])
+        self.nominal = self._policy_plan(policy, served[1], spec.objects())
         return self.nominal
 
-    def _policy_plan(self, policy: MLPPolicy, goal: np.ndarray) -> ControlPlan:
+    def _policy_plan(self, policy: MLPPolicy, goal: np.ndarray,
+                     objects: Sequence[str]) -> ControlPlan:
         began = _time.perf_counter()
         mujoco.mj_forward(self.pm.model, self.pm.data)
         now = float(self.pm.data.time)
@@ -102,8 +104,12 @@ class PolicyPlanner:
         if self._last is None or now - self._last[0] >= policy.control_period - 1e-6 \
                 or now < self._last[0]:
             features = self.pm.features_now(forward=False)
-            action = policy.act(observe(features, self.pm.data.qvel[self._dof_adr], goal))
+            action = policy.act(observe(features, self.pm.data.qvel[self._dof_adr], goal,
+                                        objects))
             arm = self.pm.arm
+            if policy.action_size > arm.dof:  # a grasping family also sets the gripper
+                self._gripper = arm.gripper_ctrl((float(action[arm.dof]) + 1.0) / 2.0)
+                action = action[:arm.dof]
             q = self.pm.data.qpos[arm.qpos_adr]
             targets = np.clip(q + policy.action_scale * action, arm.lower, arm.upper)
             # as in training (and as the safety node retimes): targets move at most
@@ -112,6 +118,8 @@ class PolicyPlanner:
             reach = self.pm.description.max_joint_speed * policy.control_period
             self._last = (now, np.clip(targets, previous - reach, previous + reach))
         ctrl[self.pm.arm.actuator_ids] = self._last[1]
+        if self._gripper is not None:
+            ctrl[self.pm.arm.gripper_actuator_ids] = self._gripper
         knots = np.tile(np.clip(ctrl, self.pm.ctrl_low, self.pm.ctrl_high),
                         (self.config.knots, 1))
         return ControlPlan(start=now, knots=knots, cost=float("nan"),
