@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.l2r.reflection import SpecStats, reflection_text
+from lang2policy.l2r.reflection import SpecStats, advised_constants, reflection_text
 from lang2policy.l2r.revise import Revision
 from lang2policy.rewards.spec import RewardSpec
 
@@ -123,7 +123,7 @@ def status_line(r: Round, total: int) -> str:
     s = r.stats
     mean_time = "-" if s.mean_time is None else f"{s.mean_time:.1f} s"
     top = s.dominant()
-    constant = ", ".join(t.id for t in s.constant_terms()) or "none"
+    constant = ", ".join(t.id for t in advised_constants(s)) or "none"  # guards at 0 left out
     what = ("planned by the LLM" if r.index == 1 and not r.changes
             else "changed " + "; ".join(r.changes))
     return (f"{head} success {s.successes}/{len(s.episodes)}, mean time {mean_time}, "

@@ -241,7 +241,7 @@ def _term_line(t: TermStats) -> str:
             f"{t.max:.4g}, {t.share:.0%} of the cost{flag}{measured}")
 
 
-def _advised_constants(stats: SpecStats) -> list[TermStats]:
+def advised_constants(stats: SpecStats) -> list[TermStats]:
     """Constant terms worth changing: all but guard terms that stay at 0, as they should."""
     return [t for t in stats.constant_terms()
             if abs(t.max) > 1e-6 or (t.term not in GUARD_TERMS and t.id not in stats.guards)]
@@ -258,7 +258,7 @@ def advice(stats: SpecStats) -> list[str]:
     if stats.success_rate <= NEAR_ZERO_SUCCESS:
         lines.append("Success is near zero: the goal is not reached. Raise the weight of the "
                      "goal terms or change their parameters.")
-    for t in _advised_constants(stats):
+    for t in advised_constants(stats):
         what = "always 0" if abs(t.max) <= 1e-6 else f"constant at {t.mean:.3g}"
         lines.append(f"'{t.id}' is {what}: it gives the optimiser no signal. Rescale its "
                      "parameters or set its weight to 0.")
@@ -294,7 +294,7 @@ def focus_terms(stats: SpecStats) -> list[str]:
     ids = []
     if stats.success_rate <= NEAR_ZERO_SUCCESS:
         ids += [t.id for t in stats.terms if t.term not in DEFAULT_TERMS]
-    ids += [t.id for t in _advised_constants(stats)]
+    ids += [t.id for t in advised_constants(stats)]
     top = _dominating(stats)
     ids += [top.id] if top is not None else []
     return list(dict.fromkeys(ids)) or [t.id for t in stats.terms]
