@@ -28,6 +28,7 @@ from lang2policy.bench import (
     paraphrase,
     parity,
     pickplace,
+    rl,
     sim_speed,
     vla_corrections,
     vla_graph,
@@ -141,6 +142,16 @@ BENCHES: dict[str, Bench] = {
             mpc.add_arguments,
             mpc.run_args,
             mpc.format_text,
+        ),
+        Bench(
+            "rl",
+            "per task family on the same seeded held-out goals: the shipped RL policy, the MPC "
+            "and the distilled policy (success, time to success, smoothness, control cost); "
+            "training time; policy inference speed beside one MPC iteration",
+            rl.add_arguments,
+            rl.run_args,
+            rl.format_text,
+            rl.exit_code,
         ),
         Bench(
             "controller-rate",

@@ -1,0 +1,219 @@
+"""``lang2policy bench rl``: per task family, the shipped RL policy, the MPC and the distilled
+policy on the same seeded held-out goals, in one run; training time per family; policy
+inference speed beside one MPC iteration.
+
+For each family (default: every family with a shipped ``models/rl-<family>-<robot>``), episodes
+use the seeds ``EVAL_SEED, EVAL_SEED + 1, ...`` (goals no policy was trained on) and every
+backend runs every seed from the same start state in the same ``RewardEnv`` (``rl_backends``):
+
+* ``rl``: the shipped policy;
+* ``mpc``: the sampler with the controller node's defaults (64 samples, 0.5 s horizon, IK
+  proposals), re-planning every control period, warm-started;
+* ``distilled``: ``models/rl-<family>-distilled-<robot>`` when it exists, else n/a.
+
+Figures per backend: success k/N, mean time to success, smoothness (mean |change of joint
+targets| per step, rad), control cost per action (mean squared (target - measured joints) /
+``ACTION_SCALE``) and wall time per episode. Inference: ``policy.act`` on one thread over
+``INFERENCE_CALLS`` calls against the mean of ``MPC_ITERATIONS`` MPC iterations from the same
+state; the issue's bar is ``INFERENCE_BAR`` actions/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from tqdm import tqdm
+
+from lang2policy.bench.rl_backends import (
+    MPCController,
+    PolicyController,
+    inference_speed,
+    run_episode,
+    summarise,
+)
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.paths import share_dir
+from lang2policy.rl.env import RewardEnv
+from lang2policy.rl.evaluate import EVAL_SEED
+from lang2policy.rl.families import family as family_named
+from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, load_policy
+
+BACKENDS = ("rl", "mpc", "distilled")
+DISTILLED = "distilled"
+INFERENCE_BAR = 1000.0  # actions/s on one core (the issue's acceptance bar)
+INFERENCE_CALLS = 2000
+MPC_ITERATIONS = 20
+
+
+def policy_dir(models: Path, family: str, robot: str, distilled: bool = False) -> Path:
+    """``models/rl-<family>[-distilled]-<robot>``."""
+    return models / f"rl-{family}{'-' + DISTILLED if distilled else ''}-{robot}"
+
+
+def shipped_families(models: Path, robot: str) -> list[str]:
+    """Families with a shipped (not distilled) policy for ``robot`` under ``models``."""
+    found = [p.name[len("rl-"):-len(f"-{robot}")]
+             for p in sorted(models.glob(f"rl-*-{robot}")) if (p / CONFIG_FILE).is_file()]
+    return [name for name in found if not name.endswith(f"-{DISTILLED}")]
+
+
+def _families(requested: list[str] | None, models: Path, robot: str) -> list[str]:
+    names = requested or shipped_families(models, robot)
+    if not names:
+        raise Lang2PolicyError(f"no RL policy for the {robot} under {models} (expected "
+                               f"rl-<family>-{robot}/; train one with 'lang2policy train rl')")
+    for name in names:
+        family_named(name)  # an unknown family names the valid ones
+        if not (policy_dir(models, name, robot) / CONFIG_FILE).is_file():
+            raise Lang2PolicyError(f"family '{name}' has no RL policy at "
+                                   f"{policy_dir(models, name, robot)}; train it with "
+                                   f"'lang2policy train rl --family {name}'")
+    return names
+
+
+def _load(directory: Path, family: str, robot: str) -> MLPPolicy:
+    policy = load_policy(directory)
+    if policy.family != family or policy.robot != robot:
+        raise Lang2PolicyError(f"{directory} holds a {policy.family} policy for the "
+                               f"{policy.robot}, not {family} for the {robot}")
+    return policy
+
+
+def _training(policy: MLPPolicy | None) -> dict | None:
+    if policy is None:
+        return None
+    summary = policy.summary
+    return {"train_seconds": summary.get("train_seconds"), "timesteps": summary.get("timesteps"),
+            "steps_per_second": summary.get("steps_per_second")}
+
+
+def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPCConfig,
+                 bar: tqdm) -> dict:
+    """Every backend of one family on the same seeds, training times, inference speed."""
+    env = RewardEnv(family_named(name), robot)
+    policy = _load(policy_dir(models, name, robot), name, robot)
+    distilled_path = policy_dir(models, name, robot, distilled=True)
+    distilled = (_load(distilled_path, name, robot)
+                 if (distilled_path / CONFIG_FILE).is_file() else None)
+    mpc = MPCController(env, config)
+    controllers = {"rl": PolicyController(policy), "mpc": mpc,
+                   DISTILLED: PolicyController(distilled) if distilled else None}
+    seeds = range(EVAL_SEED, EVAL_SEED + episodes)
+    backends: dict[str, dict | None] = {}
+    try:
+        for backend, controller in controllers.items():
+            if controller is None:
+                backends[backend] = None
+                bar.update(episodes)
+                continue
+            runs = []
+            for seed in seeds:
+                bar.set_postfix_str(f"{name} {backend} seed {seed}")
+                runs.append(run_episode(env, controller, seed))
+                bar.update()
+            backends[backend] = summarise(runs)
+        speed = inference_speed(env, policy, mpc, EVAL_SEED, INFERENCE_CALLS, MPC_ITERATIONS)
+    finally:
+        mpc.close()
+    speed["ok"] = speed["actions_per_s"] >= INFERENCE_BAR
+    return {"training": {"rl": _training(policy), DISTILLED: _training(distilled)},
+            "distilled_path": str(distilled_path), "backends": backends, "inference": speed}
+
+
+def run(families: list[str] | None = None, episodes: int = 10, robot: str = "so101",
+        models: str | Path | None = None, config: MPCConfig | None = None,
+        progress: bool = True) -> dict:
+    """The report of ``lang2policy bench rl`` (see the module docstring)."""
+    if episodes < 1:
+        raise Lang2PolicyError(f"--episodes must be at least 1, not {episodes}")
+    root = Path(models) if models is not None else share_dir() / "models"
+    names = _families(families, root, robot)
+    config = config or MPCConfig()
+    report = {"benchmark": "rl", "robot": robot, "cpus": os.cpu_count(), "episodes": episodes,
+              "first_seed": EVAL_SEED, "models": str(root),
+              "mpc": {"samples": config.samples, "horizon_s": config.horizon,
+                      "timestep_s": config.timestep, "threads": config.threads,
+                      "proposals": config.proposals},
+              "inference_bar": INFERENCE_BAR, "families": {}}
+    total = len(names) * len(BACKENDS) * episodes
+    with tqdm(total=total, desc="bench rl", unit="ep", disable=not progress) as bar:
+        for name in names:
+            report["families"][name] = bench_family(name, root, robot, episodes, config, bar)
+    report["inference_ok"] = all(f["inference"]["ok"] for f in report["families"].values())
+    return report
+
+
+def _row(name: str, backend: str, figures: dict | None) -> str:
+    if figures is None:
+        return f"  {name:<12} {backend:<10} n/a"
+    seconds = figures["seconds_to_success"]
+    return (f"  {name:<12} {backend:<10} {figures['successes']:>3}/{figures['episodes']:<4} "
+            f"{'-' if seconds is None else f'{seconds:.2f} s':>9} {figures['smoothness']:>10.4f} "
+            f"{figures['control_cost']:>10.4f} {figures['wall_seconds']:>8.2f} s")
+
+
+def _training_text(training: dict | None) -> str:
+    if training is None:
+        return "n/a"
+    seconds, steps = training["train_seconds"], training["timesteps"]
+    if seconds is None or steps is None:
+        return "not recorded"
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    return f"{took} for {steps:,} steps"
+
+
+def format_text(report: dict) -> str:
+    mpc = report["mpc"]
+    lines = [
+        f"bench rl on the {report['robot']}: {report['episodes']} held-out goals per family "
+        f"(seeds from {report['first_seed']}), the same goals and starts for every backend; "
+        f"MPC {mpc['samples']} samples{' + IK proposals' if mpc['proposals'] else ''}, "
+        f"{mpc['horizon_s']:g} s horizon, {mpc['threads']} threads, re-planned every control "
+        f"period; {report['cpus']} CPUs",
+        f"  {'family':<12} {'backend':<10} {'success':<8} {'t_success':>9} {'smooth rad':>10} "
+        f"{'ctrl cost':>10} {'wall/ep':>10}",
+    ]
+    for name, family in report["families"].items():
+        lines += [_row(name, backend, figures) for backend, figures in family["backends"].items()]
+    for name, family in report["families"].items():
+        speed, training = family["inference"], family["training"]
+        lines.append(f"  {name}: training rl {_training_text(training['rl'])}, distilled "
+                     f"{_training_text(training['distilled'])}")
+        lines.append(
+            f"  {name}: policy {speed['actions_per_s']:,} actions/s on one thread "
+            f"({speed['act_us']} us) vs one MPC iteration {speed['mpc_iteration_ms']} ms "
+            f"({speed['mpc_threads']} threads): {speed['actions_per_mpc_iteration']:,.0f} actions "
+            f"per iteration -> {'ok' if speed['ok'] else 'BELOW'} "
+            f"(bar {report['inference_bar']:,.0f} actions/s)")
+    return "\n".join(lines)
+
+
+def _family_list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--families", type=_family_list, default=None,
+                        help="comma-separated families (default: those with a shipped policy)")
+    parser.add_argument("--episodes", type=int, default=10, help="held-out goals per family")
+    parser.add_argument("--robot", default="so101", help="robot the policies are for")
+    parser.add_argument("--models", default=None,
+                        help="directory holding rl-<family>-<robot>/ (default: models/)")
+    parser.add_argument("--samples", type=int, default=64, help="MPC rollouts per iteration")
+    parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon (s)")
+    parser.add_argument("--threads", type=int, default=2, help="MPC rollout threads")
+
+
+def run_args(args: argparse.Namespace) -> dict:
+    """``lang2policy bench rl``."""
+    config = MPCConfig(samples=args.samples, horizon=args.horizon, threads=args.threads)
+    return run(args.families, args.episodes, args.robot, args.models, config,
+               progress=not args.json)
+
+
+def exit_code(report: dict) -> int:
+    """0 when every family's policy meets the inference bar."""
+    return 0 if report["inference_ok"] else 1

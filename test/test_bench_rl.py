@@ -1,0 +1,144 @@
+"""``lang2policy bench rl``: RL, MPC and distilled policies on the same seeded goals, training
+time, inference speed. The policies are small random MLPs saved here (no shipped model needed);
+the MPC is small (16 samples) so a run takes seconds."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from lang2policy.bench import rl
+from lang2policy.bench.registry import BENCHES
+from lang2policy.bench.rl_backends import PolicyController, run_episode
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.rl import evaluate
+from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, RewardEnv
+from lang2policy.rl.families import FAMILIES
+from lang2policy.rl.observation import observation_size
+from lang2policy.rl.policy_file import MLPPolicy
+
+SMALL_MPC = MPCConfig(samples=16)
+TRAINING = {"train_seconds": 12.5, "timesteps": 2048, "steps_per_second": 164}
+
+
+def random_policy(family: str, seed: int = 0) -> MLPPolicy:
+    rng = np.random.default_rng(seed)
+    size = observation_size(5, FAMILIES[family].goal_size)
+    sizes = [size, 16, 16, 5]
+    weights = [rng.normal(0.0, 0.3, (b, a)) for a, b in itertools.pairwise(sizes)]
+    return MLPPolicy(family, "so101", weights, [np.zeros(s) for s in sizes[1:]], np.zeros(size),
+                     np.ones(size), ACTION_SCALE, CONTROL_PERIOD, dict(TRAINING))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    random_policy("reach").save(rl.policy_dir(root, "reach", "so101"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(models):
+    return rl.run(None, episodes=2, models=models, config=SMALL_MPC, progress=False)
+
+
+def test_every_backend_runs_the_same_seeded_goals(report):
+    assert list(report["families"]) == ["reach"]  # found from the models directory
+    backends = report["families"]["reach"]["backends"]
+    assert set(backends) == set(rl.BACKENDS)
+    runs = {name: backends[name]["runs"] for name in ("rl", "mpc")}
+    assert [r["seed"] for r in runs["rl"]] == [rl.EVAL_SEED, rl.EVAL_SEED + 1]
+    assert [r["seed"] for r in runs["mpc"]] == [r["seed"] for r in runs["rl"]]
+    assert [r["goal"] for r in runs["mpc"]] == [r["goal"] for r in runs["rl"]]
+    assert runs["rl"][0]["goal"] != runs["rl"][1]["goal"]
+    assert all(len(r["goal"]) == 3 for r in runs["rl"])
+
+
+def test_figures_are_finite_and_in_range(report):
+    for name in ("rl", "mpc"):
+        figures = report["families"]["reach"]["backends"][name]
+        assert figures["episodes"] == 2 and 0 <= figures["successes"] <= 2
+        assert figures["success_rate"] == figures["successes"] / 2
+        for key in ("smoothness", "control_cost", "wall_seconds"):
+            assert math.isfinite(figures[key]) and figures[key] >= 0, (name, key)
+        assert figures["wall_seconds"] > 0
+        for run in figures["runs"]:
+            assert run["status"] in ("success", "failed", "timeout")
+            assert 0 < run["seconds"] <= FAMILIES["reach"].episode_seconds + 1e-9
+    # the MPC drives the env: it reaches, moves and its targets stay near the measured joints
+    mpc = report["families"]["reach"]["backends"]["mpc"]
+    assert mpc["successes"] >= 1 and 0 < mpc["seconds_to_success"] < 8
+    assert mpc["smoothness"] > 0 and mpc["control_cost"] > 0
+
+
+def test_a_missing_distilled_policy_is_na_and_training_time_is_read(report):
+    family = report["families"]["reach"]
+    assert family["backends"]["distilled"] is None
+    assert family["training"]["distilled"] is None
+    assert family["training"]["rl"]["train_seconds"] == 12.5
+    assert family["training"]["rl"]["timesteps"] == 2048
+    text = rl.format_text(report)
+    assert "distilled  n/a" in text and "12 s for 2,048 steps" in text
+
+
+def test_inference_is_timed_beside_an_mpc_iteration(report):
+    speed = report["families"]["reach"]["inference"]
+    assert speed["calls"] >= 2000 and speed["mpc_iterations"] >= 20
+    assert speed["actions_per_s"] > 0 and speed["mpc_iteration_ms"] > 0
+    assert speed["actions_per_mpc_iteration"] == pytest.approx(
+        speed["mpc_iteration_ms"] * 1e-3 * speed["actions_per_s"], rel=0.05)
+    assert speed["ok"] == (speed["actions_per_s"] >= rl.INFERENCE_BAR)
+    assert report["inference_ok"] == speed["ok"]
+    assert "actions/s on one thread" in rl.format_text(report)
+
+
+def test_the_rl_backend_is_the_policy_as_the_env_steps_it():
+    """Targets through ``step_targets`` give the episode ``RewardEnv.step`` gives."""
+    policy = random_policy("reach", seed=1)
+    env = RewardEnv(FAMILIES["reach"])
+    ours = run_episode(env, PolicyController(policy), rl.EVAL_SEED + 3)
+    theirs = evaluate.run_episode(env, policy.act, rl.EVAL_SEED + 3)
+    assert (ours.status, ours.seconds, ours.smoothness) == (
+        theirs.status, theirs.seconds, theirs.smoothness)
+    # the same unit as the squared action; clipping at the joint limits only shortens a step
+    assert 0 < ours.control_cost <= theirs.control_cost + 1e-3
+
+
+def test_a_distilled_policy_is_run_and_not_taken_for_a_family(models, tmp_path):
+    root = tmp_path / "models"
+    random_policy("reach").save(rl.policy_dir(root, "reach", "so101"))
+    random_policy("reach", seed=2).save(rl.policy_dir(root, "reach", "so101", distilled=True))
+    assert rl.shipped_families(root, "so101") == ["reach"]
+    config = MPCConfig(samples=4, horizon=0.2, proposals=False)
+    report = rl.run(["reach"], episodes=1, models=root, config=config, progress=False)
+    distilled = report["families"]["reach"]["backends"]["distilled"]
+    assert distilled["episodes"] == 1 and distilled["runs"][0]["seed"] == rl.EVAL_SEED
+    assert report["families"]["reach"]["training"]["distilled"]["timesteps"] == 2048
+
+
+def test_bad_input_is_a_clear_error(models, tmp_path):
+    with pytest.raises(Lang2PolicyError, match=r"unknown task family 'fly'.*reach"):
+        rl.run(["fly"], episodes=1, models=models, progress=False)
+    with pytest.raises(Lang2PolicyError, match="episodes must be at least 1"):
+        rl.run(["reach"], episodes=0, models=models, progress=False)
+    with pytest.raises(Lang2PolicyError, match="'move_slowly' has no RL policy"):
+        rl.run(["move_slowly"], episodes=1, models=models, progress=False)
+    with pytest.raises(Lang2PolicyError, match="no RL policy for the so101"):
+        rl.run(None, episodes=1, models=tmp_path, progress=False)
+
+
+def test_the_command_is_registered():
+    bench = BENCHES["rl"]
+    parser = argparse.ArgumentParser()
+    bench.configure(parser)
+    args = parser.parse_args(["--families", "reach, move_slowly", "--episodes", "3", "--json"])
+    assert args.families == ["reach", "move_slowly"] and args.episodes == 3 and args.json
+    defaults = parser.parse_args([])
+    assert (defaults.samples, defaults.horizon, defaults.families) == (64, 0.5, None)
+    assert bench.exit_code({"inference_ok": False}) == 1
+    assert bench.exit_code({"inference_ok": True}) == 0
