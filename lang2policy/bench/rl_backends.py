@@ -17,7 +17,7 @@ the same spec and the same success rule from the same seeded start:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import mujoco
 import numpy as np
@@ -143,7 +143,7 @@ def summarise(results: list[EpisodeFigures]) -> dict:
         "smoothness": round(float(np.mean([r.smoothness for r in results])), 5),
         "control_cost": round(float(np.mean([r.control_cost for r in results])), 4),
         "wall_seconds": round(float(np.mean([r.wall_seconds for r in results])), 3),
-        "runs": [{**vars(r)} for r in results],
+        "runs": [asdict(r) for r in results],
     }
 
 
