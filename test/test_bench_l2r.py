@@ -7,9 +7,12 @@ import json
 import numpy as np
 import pytest
 
+from lang2policy.bench import l2r
 from lang2policy.bench.l2r_tasks import TASKS
 from lang2policy.cli import main
+from lang2policy.errors import ConfigError
 from lang2policy.rewards.spec import validate_spec
+from lang2policy.rl.planner import load_policies, shipped_policies
 from lang2policy.scene.world import World
 
 
@@ -37,6 +40,29 @@ def test_bench_l2r_reports_per_task_success(capsys):
 def test_bench_l2r_rejects_unknown_tasks(capsys):
     assert main(["bench", "l2r", "--tasks", "juggle"]) == 2
     assert "valid tasks" in capsys.readouterr().err
+
+
+def test_bench_l2r_backend_rl_runs_the_shipped_policy_where_a_family_serves(capsys):
+    if "reach" not in load_policies(shipped_policies("so101"), "so101"):
+        pytest.skip("no shipped reach policy (models/rl-reach-so101)")
+    assert main(["bench", "l2r", "--tasks", "hover,avoid_region", "--episodes", "1",
+                 "--backend", "rl", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "rl"
+    hover, avoid = report["tasks"]["hover"]["reference"], report["tasks"]["avoid_region"]
+    assert hover["backends"] == ["rl:reach"] and hover["successes"] == 1, report
+    assert avoid["reference"]["backends"] == ["mpc"]  # no family serves a keep-out box
+    episode = next(e for e in report["episodes"] if e["task"] == "hover")
+    assert episode["backend"] == "rl:reach" and episode["sim_seconds"] > 0
+
+
+def test_bench_l2r_refuses_an_unknown_backend(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "l2r", "--tasks", "hover", "--backend", "bogus"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"'bogus' is not one of \['mpc', 'rl'\]"):
+        l2r.run(tasks=["hover"], episodes=1, backend="bogus", progress=False)
 
 
 @pytest.mark.slow

@@ -2,7 +2,10 @@
 reward specs and (with ``--llm``) for specs the Language-to-Rewards planner writes.
 
 Both tracks run on the same seeded scenes and are judged by each task's own conditions
-(``l2r_tasks``), from simulator state.
+(``l2r_tasks``), from simulator state. ``--backend rl`` runs the shipped RL policies
+(``models/rl-*``) for tasks whose spec a family serves (hover: reach; move_slowly: move_slowly),
+re-planning every control period of the policy, and the MPC for the rest; each episode says
+which ran.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import LockstepMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec, validate_spec
+from lang2policy.rl.families import family_of
+from lang2policy.rl.planner import BACKENDS, backend_settings, load_policies
 from lang2policy.scene.world import World
 
 
@@ -34,17 +39,45 @@ class Episode:
     sim_seconds: float
     plan_ms: float
     error: str = ""
+    backend: str = ""  # what planned the episode's last step: "mpc" or "rl:<family>"
 
 
-def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConfig) -> dict:
+@dataclass(frozen=True)
+class Backend:
+    """The low-level controller: ``LockstepMPC`` settings and the policies' control periods."""
+
+    name: str
+    settings: dict
+    periods: dict[str, float]  # family -> control period (s) of its policy
+
+    def timing(self, spec: RewardSpec) -> dict:
+        """Re-plan every control period of the policy that serves ``spec`` (none: defaults)."""
+        served = family_of(spec)
+        period = self.periods.get(served[0].name) if served else None
+        return {"replan_period": period, "control_period": period} if period else {}
+
+
+def make_backend(name: str, robot: str) -> Backend:
+    """``mpc`` or ``rl`` (the shipped policies); ``ConfigError`` names the valid ones."""
+    settings = backend_settings(name, robot)
+    settings.pop("families", None)
+    options = settings.get("sampler_options", {})
+    policies = load_policies(options["policies"], robot) if options else {}
+    return Backend(name, settings, {f: p.control_period for f, p in policies.items()})
+
+
+def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConfig,
+             backend: Backend) -> dict:
     judge = validate_spec(task.judge, world.present, add_defaults=False).spec
-    mpc = LockstepMPC(world, spec, config, judge=judge)
+    mpc = LockstepMPC(world, spec, config, judge=judge, **backend.settings,
+                      **backend.timing(spec))
     try:
         outcome = mpc.run()
     finally:
         mpc.close()
     return {"success": outcome.success, "status": outcome.status,
-            "sim_seconds": round(outcome.sim_seconds, 2), "plan_ms": round(outcome.plan_ms, 1)}
+            "sim_seconds": round(outcome.sim_seconds, 2), "plan_ms": round(outcome.plan_ms, 1),
+            "backend": outcome.backend}
 
 
 def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
@@ -58,11 +91,13 @@ def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
 
 def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
         tasks: Sequence[str] | None = None, llm: str | None = None,
-        sampler: str = "sampling", samples: int = 128, progress: bool = True) -> dict:
+        sampler: str = "sampling", samples: int = 128, progress: bool = True,
+        backend: str = "mpc") -> dict:
     names = list(tasks or TASKS)
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         raise Lang2PolicyError(f"unknown tasks {unknown}; valid tasks: {list(TASKS)}")
+    controller = make_backend(backend, robot)
     tracks = ["reference"] + (["llm"] if llm else [])
     reward_planner = _make_reward_planner(llm) if llm else None
     world = World(robot)
@@ -73,22 +108,22 @@ def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
     bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
     for name, seed, track in bar:
         rows.append(_episode(world, name, seed, track, reward_planner,
-                             MPCConfig(sampler=sampler, samples=samples, seed=seed)))
+                             MPCConfig(sampler=sampler, samples=samples, seed=seed), controller))
         bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
     report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
                      time.perf_counter() - began)
-    report |= {"sampler": sampler, "samples": samples}
+    report |= {"sampler": sampler, "samples": samples, "backend": backend}
     return report
 
 
 def _episode(world: World, name: str, seed: int, track: str, reward_planner,
-             config: MPCConfig) -> Episode:
+             config: MPCConfig, backend: Backend) -> Episode:
     world.reset(seed)
     task = TASKS[name](world, np.random.default_rng(seed))
     try:
         spec = (validate_spec(task.reference, world.present).spec if track == "reference"
                 else _llm_spec(reward_planner, world, task))
-        result = _run_one(world, task, spec, config)
+        result = _run_one(world, task, spec, config, backend)
         return Episode(name, track, seed, **result)
     except Lang2PolicyError as exc:
         return Episode(name, track, seed, False, "error", 0.0, 0.0,
@@ -111,7 +146,8 @@ def _report(robot, names, tracks, rows, episodes, first_seed, llm, wall) -> dict
             mine = [r for r in rows if r.task == name and r.track == track]
             wins = sum(r.success for r in mine)
             per_task[name][track] = {"successes": wins, "episodes": len(mine),
-                                     "rate": round(wins / max(1, len(mine)), 2)}
+                                     "rate": round(wins / max(1, len(mine)), 2),
+                                     "backends": sorted({r.backend for r in mine if r.backend})}
     solved = {t: sum(per_task[n][t]["rate"] >= 0.8 for n in names) for t in tracks}
     return {"benchmark": "l2r", "robot": robot, "episodes_per_task": episodes,
             "first_seed": first_seed, "llm": llm, "tasks": per_task,
@@ -124,12 +160,13 @@ def format_text(report: dict) -> str:
     header = f"  {'task':<15}" + "".join(f"{t:>14}" for t in tracks)
     lines = [f"Language to Rewards tasks on {report['robot']}, "
              f"{report['episodes_per_task']} seeded episodes each, {report['sampler']} "
-             f"sampler with {report['samples']} samples "
-             f"(llm: {report['llm'] or 'not run'})", header]
+             f"sampler with {report['samples']} samples, backend {report['backend']} "
+             f"(llm: {report['llm'] or 'not run'})", header + "  ran"]
     for name, row in report["tasks"].items():
         cells = "".join(f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} "
                         f"{row[t]['rate']:>4.0%}" for t in tracks)
-        lines.append(f"  {name:<15}{cells}")
+        ran = sorted({b for t in tracks for b in row[t]["backends"]})
+        lines.append(f"  {name:<15}{cells}  {', '.join(ran) or '-'}")
     lines.append("  tasks at >= 80%: " + ", ".join(
         f"{t} {n}/{len(report['tasks'])}" for t, n in report["tasks_at_80_percent"].items()))
     errors = [e for e in report["episodes"] if e["error"]]
@@ -147,6 +184,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sampler", default="sampling", choices=["sampling", "cem"],
                         help="the MPC's sampling optimiser (predictive sampling or CEM)")
     parser.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")
+    parser.add_argument("--backend", default="mpc", choices=BACKENDS,
+                        help="low-level controller: mpc, or rl (the shipped policies for "
+                             "tasks a family serves, the MPC for the rest)")
 
 
 def run_args(args: argparse.Namespace) -> dict:
@@ -155,4 +195,4 @@ def run_args(args: argparse.Namespace) -> dict:
         raise Lang2PolicyError("--episodes must be at least 1")
     return run(episodes=args.episodes, first_seed=args.seed, tasks=cli_types.names(args.tasks),
                llm=args.llm, sampler=args.sampler, samples=args.samples,
-               progress=not args.json)
+               progress=not args.json, backend=args.backend)

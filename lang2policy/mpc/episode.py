@@ -3,11 +3,14 @@
 Lockstep (plan, then simulate ``replan_period`` while the plan's spline drives the joints at the
 control rate) makes episodes reproducible under a seed and independent of machine load, which
 is what benchmarks and tests need. The real-time loop for a live robot is ``realtime.py``.
+A ``sampler_factory`` (as ``RealtimeMPC`` takes it) plans instead of the MPC ``Sampler``: the RL
+backend runs here unchanged, its policy queried every ``replan_period``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,10 +29,21 @@ class EpisodeOutcome:
     plan_ms: float  # mean wall time of one planning iteration
     final: dict[str, float] = field(default_factory=dict)  # each term's measure at the end
     reason: str = ""
+    backend: str = "mpc"  # what planned the last step: "mpc" or "rl:<family>"
 
     @property
     def success(self) -> bool:
         return self.status == "success"
+
+
+def build_sampler(pm: PlanningModel, config: MPCConfig, factory: str = "",
+                  options: Mapping | None = None):
+    """The MPC ``Sampler``, or what ``factory`` ("module:function", called as
+    ``function(pm, config, **options)``) builds with the same interface."""
+    if not factory:
+        return Sampler(pm, config)
+    module, _, name = factory.partition(":")
+    return getattr(importlib.import_module(module), name)(pm, config, **dict(options or {}))
 
 
 class LockstepMPC:
@@ -37,13 +51,16 @@ class LockstepMPC:
 
     def __init__(self, world, spec: RewardSpec, config: MPCConfig | None = None,
                  replan_period: float = 0.1, control_period: float = 0.02,
-                 judge: RewardSpec | None = None) -> None:
+                 judge: RewardSpec | None = None, sampler_factory: str = "",
+                 sampler_options: Mapping | None = None) -> None:
         """``judge``: a spec whose success conditions decide the episode instead of
-        ``spec``'s (benchmarks judge LLM specs by the task's own rule)."""
+        ``spec``'s (benchmarks judge LLM specs by the task's own rule). ``sampler_factory``
+        and ``sampler_options``: see ``build_sampler`` (the RL backend:
+        ``lang2policy.rl.planner:policy_sampler``)."""
         self.world = world
         self.config = config or MPCConfig()
         self.pm = PlanningModel(world.description, world.present, self.config.timestep)
-        self.sampler = Sampler(self.pm, self.config)
+        self.sampler = build_sampler(self.pm, self.config, sampler_factory, sampler_options)
         self.replan_period = replan_period
         self.control_period = control_period
         self.iterations = 0
@@ -57,6 +74,11 @@ class LockstepMPC:
         """Swap the objective; the warm-started plan carries over (no stall, no reset)."""
         self.spec = spec
         self.tracker = SuccessTracker(self.judge or spec)
+
+    @property
+    def backend(self) -> str:
+        """What planned the last step: "mpc", or "rl:<family>" for a policy."""
+        return getattr(self.sampler, "backend", "mpc")
 
     def close(self) -> None:
         self.sampler.close()
@@ -98,5 +120,6 @@ class LockstepMPC:
             plan_ms=1000 * self._plan_seconds / max(1, self.iterations),
             final=self.final_measures(),
             reason=self.tracker.broken,
+            backend=self.backend,
         )
 
