@@ -51,6 +51,14 @@ def add_arguments(kinds: Any) -> None:
     cli_types.add_seed(rl, "seed of the weights and of the training goals")
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (for the model card)."""
+    words = ["lang2policy", "train", "rl", "--family", args.family, "--out", str(args.out),
+             "--steps", str(args.steps), "--envs", str(args.envs), "--hidden", str(args.hidden),
+             "--seed", str(args.seed)]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate, write the model card; 130 when interrupted (checkpoint kept)."""
     from lang2policy.rl.card import write_card
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.out)
     video = None if args.no_video else args.out / "eval.mp4"
     result = evaluate(policy, episodes=args.eval_episodes, video=video)
-    command = shlex.join(["lang2policy", *sys.argv[1:]])
+    command = _command(args)
     write_card(args.out, policy, summary, result, command)
     print(f"trained {summary['timesteps']} steps in {summary['train_seconds']} s "
           f"({summary['steps_per_second']} steps/s)\n"
