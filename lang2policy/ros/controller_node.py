@@ -85,13 +85,7 @@ class ControllerNode(ReadOnlyParameters):
             # whole GIL switch interval and iterations took seconds. On with a worker process.
             proposals=bool(self._param("proposals", separate, "IK-guided candidates")),
         )
-        backend = backend_settings(
-            self._param("backend", "mpc", "low-level controller: mpc | rl (a shipped policy "
-                        "for specs of its family, the MPC for the rest)"),
-            robot,
-            self._param("rl_policies", "", "backend rl: comma-separated policy directories "
-                        "('' = the shipped models/rl-*)"),
-        )
+        backend = self._backend(robot)
         families = backend.pop("families", [])
         self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
         status_rate = self._number("status_rate", 2.0, "Hz of status messages")
@@ -128,6 +122,16 @@ class ControllerNode(ReadOnlyParameters):
             f"horizon, {config.threads} threads; commands at {self.control_rate:g} Hz on "
             f"{topics.JOINT_COMMAND.name}"
             + (f"; RL policies for {families}, the MPC for other specs" if families else "")
+        )
+
+    def _backend(self, robot: str) -> dict:
+        """The ``backend`` and ``rl_policies`` parameters as the planner's settings."""
+        return backend_settings(
+            self._param("backend", "mpc", "low-level controller: mpc | rl (a shipped policy "
+                        "for specs of its family, the MPC for the rest)"),
+            robot,
+            self._param("rl_policies", "", "backend rl: comma-separated policy directories "
+                        "('' = the shipped models/rl-*)"),
         )
 
     # ----------------------------------------------------------------- inputs
