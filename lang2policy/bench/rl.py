@@ -152,7 +152,7 @@ def _row(name: str, backend: str, figures: dict | None) -> str:
     seconds = figures["seconds_to_success"]
     return (f"  {name:<12} {backend:<10} {figures['successes']:>3}/{figures['episodes']:<4} "
             f"{'-' if seconds is None else f'{seconds:.2f} s':>9} {figures['smoothness']:>10.4f} "
-            f"{figures['control_cost']:>10.4f} {figures['wall_seconds']:>8.2f} s")
+            f"{figures['control_cost']:>10.4f} {figures['wall_seconds']:>8.3f} s")
 
 
 def _training_text(training: dict | None) -> str:
