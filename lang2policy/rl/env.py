@@ -30,6 +30,7 @@ from lang2policy.mpc.model import PlanningModel
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.rl.families import Family, table_point
 from lang2policy.rl.observation import observation_size, observe
+from lang2policy.scene.objects import body_name
 from lang2policy.scene.robot_description import RobotDescription, load_robot_description
 
 CONTROL_PERIOD = 0.05  # s per policy step (20 Hz, as SERL's 10 Hz order of magnitude)
@@ -69,8 +70,11 @@ class RewardEnv(gym.Env):
             self._rng = np.random.default_rng(seed)
         drawn = (options or {}).get("spec") or self.family.draw(self.description, self._rng)
         self.set_spec(validate_spec(drawn, self.family.objects).spec)
-        self._start_arm()
+        mujoco.mj_resetData(self.pm.model, self.pm.data)
         self._place_objects()
+        self._start_arm()
+        if self.family.objects and self._rng.random() < self.family.near_start:
+            self._start_above(self.family.objects[0])
         self.steps = 0
         features = self.pm.features_now()
         self.last_cost = self._cost(features)
@@ -88,7 +92,6 @@ class RewardEnv(gym.Env):
         """A random start pose near home, above the table (resampled until it is)."""
         d, arm = self.pm.data, self.arm
         for _ in range(100):
-            mujoco.mj_resetData(self.pm.model, d)
             spread = START_SPREAD if self._rng.random() < 0.5 else START_SPREAD / 3
             q = arm.home + self._rng.uniform(-spread, spread, arm.dof)
             q = np.clip(q, arm.lower, arm.upper)
@@ -99,6 +102,22 @@ class RewardEnv(gym.Env):
             features = self.pm.features_now()
             if features.clearance_points[..., 2].min() > 0.02:
                 return
+
+    def _start_above(self, name: str) -> None:
+        """The tool 2-6 cm above object ``name`` (IK from home), gripper open."""
+        from lang2policy.control.ik import solve_ik
+
+        d, arm = self.pm.data, self.arm
+        target = d.xpos[self.pm.model.body(body_name(name)).id].copy()
+        target += (*self._rng.uniform(-0.01, 0.01, 2), self._rng.uniform(0.02, 0.06))
+        scratch = mujoco.MjData(self.pm.model)
+        scratch.qpos[:] = d.qpos
+        site = d.site_xmat[arm.ee_site_id].reshape(3, 3)
+        target -= site @ np.asarray(self.description.grasp.center_offset, float)
+        q = solve_ik(self.pm.model, scratch, arm, target, None, arm.home).q
+        d.qpos[arm.qpos_adr] = q
+        d.ctrl[arm.actuator_ids] = q
+        mujoco.mj_forward(self.pm.model, d)
 
     def _place_objects(self) -> None:
         """Each object at rest on a random workspace point, at a random heading."""

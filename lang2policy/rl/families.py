@@ -43,6 +43,9 @@ class Family:
     episode_seconds: float
     objects: tuple[str, ...] = ()  # the objects training episodes put on the table
     gripper: bool = False  # whether the policy also sets the gripper opening
+    # share of training episodes that start with the tool a few cm above the first object
+    # (a reverse curriculum: from there the grasp is found by chance, then learnt from afar)
+    near_start: float = 0.0
 
     @property
     def goal_size(self) -> int:
@@ -157,7 +160,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("move_slowly", "move the tool centre to a point under a speed limit",
            ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0),
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
-           _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True),
+           _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5),
 )}
 
 
