@@ -17,7 +17,7 @@ from lang2policy.bench.rl_backends import PolicyController, run_episode
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rl import evaluate
-from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, RewardEnv
+from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import FAMILIES
 from lang2policy.rl.observation import observation_size
 from lang2policy.rl.policy_file import MLPPolicy
@@ -32,7 +32,7 @@ def random_policy(family: str, seed: int = 0) -> MLPPolicy:
     sizes = [size, 16, 16, 5]
     weights = [rng.normal(0.0, 0.3, (b, a)) for a, b in itertools.pairwise(sizes)]
     return MLPPolicy(family, "so101", weights, [np.zeros(s) for s in sizes[1:]], np.zeros(size),
-                     np.ones(size), ACTION_SCALE, CONTROL_PERIOD, dict(TRAINING))
+                     np.ones(size), FAMILIES["reach"].action_scale, CONTROL_PERIOD, dict(TRAINING))
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,18 @@ def test_failure_costs_the_rest_of_the_episode():
     assert total < -10.0
 
 
+def test_training_runs_on_after_a_failure_without_success():
+    env = RewardEnv(FAMILIES["move_slowly"], seed=0, end_on_failure=False)
+    env.reset(seed=0)
+    statuses, done, steps = [], False, 0
+    while not done:
+        _, _, terminated, truncated, info = env.step(np.ones(env.arm.dof))
+        statuses.append(info["status"])
+        done, steps = terminated or truncated, steps + 1
+    assert statuses[0] == "failed" and statuses[-1] == "failed"
+    assert steps == env.max_steps and truncated and not terminated
+
+
 def test_families_recognise_their_specs_and_refuse_others():
     reach = validate_spec(_reach_spec([0.2, 0.1, 0.05]), ()).spec
     drawn = FAMILIES["move_slowly"].draw(load_robot_description("so101"),

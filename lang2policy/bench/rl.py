@@ -13,9 +13,9 @@ backend runs every seed from the same start state in the same ``RewardEnv`` (``r
 
 Figures per backend: success k/N, mean time to success, smoothness (mean |change of joint
 targets| per step, rad), control cost per action (mean squared (target - measured joints) /
-``ACTION_SCALE``) and wall time per episode. Inference: ``policy.act`` on one thread over
-``INFERENCE_CALLS`` calls against the mean of ``MPC_ITERATIONS`` MPC iterations from the same
-state; the issue's bar is ``INFERENCE_BAR`` actions/s.
+the family's ``action_scale``) and wall time per episode. Inference: ``policy.act`` on one
+thread over ``INFERENCE_CALLS`` calls against the mean of ``MPC_ITERATIONS`` MPC iterations
+from the same state; the issue's bar is ``INFERENCE_BAR`` actions/s.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the same spec and the same success rule from the same seeded start:
   gripper control to the gripper, for families that grasp).
 
 ``run_episode`` measures both in one unit: control cost per action is the mean squared
-(target - measured joints) / ``ACTION_SCALE``, the RL action's own scale.
+(target - measured joints) / the family's ``action_scale``, the RL action's own scale.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.sampler import MPCConfig, Sampler
-from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, RewardEnv
+from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.policy_file import MLPPolicy
 
 FULLPHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -39,7 +39,7 @@ class EpisodeFigures:
     status: str
     seconds: float  # time to success, or the episode's length
     smoothness: float  # mean |change of joint targets| per step (rad)
-    control_cost: float  # mean squared (target - measured q) / ACTION_SCALE
+    control_cost: float  # mean squared (target - measured q) / the action scale
     wall_seconds: float
     goal: list[float] = field(default_factory=list)
 
@@ -124,7 +124,7 @@ def run_episode(env: RewardEnv, controller, seed: int) -> EpisodeFigures:
         obs, _, terminated, truncated, step_info = controller.step(env, obs)
         applied = env.pm.data.ctrl[arm.actuator_ids].copy()
         targets.append(applied)
-        offsets.append((applied - measured) / ACTION_SCALE)
+        offsets.append((applied - measured) / env.family.action_scale)
         status = step_info["status"] if terminated or truncated else "running"
     steps = np.diff(np.array(targets), axis=0) if len(targets) > 1 else np.zeros((1, 1))
     return EpisodeFigures(

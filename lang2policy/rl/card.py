@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, SIM_TIMESTEP
+from lang2policy.rl.env import CONTROL_PERIOD, SIM_TIMESTEP
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
 
@@ -42,7 +42,7 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
   success; the spec's success and failure conditions end an episode.
 - **Observation**: joints, gripper, joint velocities, tool centre and velocity, goal, goal
   minus tool (`lang2policy.rl.observation`), normalised by the training statistics.
-- **Action**: joint position targets within +-{ACTION_SCALE} rad of the measured joints.
+- **Action**: joint position targets within +-{policy.action_scale} rad of the measured joints.
 - **Network**: tanh MLP {sizes}, numpy at run time (`policy.npz`, no torch needed).
 - **Training**: PPO (stable-baselines3), {config['envs']} environments,
   {summary['timesteps']:,} steps in {summary['train_seconds'] / 60:.1f} min wall

@@ -34,7 +34,6 @@ from lang2policy.scene.objects import body_name
 from lang2policy.scene.robot_description import RobotDescription, load_robot_description
 
 CONTROL_PERIOD = 0.05  # s per policy step (20 Hz, as SERL's 10 Hz order of magnitude)
-ACTION_SCALE = 0.15  # rad: a full action puts a joint target this far from where it is
 SUCCESS_BONUS = 5.0
 START_SPREAD = 0.5  # rad: start poses are home +- this, per joint (half the episodes)
 # s: physics step of training. The world steps 0.002 s (sim/scenes/tabletop.xml) and the MPC
@@ -47,8 +46,13 @@ class RewardEnv(gym.Env):
     """One arm, one family of reward specs, a fresh goal every episode."""
 
     def __init__(self, family: Family, robot: str | RobotDescription = "so101",
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, end_on_failure: bool = True) -> None:
+        """``end_on_failure=False`` (training) lets an episode run on after an
+        ``always_below`` condition broke: its status stays "failed", no success can follow,
+        and the broken term's weighted cost keeps teaching (ending it at once, with the
+        cost of the steps left, made exploration in move_slowly fail at the first step)."""
         self.family = family
+        self.end_on_failure = end_on_failure
         self.description = (robot if isinstance(robot, RobotDescription)
                             else load_robot_description(robot))
         self.pm = PlanningModel(self.description, family.objects, timestep=SIM_TIMESTEP)
@@ -135,7 +139,8 @@ class RewardEnv(gym.Env):
         if self.family.gripper:
             opening = (a[dof] + 1.0) / 2.0
             self.pm.data.ctrl[self.arm.gripper_actuator_ids] = self.arm.gripper_ctrl(opening)
-        return self.step_targets(self.pm.data.qpos[self.arm.qpos_adr] + ACTION_SCALE * a[:dof])
+        q = self.pm.data.qpos[self.arm.qpos_adr]
+        return self.step_targets(q + self.family.action_scale * a[:dof])
 
     def step_targets(self, targets: np.ndarray):
         """One control period toward absolute arm joint ``targets`` (rad, clipped to the joint
@@ -156,12 +161,13 @@ class RewardEnv(gym.Env):
         reward = -cost
         if status == "success":
             reward += SUCCESS_BONUS
-        elif status == "failed":
+        elif status == "failed" and self.end_on_failure:
             reward -= cost * (self.max_steps - self.steps)
-        truncated = status == "running" and self.steps >= self.max_steps
-        info = {"status": status if not truncated else "timeout", "cost": cost,
-                "is_success": status == "success"}
-        return self._observe(features), float(reward), status != "running", truncated, info
+        ended = status == "success" or (status == "failed" and self.end_on_failure)
+        truncated = not ended and self.steps >= self.max_steps
+        info = {"status": "timeout" if truncated and status == "running" else status,
+                "cost": cost, "is_success": status == "success"}
+        return self._observe(features), float(reward), ended, truncated, info
 
     def _cost(self, features) -> float:
         total, _ = total_cost(self.spec, features)

@@ -46,6 +46,7 @@ class Family:
     # share of training episodes that start with the tool a few cm above the first object
     # (a reverse curriculum: from there the grasp is found by chance, then learnt from afar)
     near_start: float = 0.0
+    action_scale: float = 0.15  # rad: how far from the measured joints a full action aims
 
     @property
     def goal_size(self) -> int:
@@ -158,7 +159,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("reach", "move the tool centre to a point, or hover it some height above one",
            ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
     Family("move_slowly", "move the tool centre to a point under a speed limit",
-           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0),
+           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.05),
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
            _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5),
 )}

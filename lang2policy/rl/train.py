@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.rl.env import ACTION_SCALE, CONTROL_PERIOD, RewardEnv
+from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
 
@@ -55,7 +55,7 @@ def make_vec_env(config: TrainConfig):
 
     def maker(index: int):
         seed = config.seed * TRAIN_SEED_STRIDE + index
-        return lambda: Monitor(RewardEnv(fam, config.robot, seed=seed),
+        return lambda: Monitor(RewardEnv(fam, config.robot, seed=seed, end_on_failure=False),
                                info_keywords=("is_success",))
 
     return DummyVecEnv([maker(i) for i in range(config.envs)])
@@ -138,4 +138,5 @@ def export(model, env, config: TrainConfig) -> MLPPolicy:
     return MLPPolicy(family=config.family, robot=config.robot, weights=weights, biases=biases,
                      obs_mean=np.asarray(env.obs_rms.mean, np.float64),
                      obs_var=np.asarray(env.obs_rms.var, np.float64),
-                     action_scale=ACTION_SCALE, control_period=CONTROL_PERIOD)
+                     action_scale=family_named(config.family).action_scale,
+                     control_period=CONTROL_PERIOD)
