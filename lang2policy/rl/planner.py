@@ -41,7 +41,10 @@ LEAD = 0.06
 def shipped_policies(robot: str) -> list[Path]:
     """The shipped policy directories for ``robot`` (``models/rl-*-<robot>``), sorted."""
     root = share_dir() / "models"
-    return sorted(p for p in root.glob(f"{SHIPPED_PREFIX}*-{robot}") if (p / CONFIG_FILE).is_file())
+    found = [p for p in root.glob(f"{SHIPPED_PREFIX}*-{robot}") if (p / CONFIG_FILE).is_file()]
+    # a distilled policy (rl-<family>-distilled-<robot>) serves only where no RL one does:
+    # it comes first, so the RL policy of the same family, loaded later, replaces it
+    return sorted(found, key=lambda p: ("-distilled-" not in p.name, p.name))
 
 
 def load_policies(directories: Sequence[str | Path], robot: str) -> dict[str, MLPPolicy]:
@@ -76,7 +79,7 @@ class PolicyPlanner:
         self.mpc = Sampler(model, config)
         self.nominal: ControlPlan | None = None
         self.backend = "idle"  # "rl:<family>" or "mpc" for the last pass (status lines)
-        self._last: tuple[float, np.ndarray] | None = None  # (time, targets) of the action
+        self._last: tuple[float, np.ndarray] | None = None  # (slot, targets) of the action
         self._gripper: float | None = None  # the gripper control a grasping policy set
         self._dof_adr = np.asarray(model.arm.dof_adr)
 
@@ -125,7 +128,8 @@ class PolicyPlanner:
             # max_joint_speed from the commanded ones
             previous = ctrl[arm.actuator_ids]
             reach = self.pm.description.max_joint_speed * policy.control_period
-            self._last = (now, np.clip(targets, previous - reach, previous + reach))
+            self._last = (self._slot(now, policy.control_period),
+                          np.clip(targets, previous - reach, previous + reach))
         ctrl[self.pm.arm.actuator_ids] = self._last[1]
         if self._gripper is not None:
             ctrl[self.pm.arm.gripper_actuator_ids] = self._gripper
@@ -134,6 +138,13 @@ class PolicyPlanner:
         return ControlPlan(start=now, knots=knots, cost=float("nan"),
                            seconds=_time.perf_counter() - began)
 
+    def _slot(self, now: float, period: float) -> float:
+        """The time an action taken at ``now`` stands for: one period after the last one's
+        while on time, so states every 0.02 s still give actions every 0.05 s on average (not
+        every 0.06 s); ``now`` after a gap or a clock jump."""
+        if self._last is not None and 0.0 <= now - self._last[0] < 2 * period:
+            return self._last[0] + period
+        return now
 
     def _look_ahead(self) -> None:
         """``pm.data`` ``lead`` s on under the commanded targets (its time kept): the state
@@ -143,6 +154,7 @@ class PolicyPlanner:
             now = data.time
             mujoco.mj_step(model, data, max(1, round(self.lead / model.opt.timestep)))
             data.time = now
+            mujoco.mj_forward(model, data)  # positions of bodies and sites at the new state
 
 
 BACKENDS = ("mpc", "rl")
