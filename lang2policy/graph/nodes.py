@@ -112,7 +112,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         },
         "perception_node": _perception_overrides(options),
         "safety_node": {},
-        "controller_node": {},
+        "controller_node": {"backend": options.controller},
         "vla_node": {"backend": options.vla_backend},
         "planner_node": {"llm": options.llm, "route": options.route,
                          "grounding": options.grounding, "vla": options.vla},

@@ -20,6 +20,7 @@ from lang2policy import cli_types
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
 from lang2policy.graph.rules import (
+    CONTROLLERS,
     DRIVERS,
     GROUNDING,
     MODES,
@@ -129,6 +130,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("grounding", "on", "code plans: on (grammar, scored candidates, retrieved examples, a "
            "dry run before moving) | off (free decoding; the goal is checked either way)",
            choices=GROUNDING, flag="--grounding"),
+    Option("controller", "mpc", "reward plans: mpc (the sampling MPC) | rl (the shipped RL "
+           "policies for the task families they serve, the MPC for the rest)",
+           choices=CONTROLLERS, flag="--controller"),
     Option("vla", False, "true: start the VLA node (language skills on /lang2policy/skill)",
            FLAG, flag="--vla", flag_help="start the VLA node (skills on /lang2policy/skill)"),
     Option("vla_backend", "local", "VLA policy: local (models/vla-so101-tiny) | "

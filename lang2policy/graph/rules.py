@@ -20,6 +20,7 @@ RECORD_MODES = ("episode", "session")
 DRIVERS = ("ros2_control", "so101")
 ROUTES = ("auto", "code", "reward", "skill")  # the plan kind: per instruction, or fixed
 GROUNDING = ("on", "off")  # code plans grounded in the scene and catalog, or decoded freely
+CONTROLLERS = ("mpc", "rl")  # what runs reward plans: the MPC, or RL policies where they serve
 LLM_KINDS = ("local", "openai")
 LLM_FILE_KINDS = ("replay", "record", "cache")
 DEFAULT_PORT = "/tmp/lang2policy-so101"  # the emulator's port link when none is given
@@ -36,6 +37,7 @@ class GraphOptionRules:
         choice("record_mode", self.record_mode, RECORD_MODES)
         choice("route", self.route, ROUTES)
         choice("grounding", self.grounding, GROUNDING)
+        choice("controller", self.controller, CONTROLLERS)
         check_llm(self.llm)
         if self.record is not None and not str(self.record).strip():
             raise ConfigError("record: give an output directory, or None to not record")
