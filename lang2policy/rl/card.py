@@ -29,9 +29,10 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
     rate = f"{result['successes']}/{result['episodes']} ({result['success_rate']:.0%})"
     time_text = (f"{result['seconds_to_success']} s" if result["seconds_to_success"] is not None
                  else "n/a")
+    doc = fam.doc[0].upper() + fam.doc[1:]
     text = f"""# RL policy: {fam.name} ({policy.robot})
 
-{fam.doc}. One goal-conditioned policy serves every reward spec of the family: the goal
+{doc}. One goal-conditioned policy serves every reward spec of the family: the goal
 ({', '.join(fam.goal_names)}) is an input, read from the spec's parameters, so an edit such as
 "higher" changes what the policy does at the next control cycle.
 
@@ -54,12 +55,20 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
 
 Evaluation seeds start at 1,000,000; training goals come from seeds below that.
 
-| held-out goals | success | time to success | smoothness (rad/step) | control cost |
+| held-out goals | success | time to success | smoothness (rad/step) | mean squared action |
 | --- | --- | --- | --- | --- |
 | {result['episodes']} | {rate} | {time_text} | {result['smoothness']} | {result['control_cost']} |
 
 Learning curve: `learning_curve.png` (`curve.json`); evaluation video: `eval.mp4` (the goal
-is the green sphere).
+is the green sphere). `lang2policy bench rl` runs the same held-out goals with the MPC beside it.
+
+## Licence and limitations
+
+Apache-2.0, as the project. Trained and evaluated in simulation only, with the arm and the
+family's objects alone on the table (no obstacles, no other objects); goals are drawn inside
+the robot's workspace, and a spec outside it is served but was never trained on. Not tried on
+a physical arm. The observation is exact simulator state: with a real arm, object poses come
+from perception and carry its errors.
 """
     path = out / "README.md"
     path.write_text(text)
