@@ -40,6 +40,7 @@ START_SPREAD = 0.5  # rad: start poses are home +- this, per joint (half the epi
 # plans on 0.01 s; 0.005 s keeps the arm's servo dynamics (what a policy learns) and trains
 # 2.5x faster than 0.002 s (mj_step was 63 % of a step's time)
 SIM_TIMESTEP = 0.005
+SETTLE_SECONDS = 0.3
 
 
 class RewardEnv(gym.Env):
@@ -79,6 +80,7 @@ class RewardEnv(gym.Env):
         self._start_arm()
         if self.family.objects and self._rng.random() < self.family.near_start:
             self._start_above(self.family.objects[0])
+        self._settle()
         self.steps = 0
         features = self.pm.features_now()
         self.last_cost = self._cost(features)
@@ -122,6 +124,13 @@ class RewardEnv(gym.Env):
         d.qpos[arm.qpos_adr] = q
         d.ctrl[arm.actuator_ids] = q
         mujoco.mj_forward(self.pm.model, d)
+
+    def _settle(self) -> None:
+        """Hold the start targets for ``SETTLE_SECONDS`` so the episode starts at rest (a
+        servo holding against gravity sags a little first: without this the first step of
+        "move slowly" could already break its speed limit); the clock then starts at 0."""
+        mujoco.mj_step(self.pm.model, self.pm.data, round(SETTLE_SECONDS / SIM_TIMESTEP))
+        self.pm.data.time = 0.0
 
     def _place_objects(self) -> None:
         """Each object at rest on a random workspace point, at a random heading."""
