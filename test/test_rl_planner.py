@@ -25,7 +25,7 @@ from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.paths import share_dir
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.rl.observation import observation_size
-from lang2policy.rl.planner import PolicyPlanner, backend_settings, load_policies
+from lang2policy.rl.planner import LEAD, PolicyPlanner, backend_settings, load_policies
 from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, PolicyFileError, load_policy
 from lang2policy.scene.world import World
 
@@ -156,6 +156,35 @@ def test_an_edit_changes_the_goal_at_the_next_policy_step(planner):
     np.testing.assert_allclose(after[-3:] - before[-3:], [0.0, 0.0, 0.02], atol=1e-6)  # offset
 
 
+def test_states_every_20_ms_still_give_a_policy_step_every_50_ms_on_average(planner):
+    planner, recorder = planner
+    pm = planner.pm
+    spec = reach_spec([0.22, -0.05, 0.08])
+    for k in range(21):  # 0.4 s of measured time at the sim node's 50 Hz
+        load_state(pm, 0.02 * k, pm.arm.home)
+        planner.improve(spec)
+    assert len(recorder.observations) == 9  # 0, .06, .10, .16, .20, .26, .30, .36, .40 s
+
+
+def test_a_lead_shows_the_policy_the_state_its_targets_will_meet(planner):
+    planner, recorder = planner
+    pm = planner.pm
+    spec = reach_spec([0.22, -0.05, 0.08])
+    commanded = pm.arm.home + 0.3  # the targets being commanded pull every joint on
+    for lead in (0.0, LEAD):
+        planner.lead = lead
+        planner.reset(start=0.0)
+        load_state(pm, 1.0, pm.arm.home)
+        pm.data.ctrl[pm.arm.actuator_ids] = commanded
+        plan = planner.improve(spec)
+        assert plan.start == 1.0  # the plan stays in measured time
+    dof = pm.arm.dof
+    still, ahead = (o[:dof] for o in recorder.observations)
+    np.testing.assert_allclose(still, pm.arm.home, atol=1e-6)
+    assert np.all((ahead - pm.arm.home) * (commanded - pm.arm.home) > 0)  # moved toward them
+    assert np.all(np.abs(ahead - pm.arm.home) < 0.3)
+
+
 # --------------------------------------------------------------------------- settings
 def test_backend_settings_refuse_unknown_backends_and_bad_policy_directories(tmp_path):
     with pytest.raises(ConfigError, match=r"'bogus' is not one of \['mpc', 'rl'\]"):
@@ -182,7 +211,8 @@ def test_backend_settings_name_the_planner_and_the_policies(tmp_path):
     directory = random_policy(pm.arm.dof).save(tmp_path / "reach")
     settings = backend_settings("rl", "so101", f" {directory} ,")
     assert settings == {"sampler_factory": FACTORY,
-                        "sampler_options": {"robot": "so101", "policies": [str(directory)]},
+                        "sampler_options": {"robot": "so101", "policies": [str(directory)],
+                                            "lead": LEAD},
                         "families": ["reach"]}
 
 
@@ -200,12 +230,12 @@ STEP = 0.01  # s of simulated time between two measured states
 
 
 class LockstepPlant:
-    """A World fed to ``RealtimeMPC`` one state at a time: each state is planned on before the
-    arm moves on, so the loop does not depend on machine load."""
+    """An arm in a World fed to ``RealtimeMPC`` one state at a time: each state is planned on
+    before the arm moves on, so the loop does not depend on machine load."""
 
-    def __init__(self, mpc: RealtimeMPC, seed: int = 0) -> None:
+    def __init__(self, mpc: RealtimeMPC) -> None:
         self.world, self.mpc = World("so101"), mpc
-        self.world.reset(seed)
+        self.world.reset(0, objects=[])  # an empty table, as the reach policy was trained on
         self.offset = np.array(self.world.description.grasp.center_offset)
         self.planned = threading.Event()
 
@@ -241,7 +271,7 @@ def test_realtime_mpc_with_the_rl_backend_drives_the_arm_to_a_reach_goal():
                       sampler_options={"robot": "so101", "policies": [str(policy)]},
                       on_iteration=lambda: plant.planned.set())
     plant = LockstepPlant(mpc)
-    goal = np.array([0.22, -0.06, 0.10])
+    goal = np.array([0.22, -0.10, 0.08])
     with mpc:
         plant.step()  # a first state: the controller holds it
         start = plant.tool()

@@ -59,7 +59,7 @@ class Backend:
 
 def make_backend(name: str, robot: str) -> Backend:
     """``mpc`` or ``rl`` (the shipped policies); ``ConfigError`` names the valid ones."""
-    settings = backend_settings(name, robot)
+    settings = backend_settings(name, robot, lead=0.0)  # lockstep: targets act at once
     settings.pop("families", None)
     options = settings.get("sampler_options", {})
     policies = load_policies(options["policies"], robot) if options else {}
