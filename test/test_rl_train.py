@@ -91,3 +91,10 @@ def test_a_broken_policy_file_is_refused(tmp_path):
     (tmp_path / "policy.json").write_text("{not json")
     with pytest.raises(PolicyFileError, match="cannot read"):
         load_policy(tmp_path)
+
+
+def test_an_empty_weights_file_is_refused(tmp_path):
+    (tmp_path / "policy.json").write_text('{"format": "lang2policy-rl-mlp/1"}')
+    (tmp_path / "policy.npz").write_bytes(b"")
+    with pytest.raises(PolicyFileError, match="cannot read"):
+        load_policy(tmp_path)

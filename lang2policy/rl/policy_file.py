@@ -11,6 +11,7 @@ is wrong, never a half-loaded policy.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def load_policy(directory: str | Path) -> MLPPolicy:
         config = json.loads((path / CONFIG_FILE).read_text())
         with np.load(path / WEIGHTS_FILE) as arrays:
             data = {k: np.asarray(arrays[k], np.float64) for k in arrays.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise PolicyFileError(f"cannot read the RL policy in {path}: {exc} (expected "
                               f"{CONFIG_FILE} and {WEIGHTS_FILE} from 'train rl')") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
