@@ -279,10 +279,33 @@ def test_realtime_mpc_with_the_rl_backend_drives_the_arm_to_a_reach_goal():
         while mpc.active and plant.world.time < 10.0:
             plant.step()
         stats = mpc.stats()
-    error = np.linalg.norm(plant.tool() - goal)
-    print(f"rl backend in RealtimeMPC: {stats.status} after {plant.world.time:.2f} s, "
+        error = np.linalg.norm(plant.tool() - goal)
+        ended = plant.world.time
+        while plant.world.time < ended + 1.0:  # the task is over: the arm holds
+            plant.step()
+    print(f"rl backend in RealtimeMPC: {stats.status} after {ended:.2f} s, "
           f"tool error {1000 * error:.1f} mm (from {1000 * np.linalg.norm(start - goal):.0f} mm)")
     assert stats.backend == "rl:reach", stats
     assert stats.status == "success", stats
     assert np.linalg.norm(start - goal) > 0.08
     assert error < 0.015
+    held = np.linalg.norm(plant.tool() - goal)
+    print(f"held 1 s after success: tool error {1000 * held:.1f} mm")
+    assert held < 0.015
+
+
+def test_after_a_policy_the_arm_holds_where_it_was_measured(planner):
+    planner, _ = planner
+    pm = planner.pm
+    q = pm.arm.home + 0.1
+    load_state(pm, 0.0, q)
+    commanded = pm.data.ctrl.copy()
+    commanded[pm.arm.actuator_ids] += 0.07  # a policy's last targets, a step past the goal
+    assert np.array_equal(planner.end_hold(commanded), commanded)  # nothing ran yet: as is
+    planner.improve(reach_spec([0.2, 0.05, 0.0], height=0.1))
+    held = planner.end_hold(commanded)
+    np.testing.assert_allclose(held[pm.arm.actuator_ids], q)
+    np.testing.assert_allclose(held[pm.arm.gripper_actuator_ids],
+                               commanded[pm.arm.gripper_actuator_ids])
+    planner.improve(unserved_spec())
+    assert np.array_equal(planner.end_hold(commanded), commanded)  # the MPC's hold

@@ -237,17 +237,22 @@ class RealtimeMPC(MPCFront):
             self._measures = values
             if outcome != "running":
                 reason = task.tracker.broken or "success conditions held"
-                self.board.end_locked(outcome, reason, self.board.command_locked(state.time), state)
+                self.board.end_locked(outcome, reason, self._end_hold(state), state)
             elif state.time - task.start >= task.spec.duration:
                 self.board.end_locked(
-                    "timeout",
-                    f"{task.spec.duration:g} s passed",
-                    self.board.command_locked(state.time),
-                    state,
+                    "timeout", f"{task.spec.duration:g} s passed", self._end_hold(state), state
                 )
             else:
                 return False
         return True
+
+    def _end_hold(self, state) -> np.ndarray:
+        """What the arm holds when a task ends (lock held): the last commanded targets, or
+        what the sampler prefers (``end_hold``: an RL policy holds where the arm is, since its
+        last targets may aim a step past the goal)."""
+        hold = self.board.command_locked(state.time)
+        prefer = getattr(self.sampler, "end_hold", None)
+        return hold if prefer is None or hold is None else prefer(hold)
 
     def _rebuild(self, names: list[str], turn: Turn) -> None:
         """A new planning model and sampler for a new set of objects (planning thread)."""

@@ -92,6 +92,17 @@ class PolicyPlanner:
         self.nominal = self.mpc.nominal
         self._last, self._gripper = None, None
 
+    def end_hold(self, ctrl: np.ndarray) -> np.ndarray:
+        """The controls to hold when a task ends: after a policy, the arm joints where they
+        were measured last (a policy's last targets can aim a step past the goal, and holding
+        them moved the arm up to 3 cm off it), the gripper as commanded; after the MPC,
+        ``ctrl`` unchanged."""
+        if not self.backend.startswith("rl"):
+            return ctrl
+        held = np.array(ctrl, float)
+        held[self.pm.arm.actuator_ids] = self.pm.data.qpos[self.pm.arm.qpos_adr]
+        return held
+
     def improve(self, spec: RewardSpec) -> ControlPlan:
         """One pass from the state in ``pm.data``: the policy's targets or an MPC iteration."""
         served = family_of(spec)
