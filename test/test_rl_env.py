@@ -7,7 +7,7 @@ import pytest
 
 from lang2policy.mpc.cost import total_cost
 from lang2policy.rewards.spec import validate_spec
-from lang2policy.rl.env import SUCCESS_BONUS, RewardEnv
+from lang2policy.rl.env import FAILURE_PENALTY, SUCCESS_BONUS, RewardEnv
 from lang2policy.rl.families import FAMILIES, family, family_of
 from lang2policy.rl.observation import observation_size
 from lang2policy.scene.robot_description import load_robot_description
@@ -91,6 +91,10 @@ def test_training_runs_on_after_a_failure_without_success():
         done, steps = terminated or truncated, steps + 1
     assert statuses[0] == "failed" and statuses[-1] == "failed"
     assert steps == env.max_steps and truncated and not terminated
+    env.reset(seed=0)
+    first = env.step(np.ones(env.arm.dof))[1]
+    second = env.step(np.ones(env.arm.dof))[1]
+    assert first < second - FAILURE_PENALTY / 2  # the break is paid for once
 
 
 def test_families_recognise_their_specs_and_refuse_others():

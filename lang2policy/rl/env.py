@@ -35,6 +35,10 @@ from lang2policy.scene.robot_description import RobotDescription, load_robot_des
 
 CONTROL_PERIOD = 0.05  # s per policy step (20 Hz, as SERL's 10 Hz order of magnitude)
 SUCCESS_BONUS = 5.0
+# Training (end_on_failure=False): what breaking an always-condition costs once, about a whole
+# episode's cost; the broken term's own weighted cost alone did not stop a policy from breaking
+# move_slowly's speed limit in its first step
+FAILURE_PENALTY = 50.0
 START_SPREAD = 0.5  # rad: start poses are home +- this, per joint (half the episodes)
 # s: physics step of training. The world steps 0.002 s (sim/scenes/tabletop.xml) and the MPC
 # plans on 0.01 s; 0.005 s keeps the arm's servo dynamics (what a policy learns) and trains
@@ -81,7 +85,7 @@ class RewardEnv(gym.Env):
         if self.family.objects and self._rng.random() < self.family.near_start:
             self._start_above(self.family.objects[0])
         self._settle()
-        self.steps = 0
+        self.steps, self._broken = 0, False
         features = self.pm.features_now()
         self.last_cost = self._cost(features)
         return self._observe(features), {"goal": self.goal.copy()}
@@ -172,6 +176,9 @@ class RewardEnv(gym.Env):
             reward += SUCCESS_BONUS
         elif status == "failed" and self.end_on_failure:
             reward -= cost * (self.max_steps - self.steps)
+        elif status == "failed" and not self._broken:  # the step that broke the condition
+            reward -= FAILURE_PENALTY
+        self._broken = status == "failed"
         ended = status == "success" or (status == "failed" and self.end_on_failure)
         truncated = not ended and self.steps >= self.max_steps
         info = {"status": "timeout" if truncated and status == "running" else status,
