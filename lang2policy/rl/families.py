@@ -47,6 +47,9 @@ class Family:
     # (a reverse curriculum: from there the grasp is found by chance, then learnt from afar)
     near_start: float = 0.0
     action_scale: float = 0.15  # rad: how far from the measured joints a full action aims
+    # log of the initial exploration noise (PPO's default 0: std 1); a family whose constraint
+    # random actions break at once (move_slowly's speed limit) starts exploring gently
+    log_std_init: float = 0.0
 
     @property
     def goal_size(self) -> int:
@@ -159,7 +162,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("reach", "move the tool centre to a point, or hover it some height above one",
            ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
     Family("move_slowly", "move the tool centre to a point under a speed limit",
-           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.05),
+           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.05,
+           log_std_init=-1.5),
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
            _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5),
 )}

@@ -78,7 +78,8 @@ def _learner(config: TrainConfig, out: Path, resume: bool):
     model = PPO("MlpPolicy", env, n_steps=config.n_steps, batch_size=config.batch_size,
                 n_epochs=config.epochs, gamma=config.gamma, gae_lambda=0.95,
                 learning_rate=config.learning_rate, clip_range=0.2, ent_coef=0.0,
-                policy_kwargs={"net_arch": [config.hidden, config.hidden]},
+                policy_kwargs={"net_arch": [config.hidden, config.hidden],
+                               "log_std_init": family_named(config.family).log_std_init},
                 seed=config.seed, device="cpu", verbose=0)
     return model, env
 
