@@ -112,6 +112,18 @@ def test_controller_periodic_status_prints_on_change_only_and_keeps_the_rate():
     assert not model.task_running(now=0.0)
 
 
+def test_a_task_an_rl_policy_runs_says_so_once():
+    model = StatusModel()
+    model.fold(controller("running"))
+    rl = {"rate_hz": 20.0, "backend": "rl:reach"}
+    seen = model.fold(json.dumps({"node": "controller", "state": "running",
+                                  "task": "lift the block", "stats": rl}))
+    assert seen.line == "[controller] running: lift the block [policy reach]"
+    assert model.fold(json.dumps({"node": "controller", "state": "running",
+                                  "task": "lift the block", "stats": rl})) is None
+    assert model.fold(controller("success")).line == "[controller] success: lift the block"
+
+
 def test_controller_spec_answers_always_print_and_errors_are_kept():
     model = StatusModel()
     model.fold(controller("running"))

@@ -76,6 +76,7 @@ class StatusModel:
     controller_state: str = ""
     controller_task: str = ""
     controller_rate: float | None = None
+    controller_backend: str = ""  # "rl:<family>" while an RL policy runs the task, else ""
     safety_state: str = ""
     safety_reason: str = ""
     last_error: str = ""
@@ -212,8 +213,15 @@ class StatusModel:
         stats = message.get("stats")
         rate = stats.get("rate_hz") if isinstance(stats, dict) else None
         self.controller_rate = float(rate) if isinstance(rate, int | float) else None
-        changed = (state, task) != (self.controller_state, self.controller_task)
+        backend = short(str(stats.get("backend", "")), 40) if isinstance(stats, dict) else ""
+        if state == "running" and backend.startswith("rl:"):  # a learned policy drives it
+            line += f" [policy {backend[3:]}]"
+        else:
+            backend = ""
+        changed = (state, task, backend) != (self.controller_state, self.controller_task,
+                                             self.controller_backend)
         self.controller_state, self.controller_task = state, task
+        self.controller_backend = backend
         return Notice("controller", state, task, line) if changed else None
 
     def _fold_safety(self, message: dict) -> Notice | None:
