@@ -67,6 +67,17 @@ def add_robot(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="so101", help="robot description (so101, panda)")
 
 
+def positive_int(value: str) -> int:
+    """A whole number of at least 1, written plainly or as ``1e6`` (step and episode counts)."""
+    try:
+        number = int(float(value)) if "e" in value.lower() else int(value)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    return number
+
+
 def add_seed(parser: argparse.ArgumentParser, what: str = "scene seed") -> None:
     """``--seed`` (default 0), its help ``what`` with the valid range."""
     parser.add_argument("--seed", type=seed, default=0, help=f"{what} (0 to {MAX_SEED})")

@@ -24,6 +24,7 @@ from lang2policy.mpc.realtime import RealtimeMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.paths import share_dir
 from lang2policy.rewards.spec import validate_spec
+from lang2policy.rl.actions import SERVO_LAG
 from lang2policy.rl.observation import observation_size
 from lang2policy.rl.planner import LEAD, PolicyPlanner, backend_settings, load_policies
 from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, PolicyFileError, load_policy
@@ -183,6 +184,30 @@ def test_a_lead_shows_the_policy_the_state_its_targets_will_meet(planner):
     np.testing.assert_allclose(still, pm.arm.home, atol=1e-6)
     assert np.all((ahead - pm.arm.home) * (commanded - pm.arm.home) > 0)  # moved toward them
     assert np.all(np.abs(ahead - pm.arm.home) < 0.3)
+
+
+def test_a_speed_limited_policy_asks_for_no_more_than_the_specs_speed():
+    """move_slowly: the planner shrinks the policy's offset as training did, so the tool speed
+    the targets ask for is the spec's limit (a random policy asks for far more)."""
+    pm = PlanningModel("so101", (), CONFIG.timestep)
+    policy = random_policy(pm.arm.dof, family="move_slowly", goal_size=4)
+    planner = PolicyPlanner(pm, CONFIG, {"move_slowly": policy})
+    spec = validate_spec({"task": "slowly", "duration": 20, "terms": [
+        {"id": "goal", "term": "tool_to_point", "params": {"point": [0.25, 0.1, 0.05]}},
+        {"id": "speed", "term": "tool_speed", "params": {"speed": 0.03, "mode": "at_most"}}]},
+        ()).spec
+    try:
+        planner.reset(start=0.0)
+        load_state(pm, 0.0, pm.arm.home)
+        plan = planner.improve(spec)
+        assert planner.backend == "rl:move_slowly"
+        offset = plan.knots[0, pm.arm.actuator_ids] - pm.arm.home
+        jacp = np.zeros((3, pm.model.nv))
+        mujoco.mj_jacSite(pm.model, pm.data, jacp, None, pm.arm.ee_site_id)
+        asked = np.linalg.norm(jacp[:, pm.arm.dof_adr] @ offset)
+        assert 0.0 < asked <= 0.03 * SERVO_LAG + 1e-9
+    finally:
+        planner.close()
 
 
 # --------------------------------------------------------------------------- settings

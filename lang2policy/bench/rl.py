@@ -93,7 +93,7 @@ def _training(policy: MLPPolicy | None) -> dict | None:
 def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPCConfig,
                  bar: tqdm) -> dict:
     """Every backend of one family on the same seeds, training times, inference speed."""
-    env = RewardEnv(family_named(name), robot)
+    env = RewardEnv(family_named(name), robot, near_start=0.0)
     policy = _load(policy_dir(models, name, robot), name, robot)
     distilled_path = policy_dir(models, name, robot, distilled=True)
     distilled = (_load(distilled_path, name, robot)

@@ -184,7 +184,7 @@ def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Train; 0 when the run finished, 130 when interrupted (the last checkpoint is kept)."""
-    if args.train_kind == "rl":
+    if args.train_kind in ("rl", "distill"):
         from lang2policy.commands import train_rl
 
         return train_rl.run(args)

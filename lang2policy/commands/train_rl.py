@@ -1,7 +1,9 @@
-"""``lang2policy train rl``: a goal-conditioned policy for one task family, trained with PPO.
+"""``lang2policy train rl`` and ``train distill``: a goal-conditioned policy for one task family,
+trained with PPO (``rl``) or distilled from the family's expert with DAgger (``distill``).
 
     lang2policy train rl --family reach --out models/rl-reach-so101 [--steps 1500000]
     lang2policy train rl --family reach --out models/rl-reach-so101 --resume   # continue
+    lang2policy train distill --family lift --out models/rl-lift-distilled-so101
 
 The run shows a progress bar (return, success, steps/s), checkpoints every
 ``--checkpoint-every`` steps, and at the end writes the numpy policy, ``curve.json``,
@@ -21,16 +23,6 @@ from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 
 
-def _whole(value: str) -> int:
-    try:
-        number = int(float(value)) if "e" in value.lower() else int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} must be at least 1")
-    return number
-
-
 def add_arguments(kinds: Any) -> None:
     """Add the ``rl`` subcommand to ``train``'s subparsers."""
     from lang2policy.rl.families import FAMILIES
@@ -39,31 +31,76 @@ def add_arguments(kinds: Any) -> None:
     rl.add_argument("--family", required=True, choices=list(FAMILIES),
                     help="the task family the policy serves")
     rl.add_argument("--out", type=Path, required=True, help="model directory")
-    rl.add_argument("--steps", type=_whole, default=1_000_000, help="environment steps in all")
-    rl.add_argument("--envs", type=_whole, default=8, help="environments stepped together")
-    rl.add_argument("--hidden", type=_whole, default=64, help="units per hidden layer (2)")
-    rl.add_argument("--checkpoint-every", type=_whole, default=100_000)
+    whole = cli_types.positive_int
+    rl.add_argument("--steps", type=whole, default=1_000_000, help="environment steps in all")
+    rl.add_argument("--envs", type=whole, default=8, help="environments stepped together")
+    rl.add_argument("--hidden", type=whole, default=64, help="units per hidden layer (2)")
+    rl.add_argument("--checkpoint-every", type=whole, default=100_000)
     rl.add_argument("--resume", action="store_true", help="continue OUT/checkpoint")
-    rl.add_argument("--eval-episodes", type=_whole, default=50,
+    rl.add_argument("--eval-episodes", type=whole, default=50,
                     help="held-out goals the finished policy is evaluated on")
     rl.add_argument("--no-video", action="store_true", help="no evaluation video")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(rl, "seed of the weights and of the training goals")
+    _add_distill(kinds)
+
+
+def _add_distill(kinds: Any) -> None:
+    from lang2policy.rl.experts import EXPERTS
+
+    distill = kinds.add_parser("distill", help="a goal-conditioned policy imitating the "
+                               "family's expert (DAgger)")
+    distill.add_argument("--family", required=True, choices=sorted(EXPERTS),
+                         help="the task family (those with an expert)")
+    distill.add_argument("--out", type=Path, required=True, help="model directory")
+    distill.add_argument("--iterations", type=cli_types.positive_int, default=8,
+                         help="DAgger iterations (the first one the expert drives)")
+    distill.add_argument("--episodes", type=cli_types.positive_int, default=40,
+                         help="episodes per iteration")
+    distill.add_argument("--hidden", type=cli_types.positive_int, default=64,
+                         help="units per hidden layer (2)")
+    distill.add_argument("--epochs", type=cli_types.positive_int, default=20,
+                         help="passes over the data after each iteration")
+    distill.add_argument("--eval-episodes", type=cli_types.positive_int, default=50,
+                         help="held-out goals the finished policy is evaluated on")
+    distill.add_argument("--no-video", action="store_true", help="no evaluation video")
+    distill.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cli_types.add_seed(distill, "seed of the weights and of the training goals (below 100)")
 
 
 def _command(args: argparse.Namespace) -> str:
     """The command that reproduces this run (for the model card)."""
-    words = ["lang2policy", "train", "rl", "--family", args.family, "--out", str(args.out),
-             "--steps", str(args.steps), "--envs", str(args.envs), "--hidden", str(args.hidden),
-             "--seed", str(args.seed)]
+    words = ["lang2policy", "train", args.train_kind, "--family", args.family,
+             "--out", str(args.out)]
+    names = (("steps", "envs") if args.train_kind == "rl" else ("iterations", "episodes", "epochs"))
+    for name in (*names, "hidden", "seed"):
+        words += [f"--{name}", str(getattr(args, name))]
     return shlex.join(words)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train, evaluate, write the model card; 130 when interrupted (checkpoint kept)."""
-    from lang2policy.rl.card import write_card
-    from lang2policy.rl.evaluate import evaluate
-    from lang2policy.rl.policy_file import load_policy
+    """Train (or distil), evaluate, write the model card; 130 when interrupted."""
+    summary = _train(args) if args.train_kind == "rl" else _distill(args)
+    if summary is None:
+        return 130
+    _evaluate_and_card(args, summary)
+    return 0
+
+
+def _distill(args: argparse.Namespace) -> dict | None:
+    from lang2policy.rl.dagger import DistillConfig, distill
+
+    config = DistillConfig(family=args.family, iterations=args.iterations,
+                           episodes=args.episodes, seed=args.seed, hidden=args.hidden,
+                           epochs=args.epochs)
+    try:
+        return distill(config, args.out, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("lang2policy train distill: interrupted; nothing written", file=sys.stderr)
+        return None
+
+
+def _train(args: argparse.Namespace) -> dict | None:
     from lang2policy.rl.train import TrainConfig, train
 
     config = TrainConfig(family=args.family, steps=args.steps, envs=args.envs, seed=args.seed,
@@ -73,19 +110,27 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"lang2policy train rl: interrupted; continue with --resume --out {args.out}",
               file=sys.stderr)
-        return 130
+        return None
     except FileNotFoundError as exc:
         raise Lang2PolicyError(str(exc)) from None
+    return summary
+
+
+def _evaluate_and_card(args: argparse.Namespace, summary: dict) -> None:
+    """Evaluate the written policy on held-out goals, write its card, say where it is."""
+    from lang2policy.rl.card import write_card
+    from lang2policy.rl.evaluate import evaluate
+    from lang2policy.rl.policy_file import load_policy
+
     policy = load_policy(args.out)
     video = None if args.no_video else args.out / "eval.mp4"
     result = evaluate(policy, episodes=args.eval_episodes, video=video)
     command = _command(args)
     write_card(args.out, policy, summary, result, command)
-    print(f"trained {summary['timesteps']} steps in {summary['train_seconds']} s "
+    print(f"trained on {summary['timesteps']} steps in {summary['train_seconds']} s "
           f"({summary['steps_per_second']} steps/s)\n"
           f"held-out goals: {result['successes']}/{result['episodes']} succeeded"
           + (f", {result['seconds_to_success']} s to success on average"
              if result["seconds_to_success"] is not None else "") +
           f"\nmodel: {args.out} (policy.npz, policy.json, README.md, learning_curve.png"
           + (", eval.mp4)" if video else ")"))
-    return 0

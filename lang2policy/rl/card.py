@@ -19,6 +19,39 @@ def _commit() -> str:
         return "unknown"
 
 
+def _action_extras(fam) -> str:
+    """What the family adds to the joint-offset action (a gripper, a speed cap)."""
+    extras = []
+    if fam.gripper:
+        extras.append("plus the gripper opening")
+    if fam.speed_goal is not None:
+        extras.append("shrunk so that the tool speed they ask for stays under the goal's "
+                      "speed limit (`lang2policy.rl.actions`)")
+    return "; " + "; ".join(extras) if extras else ""
+
+
+def _objects(fam) -> str:
+    """The objects part of the observation, for families with objects on the table."""
+    if not fam.objects:
+        return ""
+    return (f"; the pose, yaw (mod 90 deg), velocity and lift of the {', '.join(fam.objects)} "
+            "(blocks differ only in colour: any block of a spec is served)")
+
+
+def _training(summary: dict) -> str:
+    """How the policy was trained, in a sentence: PPO, or DAgger from the family's expert."""
+    config, minutes = summary["config"], summary["train_seconds"] / 60
+    if summary.get("method") == "dagger":
+        return (f"DAgger from the scripted expert `{summary['expert']}` "
+                f"(`lang2policy.rl.experts`): {config['iterations']} iterations of "
+                f"{config['episodes']} episodes (the first driven by the expert, the others by "
+                f"the learner, every state labelled by the expert), {summary['timesteps']:,} "
+                f"labelled states, {minutes:.1f} min wall (torch on 1 thread)")
+    return (f"PPO (stable-baselines3), {config['envs']} environments, "
+            f"{summary['timesteps']:,} steps in {minutes:.1f} min wall "
+            f"({summary['steps_per_second']} steps/s, torch on 1 thread)")
+
+
 def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, command: str) -> Path:
     """``README.md`` and ``eval.json`` in the model directory ``out``."""
     out = Path(out)
@@ -42,13 +75,12 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
   weighted reward terms (the MPC's cost code, `lang2policy.mpc.cost`), plus a bonus on
   success; the spec's success and failure conditions end an episode.
 - **Observation**: joints, gripper, joint velocities, tool centre and velocity, goal, goal
-  minus tool (`lang2policy.rl.observation`), normalised by the training statistics.
-- **Action**: joint position targets within +-{policy.action_scale} rad of the measured joints.
+  minus tool{_objects(fam)} (`lang2policy.rl.observation`), normalised by the training
+  statistics.
+- **Action**: joint position targets within +-{policy.action_scale} rad of the measured
+  joints{_action_extras(fam)}.
 - **Network**: tanh MLP {sizes}, numpy at run time (`policy.npz`, no torch needed).
-- **Training**: PPO (stable-baselines3), {config['envs']} environments,
-  {summary['timesteps']:,} steps in {summary['train_seconds'] / 60:.1f} min wall
-  ({summary['steps_per_second']} steps/s, torch on 1 thread), seed {config['seed']}, commit
-  {_commit()}.
+- **Training**: {_training(summary)}, seed {config['seed']}, commit {_commit()}.
 - **Command**: `{command}`
 
 ## Results on goals not seen in training

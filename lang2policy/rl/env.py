@@ -13,10 +13,11 @@ pays.
 Actions are ``dof`` numbers in [-1, 1]: joint position targets at ``action_scale`` rad around
 the *measured* joint positions, plus the gripper opening (0..1 from -1..1) for families that
 grasp (a stateless, Markov action: the same observation asks for the
-same targets wherever the arm was sent before). Targets then move at most the robot's
-``max_joint_speed`` from the previous ones, as the safety node's retiming makes them move.
-The gripper keeps its opening. Physics runs at ``SIM_TIMESTEP`` on a copy of the scene with
-only the spec's objects (``PlanningModel``), ``control_period`` seconds per step.
+same targets wherever the arm was sent before); a family with a speed limit in its goal has
+the offset shrunk to keep the tool under it (``actions.arm_targets``). Targets then move at
+most the robot's ``max_joint_speed`` from the previous ones, as the safety node's retiming
+makes them move. The gripper keeps its opening. Physics runs at ``SIM_TIMESTEP`` on a copy
+of the scene with only the spec's objects (``PlanningModel``), ``control_period`` seconds per step.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from lang2policy.mpc.cost import SuccessTracker, total_cost
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.rewards.spec import RewardSpec, validate_spec
+from lang2policy.rl.actions import arm_targets
 from lang2policy.rl.families import Family, table_point
 from lang2policy.rl.observation import observation_size, observe
 from lang2policy.scene.objects import body_name
@@ -51,13 +53,17 @@ class RewardEnv(gym.Env):
     """One arm, one family of reward specs, a fresh goal every episode."""
 
     def __init__(self, family: Family, robot: str | RobotDescription = "so101",
-                 seed: int | None = None, end_on_failure: bool = True) -> None:
+                 seed: int | None = None, end_on_failure: bool = True,
+                 near_start: float | None = None) -> None:
         """``end_on_failure=False`` (training) lets an episode run on after an
         ``always_below`` condition broke: its status stays "failed", no success can follow,
         and the broken term's weighted cost keeps teaching (ending it at once, with the
-        cost of the steps left, made exploration in move_slowly fail at the first step)."""
+        cost of the steps left, made exploration in move_slowly fail at the first step).
+        ``near_start`` overrides the family's share of episodes starting above the object
+        (0 for evaluation and distillation: the task from the start, as a user gives it)."""
         self.family = family
         self.end_on_failure = end_on_failure
+        self.near_start = family.near_start if near_start is None else near_start
         self.description = (robot if isinstance(robot, RobotDescription)
                             else load_robot_description(robot))
         self.pm = PlanningModel(self.description, family.objects, timestep=SIM_TIMESTEP)
@@ -82,7 +88,7 @@ class RewardEnv(gym.Env):
         mujoco.mj_resetData(self.pm.model, self.pm.data)
         self._place_objects()
         self._start_arm()
-        if self.family.objects and self._rng.random() < self.family.near_start:
+        if self.family.objects and self._rng.random() < self.near_start:
             self._start_above(self.family.objects[0])
         self._settle()
         self.steps, self._broken = 0, False
@@ -152,8 +158,8 @@ class RewardEnv(gym.Env):
         if self.family.gripper:
             opening = (a[dof] + 1.0) / 2.0
             self.pm.data.ctrl[self.arm.gripper_actuator_ids] = self.arm.gripper_ctrl(opening)
-        q = self.pm.data.qpos[self.arm.qpos_adr]
-        return self.step_targets(q + self.family.action_scale * a[:dof])
+        return self.step_targets(arm_targets(self.pm, a, self.family.action_scale,
+                                             self.family.speed_limit(self.goal)))
 
     def step_targets(self, targets: np.ndarray):
         """One control period toward absolute arm joint ``targets`` (rad, clipped to the joint

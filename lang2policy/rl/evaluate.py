@@ -58,7 +58,7 @@ def run_episode(env: RewardEnv, act: Callable[[np.ndarray], np.ndarray], seed: i
 def evaluate(policy: MLPPolicy, episodes: int = 20, first_seed: int = EVAL_SEED,
              video: str | Path | None = None, video_episodes: int = 3) -> dict:
     """Success rate and per-episode figures of ``policy`` on held-out goals."""
-    env = RewardEnv(family_named(policy.family), policy.robot)
+    env = RewardEnv(family_named(policy.family), policy.robot, near_start=0.0)
     recorder = _GoalVideo(env) if video else None
     results = []
     for i in range(episodes):
@@ -79,6 +79,16 @@ def summarise(results: list[EpisodeResult]) -> dict:
             "smoothness": round(float(np.mean([r.smoothness for r in results])), 5),
             "control_cost": round(float(np.mean([r.control_cost for r in results])), 4),
             "runs": [asdict(r) for r in results]}
+
+
+def _goal_point(env: RewardEnv) -> np.ndarray:
+    """Where the goal is drawn: the goal's point, or for a lift the block's centre at the
+    goal height above where it rests."""
+    if env.goal.size >= 3:
+        return np.asarray(env.goal[:3], float)
+    block = env.pm.features_now().objects[env.spec.objects()[0]]
+    x, y = block["pos"].reshape(3)[:2]
+    return np.array([x, y, float(block["rest_z"]) + float(env.goal[0])])
 
 
 class _GoalVideo:
@@ -102,7 +112,7 @@ class _GoalVideo:
         scene = self.renderer.scene
         if scene.ngeom < scene.maxgeom:
             mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE,
-                                np.array([0.012, 0, 0]), np.asarray(env.goal[:3], float),
+                                np.array([0.012, 0, 0]), _goal_point(env),
                                 np.eye(3).ravel(), np.array([0.1, 0.8, 0.2, 0.8], np.float32))
             scene.ngeom += 1
         self.frames.append(self.renderer.render().copy())

@@ -50,10 +50,17 @@ class Family:
     # log of the initial exploration noise (PPO's default 0: std 1); a family whose constraint
     # random actions break at once (move_slowly's speed limit) starts exploring gently
     log_std_init: float = 0.0
+    # index of the goal entry that is a tool speed limit (m/s): the action mapping keeps the
+    # tool under it (``actions.arm_targets``)
+    speed_goal: int | None = None
 
     @property
     def goal_size(self) -> int:
         return len(self.goal_names)
+
+    def speed_limit(self, goal: np.ndarray) -> float | None:
+        """The tool speed limit (m/s) in ``goal``, or ``None`` for a family without one."""
+        return None if self.speed_goal is None else float(goal[self.speed_goal])
 
 
 def task_terms(spec: RewardSpec) -> list[TermSpec]:
@@ -162,8 +169,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("reach", "move the tool centre to a point, or hover it some height above one",
            ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
     Family("move_slowly", "move the tool centre to a point under a speed limit",
-           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.05,
-           log_std_init=-1.5),
+           ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.08,
+           log_std_init=-0.5, speed_goal=3),
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
            _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5),
 )}

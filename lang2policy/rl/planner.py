@@ -25,6 +25,7 @@ from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.sampler import ControlPlan, MPCConfig, Sampler
 from lang2policy.paths import share_dir
 from lang2policy.rewards.spec import RewardSpec
+from lang2policy.rl.actions import arm_targets
 from lang2policy.rl.families import FAMILIES, family_of
 from lang2policy.rl.observation import observe
 from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, load_policy
@@ -133,8 +134,8 @@ class PolicyPlanner:
             if policy.action_size > arm.dof:  # a grasping family also sets the gripper
                 self._gripper = arm.gripper_ctrl((float(action[arm.dof]) + 1.0) / 2.0)
                 action = action[:arm.dof]
-            q = self.pm.data.qpos[arm.qpos_adr]
-            targets = np.clip(q + policy.action_scale * action, arm.lower, arm.upper)
+            targets = arm_targets(self.pm, action, policy.action_scale,
+                                  FAMILIES[policy.family].speed_limit(goal))
             # as in training (and as the safety node retimes): targets move at most
             # max_joint_speed from the commanded ones
             previous = ctrl[arm.actuator_ids]
