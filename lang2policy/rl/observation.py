@@ -7,7 +7,8 @@ quantity computed two ways. Layout (float32)::
     arm joints (dof) | gripper opening (1) | arm joint velocities (dof) | tool centre (3) |
     tool velocity (3) | goal (family's goal_names) | goal point - tool centre (3) |
     per object of the spec, in the spec's order: centre (3) | centre - tool (3) |
-    sin, cos of 4 x yaw (2: a cube looks the same every 90 degrees) | velocity (3) | lift (1)
+    sin, cos of 4 x yaw (2: a cube looks the same every 90 degrees) | velocity (3) | lift (1) |
+    sin, cos of 4 x (jaws' closing yaw - yaw) (2: how far the wrist must turn to grasp it)
 
 Families without objects (reach) have no goal point beyond the first three goal numbers; for a
 goal that is no point (a lift height) the "goal - tool" part is the first object's offset.
@@ -23,7 +24,7 @@ import numpy as np
 
 from lang2policy.rewards.features import Features, quat_to_yaw
 
-OBJECT_SIZE = 12  # numbers per object
+OBJECT_SIZE = 14  # numbers per object
 
 
 def observation_size(dof: int, goal_size: int, objects: int = 0) -> int:
@@ -48,14 +49,19 @@ def observe(features: Features, arm_qvel: np.ndarray, goal: np.ndarray,
         goal,
         point - tool,
     ]
+    closing = float(np.arctan2(*features.closing_axis.reshape(3)[1::-1]))
     for name in objects:
-        parts.append(_object_part(features.objects[name], tool))
+        parts.append(_object_part(features.objects[name], tool, closing))
     return np.concatenate(parts).astype(np.float32)
 
 
-def _object_part(obj: dict, tool: np.ndarray) -> np.ndarray:
+def _object_part(obj: dict, tool: np.ndarray, closing_yaw: float) -> np.ndarray:
+    """The object's numbers; ``closing_yaw``: the jaws' closing direction's heading (rad).
+    The wrist turn a grasp needs is the same quantity as the ``grasp_align`` term's: from the
+    object's yaw alone a policy would have to work out the jaws' heading from the joints."""
     pos = obj["pos"].reshape(3)
-    yaw = 4.0 * float(quat_to_yaw(obj["quat"]).reshape(-1)[0])
+    yaw = float(quat_to_yaw(obj["quat"]).reshape(-1)[0])
+    turn = 4.0 * (closing_yaw - yaw)
     lift = pos[2] - obj["rest_z"]
-    return np.concatenate([pos, pos - tool, [np.sin(yaw), np.cos(yaw)],
-                           obj["vel"].reshape(3), [lift]])
+    return np.concatenate([pos, pos - tool, [np.sin(4.0 * yaw), np.cos(4.0 * yaw)],
+                           obj["vel"].reshape(3), [lift, np.sin(turn), np.cos(turn)]])
