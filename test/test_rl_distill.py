@@ -34,15 +34,15 @@ def test_the_lift_expert_lifts_blocks_to_the_goal_height(lift_env):
     assert lifted == pytest.approx(float(lift_env.goal[0]), abs=0.02)
     obs, actions = data.arrays()
     assert obs.shape[1] == lift_env.observation_space.shape[0]
-    assert actions.shape[1] == 6 and np.abs(actions).max() <= 1.0
-    assert (actions[:, 5] < 0).any() and (actions[:, 5] > -1).any()  # closes and opens
+    assert actions.shape[1] == 5 and np.abs(actions).max() <= 1.0
+    assert (actions[:, 4] < 0).any() and (actions[:, 4] > -1).any()  # closes and opens
 
 
 def test_dagger_labels_the_learners_own_states_with_the_expert(lift_env):
     """A learner that has seen nothing drives; every state it reaches gets the expert's label
     (the expert's action there, not the learner's)."""
     config = DistillConfig(family="lift", hidden=8)
-    learner = Learner(lift_env.observation_space.shape[0], 6, config)
+    learner = Learner(lift_env.observation_space.shape[0], 5, config)
     data = Dataset([], [])
     result = run_iteration(lift_env, GraspLiftExpert(lift_env), learner.policy(config),
                            range(1), data)
@@ -59,7 +59,7 @@ def test_training_fits_the_expert_labels(lift_env):
     data = Dataset([], [])
     run_iteration(lift_env, GraspLiftExpert(lift_env), None, range(2), data)
     config = DistillConfig(family="lift", hidden=32, epochs=1)
-    learner = Learner(lift_env.observation_space.shape[0], 6, config)
+    learner = Learner(lift_env.observation_space.shape[0], 5, config)
     rng = np.random.default_rng(0)
     first = learner.fit(data, rng)
     for _ in range(15):
@@ -75,7 +75,7 @@ def test_distill_writes_a_policy_the_controller_loads(tmp_path):
     curve = json.loads((out / "curve.json").read_text())
     assert [p["driver"] for p in curve] == ["expert", "learner"]
     policy = load_policy(out)
-    assert policy.family == "lift" and policy.action_size == 6
+    assert policy.family == "lift" and policy.action_size == 5
     assert set(load_policies([out], "so101")) == {"lift"}
 
 

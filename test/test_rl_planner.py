@@ -248,6 +248,10 @@ def test_a_policy_for_another_robot_or_family_is_refused(tmp_path):
     unknown = random_policy(6, family="juggle").save(tmp_path / "juggle")
     with pytest.raises(ConfigError, match=r"unknown family 'juggle'; valid families: \['reach'"):
         load_policies([unknown], "so101")
+    # a lift policy from before the tool action: six outputs (5 joints and the gripper)
+    old_lift = random_policy(6, family="lift", goal_size=1).save(tmp_path / "old-lift")
+    with pytest.raises(ConfigError, match="writes 6; the lift family on the so101 has 35 and 5"):
+        load_policies([old_lift], "so101")
 
 
 # --------------------------------------------------------------------------- closed loop

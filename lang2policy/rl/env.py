@@ -29,7 +29,7 @@ import numpy as np
 from lang2policy.mpc.cost import SuccessTracker, total_cost
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.rewards.spec import RewardSpec, validate_spec
-from lang2policy.rl.actions import arm_targets
+from lang2policy.rl.actions import family_targets
 from lang2policy.rl.families import Family, table_point
 from lang2policy.rl.observation import observation_size, observe
 from lang2policy.scene.objects import body_name
@@ -71,8 +71,8 @@ class RewardEnv(gym.Env):
         self.substeps = round(CONTROL_PERIOD / SIM_TIMESTEP)
         size = observation_size(self.arm.dof, family.goal_size, len(family.objects))
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        actions = self.arm.dof + (1 if family.gripper else 0)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (actions,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (family.action_size(self.arm.dof),),
+                                           np.float32)
         self.max_steps = round(family.episode_seconds / CONTROL_PERIOD)
         self._rng = np.random.default_rng(seed)
         self._dof_adr = np.asarray(self.arm.dof_adr)
@@ -153,13 +153,12 @@ class RewardEnv(gym.Env):
 
     # ----------------------------------------------------------------- stepping
     def step(self, action):
-        dof = self.arm.dof
         a = np.clip(np.asarray(action, float).reshape(self.action_space.shape), -1.0, 1.0)
         if self.family.gripper:
-            opening = (a[dof] + 1.0) / 2.0
+            opening = (a[-1] + 1.0) / 2.0
             self.pm.data.ctrl[self.arm.gripper_actuator_ids] = self.arm.gripper_ctrl(opening)
-        return self.step_targets(arm_targets(self.pm, a, self.family.action_scale,
-                                             self.family.speed_limit(self.goal)))
+        return self.step_targets(family_targets(self.pm, self.family, self.goal, a,
+                                                self.family.action_scale))
 
     def step_targets(self, targets: np.ndarray):
         """One control period toward absolute arm joint ``targets`` (rad, clipped to the joint

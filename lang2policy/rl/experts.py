@@ -4,12 +4,12 @@ An expert answers for the state the *learner* reached, not only along its own pa
 asks it there), so each is a function of the state:
 
 * ``GraspLiftExpert`` (lift): the pick of ``control.primitives`` as a state machine. From the
-  block's pose and the measured tool and gripper it picks a phase (go above the block, go down
-  open, close on it, lift it to the goal height) and the joint targets by inverse kinematics
-  with the grasp orientation ``pick`` uses (jaws across the block's faces, top down, leaning
-  only where top down is out of reach).
-It returns actions in the env's own units: the arm's offset from the measured joints over
-``action_scale`` (clipped to [-1, 1]) and, for grasping families, the gripper opening as -1..1.
+  block's pose and the measured tool and gripper it picks a phase (go above the block with the
+  jaws turned across its faces, go down open, close on it, lift it to the goal height) and
+  the tool move toward that phase's point.
+
+It answers in the env's own units (a "tool" action, ``actions.py``): the tool move and the
+jaws' turn over their full scales, and the gripper opening as -1..1.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
-from lang2policy.control.ik import IKOptions
-from lang2policy.control.kinematics import Kinematics
 from lang2policy.rewards.features import quat_to_yaw
+from lang2policy.rl.actions import TOOL_STEP, TURN_STEP
 from lang2policy.rl.env import RewardEnv
 
 IN_HAND = 0.02  # m: block centre this close to the tool centre, gripper closing -> held
@@ -29,7 +28,8 @@ AT_GRASP = 0.006  # m: tool this close to the grasp point -> close the jaws
 ABOVE = 0.004  # m: tool within this of the block's vertical (x, y) -> start going down
 ON_THE_WAY = 0.008  # m: ... and within this once below the approach height -> keep going
 DESCENT_STEP = 0.006  # m: how far below the tool each target on the way down is
-SAG_ZONE = 0.015  # m: horizontal errors under this are aimed past (``_offset``)
+SAG_ZONE = 0.015  # m: horizontal errors under this are aimed past twice over
+TURNED = 0.08  # rad: jaws this close to the block's faces -> may start going down
 CLOSED = 0.45  # measured opening under which the jaws are taken as closing on the block
 OPEN = 0.4  # measured opening over which the jaws are taken as open enough to go down
 
@@ -42,25 +42,22 @@ class Expert(Protocol):
         """The expert's action for the state of ``env``."""
 
 
-def to_action(env: RewardEnv, targets: np.ndarray, opening: float | None) -> np.ndarray:
-    """Arm joint ``targets`` (and a gripper ``opening``, 0..1) as an action of ``env``."""
-    q = env.pm.data.qpos[env.arm.qpos_adr]
-    arm = (np.asarray(targets, float) - q) / env.family.action_scale
-    # scaled down as a whole, not clipped per joint: clipping turns the move, and the tool
-    # then swung a centimetre off the block on the way down
-    arm /= max(1.0, float(np.abs(arm).max()))
-    if not env.family.gripper:
-        return arm
-    return np.append(arm, 2.0 * float(np.clip(opening, 0.0, 1.0)) - 1.0)
+def to_action(env: RewardEnv, tool_move: np.ndarray, turn: float, opening: float) -> np.ndarray:
+    """A "tool" action of ``env``: the tool move (m) and the jaws' turn (rad) over their full
+    scales (the move scaled down as a whole, never turned), the gripper opening as -1..1."""
+    move = np.asarray(tool_move, float) / TOOL_STEP
+    move /= max(1.0, float(np.abs(move).max()))
+    return np.array([*move, np.clip(turn / TURN_STEP, -1.0, 1.0),
+                     2.0 * float(np.clip(opening, 0.0, 1.0)) - 1.0])
 
 
 class GraspLiftExpert:
     """Grasp the family's block from above and lift it to the goal height."""
 
     def __init__(self, env: RewardEnv) -> None:
-        self.kin = Kinematics(env.pm.model, env.description, env.arm)
-        # targets are near the arm: start from its joints and home, few random restarts
-        self.kin.options = IKOptions(restarts=1)
+        if env.family.action != "tool" or not env.family.gripper:
+            raise ValueError(f"the grasp expert acts on the tool and the gripper; family "
+                             f"'{env.family.name}' does not")
         self.grasp = env.description.grasp
 
     def start(self, env: RewardEnv) -> None:
@@ -73,14 +70,15 @@ class GraspLiftExpert:
         tool = features.tool.reshape(3)
         opening = float(features.gripper.reshape(-1)[0])
         grasp_point = centre + np.array([0.0, 0.0, self.grasp.grasp_offset])
-        yaw = self.kin.grasp_yaw(centre, float(quat_to_yaw(block["quat"]).reshape(-1)[0]),
-                                 math.pi / 2)
-        target, jaws = self._phase(env, tool, opening, centre, grasp_point, block["rest_z"])
-        if jaws > 0.0:  # approaching: aim past the servos' sag (not with the block in hand)
-            target = _offset(target, tool)
-        return to_action(env, self._joints(env, target, yaw), jaws)
+        turn = wrist_turn(features.closing_axis.reshape(3), block["quat"])
+        target, jaws = self._phase(env, tool, opening, centre, grasp_point, block["rest_z"],
+                                   abs(turn) < TURNED)
+        move = target - tool
+        if jaws > 0.0 and np.linalg.norm(move[:2]) < SAG_ZONE:
+            move[:2] *= 2.0  # approaching: aim past the servos' sag by the error seen now
+        return to_action(env, move, turn, jaws)
 
-    def _phase(self, env, tool, opening, centre, grasp_point, rest_z):
+    def _phase(self, env, tool, opening, centre, grasp_point, rest_z, turned: bool):
         """(tool target, gripper opening) for the state: lift, close, go down or go above."""
         if np.linalg.norm(tool - centre) < IN_HAND and opening < CLOSED:
             # straight up from where the tool holds it, to put the block at the goal height
@@ -92,7 +90,7 @@ class GraspLiftExpert:
         off = np.linalg.norm(tool[:2] - grasp_point[:2])
         going_down = tool[2] < above[2] - 0.01
         if opening > OPEN and tool[2] < above[2] + 0.01 and \
-                off < (ON_THE_WAY if going_down else ABOVE):
+                off < (ON_THE_WAY if going_down else ABOVE) and (turned or going_down):
             # down the vertical a step at a time: a straight line, as pick's line_down
             step = grasp_point.copy()
             step[2] = max(grasp_point[2], tool[2] - DESCENT_STEP)
@@ -101,29 +99,13 @@ class GraspLiftExpert:
             return np.array([tool[0], tool[1], above[2]]), self.grasp.pre_grasp_opening
         return above, self.grasp.pre_grasp_opening
 
-    def _joints(self, env: RewardEnv, tool_target: np.ndarray, yaw: float) -> np.ndarray:
-        """Joints putting the tool centre at ``tool_target`` at ``yaw``, top down or leaning
-        as little as the robot's tilts allow; the best found when none is exact."""
-        q = env.pm.data.qpos[env.arm.qpos_adr].copy()
-        best = None
-        for tilt in self.grasp.tilts:
-            rotation = self.kin.tool_rotation(tool_target, yaw, tilt)
-            result = self.kin.solve(self.kin.site_target(tool_target, rotation), rotation, q)
-            if result.ok(self.kin.options.position_tol, self.kin.options.rotation_tol):
-                return result.q
-            if best is None or result.position_error < best.position_error:
-                best = result
-        return best.q
-
-
-def _offset(target: np.ndarray, tool: np.ndarray) -> np.ndarray:
-    """``target`` moved by the tool's horizontal error when near it: the servos hold the
-    arm a few mm short of its targets under gravity, and aiming past by the error measured
-    now cancels that (a proportional correction, still a function of the state alone)."""
-    error = target[:2] - tool[:2]
-    if np.linalg.norm(error) > SAG_ZONE:
-        return target
-    return np.array([*(target[:2] + error), target[2]])
+def wrist_turn(closing_axis: np.ndarray, object_quat: np.ndarray) -> float:
+    """The turn (rad, within +-45 deg) about the vertical that lines the jaws' closing
+    direction up with the object's faces (a cube: every 90 degrees)."""
+    closing = math.atan2(closing_axis[1], closing_axis[0])
+    error = closing - float(quat_to_yaw(object_quat).reshape(-1)[0])
+    period = math.pi / 2
+    return -((error + period / 2) % period - period / 2)
 
 
 EXPERTS = {"lift": GraspLiftExpert}  # the expert of each family that has one

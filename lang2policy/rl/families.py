@@ -53,10 +53,19 @@ class Family:
     # index of the goal entry that is a tool speed limit (m/s): the action mapping keeps the
     # tool under it (``actions.arm_targets``)
     speed_goal: int | None = None
+    # "joints" (offsets from the measured joints) or "tool" (a tool move and a turn of the
+    # jaws, mapped to joints through the Jacobian): see ``actions.py``
+    action: str = "joints"
 
     @property
     def goal_size(self) -> int:
         return len(self.goal_names)
+
+    def action_size(self, dof: int) -> int:
+        """Numbers in an action: the arm's part (``dof`` joints, or 3 tool axes and a turn),
+        plus the gripper opening for families that grasp."""
+        arm = 4 if self.action == "tool" else dof
+        return arm + (1 if self.gripper else 0)
 
     def speed_limit(self, goal: np.ndarray) -> float | None:
         """The tool speed limit (m/s) in ``goal``, or ``None`` for a family without one."""
@@ -172,7 +181,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            ("x", "y", "z", "speed"), _draw_slow, _slow_goal, 20.0, action_scale=0.08,
            log_std_init=-0.5, speed_goal=3),
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
-           _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5),
+           _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5,
+           action="tool"),
 )}
 
 

@@ -25,7 +25,7 @@ from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.sampler import ControlPlan, MPCConfig, Sampler
 from lang2policy.paths import share_dir
 from lang2policy.rewards.spec import RewardSpec
-from lang2policy.rl.actions import arm_targets
+from lang2policy.rl.actions import family_targets
 from lang2policy.rl.families import FAMILIES, family_of
 from lang2policy.rl.observation import observe
 from lang2policy.rl.policy_file import CONFIG_FILE, MLPPolicy, load_policy
@@ -59,8 +59,24 @@ def load_policies(directories: Sequence[str | Path], robot: str) -> dict[str, ML
         if policy.family not in FAMILIES:
             raise ConfigError(f"RL policy {directory} serves an unknown family "
                               f"'{policy.family}'; valid families: {list(FAMILIES)}")
+        _check_layout(policy, directory, robot)
         policies[policy.family] = policy
     return policies
+
+
+def _check_layout(policy: MLPPolicy, directory, robot: str) -> None:
+    """The policy's input and output sizes are its family's on ``robot`` today (a policy
+    trained before a layout change would read the wrong numbers, or act on the wrong ones)."""
+    from lang2policy.rl.observation import observation_size
+    from lang2policy.scene.robot_description import load_robot_description
+
+    fam = FAMILIES[policy.family]
+    dof = len(load_robot_description(robot).home)
+    sizes = (observation_size(dof, fam.goal_size, len(fam.objects)), fam.action_size(dof))
+    if (policy.observation_size, policy.action_size) != sizes:
+        raise ConfigError(f"RL policy {directory} reads {policy.observation_size} numbers and "
+                          f"writes {policy.action_size}; the {fam.name} family on the {robot} "
+                          f"has {sizes[0]} and {sizes[1]}: retrain it with 'lang2policy train'")
 
 
 def policy_sampler(pm: PlanningModel, config: MPCConfig, robot: str,
@@ -130,12 +146,10 @@ class PolicyPlanner:
             features = self.pm.features_now(forward=False)
             action = policy.act(observe(features, self.pm.data.qvel[self._dof_adr], goal,
                                         objects))
-            arm = self.pm.arm
-            if policy.action_size > arm.dof:  # a grasping family also sets the gripper
-                self._gripper = arm.gripper_ctrl((float(action[arm.dof]) + 1.0) / 2.0)
-                action = action[:arm.dof]
-            targets = arm_targets(self.pm, action, policy.action_scale,
-                                  FAMILIES[policy.family].speed_limit(goal))
+            arm, fam = self.pm.arm, FAMILIES[policy.family]
+            if fam.gripper:  # a grasping family also sets the gripper, its last number
+                self._gripper = arm.gripper_ctrl((float(action[-1]) + 1.0) / 2.0)
+            targets = family_targets(self.pm, fam, goal, action, policy.action_scale)
             # as in training (and as the safety node retimes): targets move at most
             # max_joint_speed from the commanded ones
             previous = ctrl[arm.actuator_ids]
