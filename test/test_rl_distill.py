@@ -100,5 +100,6 @@ def test_cli_distils_evaluates_and_writes_the_model_card(tmp_path, capsys):
     card = (out / "README.md").read_text()
     assert f"lang2policy train distill --family lift --out {out} --iterations 1" in card
     assert "DAgger from the scripted expert `GraspLiftExpert`" in card
-    assert "red block" in card and "plus the gripper opening" in card
+    assert "red block" in card and "plus the gripper opening" in card and "Jacobian" in card
+    assert card.startswith("# Distilled policy: lift (so101)")
     assert (out / "eval.mp4").stat().st_size > 1000  # the goal drawn above the block

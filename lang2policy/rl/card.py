@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from lang2policy.rl.actions import TOOL_STEP, TURN_STEP
 from lang2policy.rl.env import CONTROL_PERIOD, SIM_TIMESTEP
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
@@ -19,15 +20,22 @@ def _commit() -> str:
         return "unknown"
 
 
-def _action_extras(fam) -> str:
-    """What the family adds to the joint-offset action (a gripper, a speed cap)."""
-    extras = []
-    if fam.gripper:
-        extras.append("plus the gripper opening")
+def _action(fam, scale: float) -> str:
+    """What an action of the family is: joint offsets or a tool move, and its extras."""
+    if fam.action == "tool":
+        text = (f"a move of the tool centre (up to {TOOL_STEP * 100:g} cm per axis) and a turn "
+                f"of the jaws about the vertical (up to {TURN_STEP} rad), from where the tool "
+                "is measured, kept pointing down; one damped least-squares step through the "
+                f"tool's Jacobian makes them joint targets within +-{scale} rad of the measured "
+                "joints (`lang2policy.rl.actions`)")
+    else:
+        text = f"joint position targets within +-{scale} rad of the measured joints"
     if fam.speed_goal is not None:
-        extras.append("shrunk so that the tool speed they ask for stays under the goal's "
-                      "speed limit (`lang2policy.rl.actions`)")
-    return "; " + "; ".join(extras) if extras else ""
+        text += ("; shrunk so that the tool speed they ask for stays under the goal's speed "
+                 "limit (`lang2policy.rl.actions`)")
+    if fam.gripper:
+        text += "; plus the gripper opening"
+    return text
 
 
 def _objects(fam) -> str:
@@ -45,8 +53,9 @@ def _training(summary: dict) -> str:
         return (f"DAgger from the scripted expert `{summary['expert']}` "
                 f"(`lang2policy.rl.experts`): {config['iterations']} iterations of "
                 f"{config['episodes']} episodes (the first driven by the expert, the others by "
-                f"the learner, every state labelled by the expert), {summary['timesteps']:,} "
-                f"labelled states, {minutes:.1f} min wall (torch on 1 thread)")
+                f"the learner, every state labelled by the expert; the reward only judges success "
+                f"here), {summary['timesteps']:,} labelled states, {minutes:.1f} min wall "
+                "(torch on 1 thread)")
     return (f"PPO (stable-baselines3), {config['envs']} environments, "
             f"{summary['timesteps']:,} steps in {minutes:.1f} min wall "
             f"({summary['steps_per_second']} steps/s, torch on 1 thread)")
@@ -63,7 +72,8 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
     time_text = (f"{result['seconds_to_success']} s" if result["seconds_to_success"] is not None
                  else "n/a")
     doc = fam.doc[0].upper() + fam.doc[1:]
-    text = f"""# RL policy: {fam.name} ({policy.robot})
+    kind = "Distilled" if summary.get("method") == "dagger" else "RL"
+    text = f"""# {kind} policy: {fam.name} ({policy.robot})
 
 {doc}. One goal-conditioned policy serves every reward spec of the family: the goal
 ({', '.join(fam.goal_names)}) is an input, read from the spec's parameters, so an edit such as
@@ -77,8 +87,7 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
 - **Observation**: joints, gripper, joint velocities, tool centre and velocity, goal, goal
   minus tool{_objects(fam)} (`lang2policy.rl.observation`), normalised by the training
   statistics.
-- **Action**: joint position targets within +-{policy.action_scale} rad of the measured
-  joints{_action_extras(fam)}.
+- **Action**: {_action(fam, policy.action_scale)}.
 - **Network**: tanh MLP {sizes}, numpy at run time (`policy.npz`, no torch needed).
 - **Training**: {_training(summary)}, seed {config['seed']}, commit {_commit()}.
 - **Command**: `{command}`
