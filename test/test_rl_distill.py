@@ -14,7 +14,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.rl.dagger import Dataset, DistillConfig, Learner, distill, run_iteration
 from lang2policy.rl.env import RewardEnv
 from lang2policy.rl.evaluate import EVAL_SEED
-from lang2policy.rl.experts import GraspLiftExpert
+from lang2policy.rl.experts import GraspLiftExpert, GraspPlaceExpert
 from lang2policy.rl.families import family
 from lang2policy.rl.planner import load_policies
 from lang2policy.rl.policy_file import load_policy
@@ -103,3 +103,41 @@ def test_cli_distils_evaluates_and_writes_the_model_card(tmp_path, capsys):
     assert "red block" in card and "plus the gripper opening" in card and "Jacobian" in card
     assert card.startswith("# Distilled policy: lift (so101)")
     assert (out / "eval.mp4").stat().st_size > 1000  # the goal drawn above the block
+
+
+def test_the_place_expert_puts_blocks_in_the_bowl():
+    env = RewardEnv(family("place"), seed=0, near_start=0.0)
+    data = Dataset([], [])
+    result = run_iteration(env, GraspPlaceExpert(env), None, range(EVAL_SEED, EVAL_SEED + 4),
+                           data)
+    assert result["success"] >= 0.75
+    features = env.pm.features_now()
+    block, bowl = (features.objects[n]["pos"].reshape(3) for n in ("red block", "blue bowl"))
+    assert np.linalg.norm(block[:2] - bowl[:2]) < 0.02  # the last one sits in the bowl
+    released = np.array(data.actions)[:, 4]
+    assert (released < -0.9).any() and released[-1] > -0.5  # closed to carry, open at the end
+
+
+def test_the_place_family_serves_the_benchmarks_place_on_specs():
+    from lang2policy.bench.l2r_tasks import grasp_terms
+    from lang2policy.rewards.spec import validate_spec
+    from lang2policy.rl.families import family_of
+
+    spec = {"task": "place on", "duration": 15, "terms": [
+        *grasp_terms("green block"),
+        {"id": "on", "term": "object_on", "weight": 3.0,
+         "params": {"object": "green block", "target": "yellow bowl", "offset": 0.02}}],
+        "success": {"all": [{"term": "on", "below": 0.025}], "hold": 0.5}}
+    served = family_of(validate_spec(spec, ("green block", "yellow bowl")).spec)
+    assert served[0].name == "place" and served[1] == pytest.approx([0.02])
+    spec["terms"][-1]["params"]["target"] = "red block"  # on a block: not a bowl, the MPC's
+    assert family_of(validate_spec(spec, ("green block", "red block")).spec) is None
+
+
+def test_episode_objects_start_apart():
+    env = RewardEnv(family("place"), seed=0)
+    for seed in range(20):
+        env.reset(seed=seed)
+        features = env.pm.features_now()
+        block, bowl = (features.objects[n]["pos"].reshape(3) for n in ("red block", "blue bowl"))
+        assert np.linalg.norm(block[:2] - bowl[:2]) >= 0.08

@@ -115,11 +115,15 @@ def test_families_recognise_their_specs_and_refuse_others():
     place = validate_spec({"task": "place", "terms": [
         {"term": "object_on", "params": {"object": "red block", "target": "blue bowl"}}]},
         ["red block", "blue bowl"]).spec
+    stack = validate_spec({"task": "stack", "terms": [
+        {"term": "object_on", "params": {"object": "red block", "target": "blue block"}}]},
+        ["red block", "blue block"]).spec
     assert family_of(reach)[0].name == "reach"
     assert family_of(reach)[1] == pytest.approx([0.2, 0.1, 0.05])
     assert family_of(slow)[0].name == "move_slowly" and len(family_of(slow)[1]) == 4
     assert family_of(lift)[0].name == "lift" and family_of(lift)[1] == pytest.approx([0.1])
-    assert family_of(place) is None
+    assert family_of(place)[0].name == "place"
+    assert family_of(stack) is None  # on a block: no family, the MPC plans it
     with pytest.raises(Exception, match="valid families"):
         family("juggle")
 

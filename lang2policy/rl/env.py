@@ -47,6 +47,7 @@ START_SPREAD = 0.5  # rad: start poses are home +- this, per joint (half the epi
 # 2.5x faster than 0.002 s (mj_step was 63 % of a step's time)
 SIM_TIMESTEP = 0.005
 SETTLE_SECONDS = 0.3
+OBJECT_SPACING = 0.08  # m: the least distance between two objects' centres at an episode's start
 
 
 class RewardEnv(gym.Env):
@@ -143,9 +144,15 @@ class RewardEnv(gym.Env):
         self.pm.data.time = 0.0
 
     def _place_objects(self) -> None:
-        """Each object at rest on a random workspace point, at a random heading."""
+        """Each object at rest on a random workspace point, at a random heading, at least
+        ``OBJECT_SPACING`` from the others (a block drawn inside a bowl is no task)."""
+        placed: list[tuple[float, float]] = []
         for name in self.family.objects:
-            x, y = table_point(self.description, self._rng)
+            for _ in range(100):
+                x, y = table_point(self.description, self._rng)
+                if all(np.hypot(x - u, y - v) >= OBJECT_SPACING for u, v in placed):
+                    break
+            placed.append((x, y))
             yaw = self._rng.uniform(-np.pi, np.pi)
             self.pm.set_object_pose(name, (x, y, self.pm.rest_z[name] + 1e-4),
                                     (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)))

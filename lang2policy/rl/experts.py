@@ -7,6 +7,9 @@ asks it there), so each is a function of the state:
   block's pose and the measured tool and gripper it picks a phase (go above the block with the
   jaws turned across its faces, go down open, close on it, lift it to the goal height) and
   the tool move toward that phase's point.
+* ``GraspPlaceExpert`` (place): the same pick, then with the block in hand up to a carrying
+  height, over the bowl, down into it, jaws open at the block's place; once the block sits in
+  the bowl it backs off upward.
 
 It answers in the env's own units (a "tool" action, ``actions.py``): the tool move and the
 jaws' turn over their full scales, and the gripper opening as -1..1.
@@ -29,6 +32,9 @@ ABOVE = 0.004  # m: tool within this of the block's vertical (x, y) -> start goi
 ON_THE_WAY = 0.008  # m: ... and within this once below the approach height -> keep going
 DESCENT_STEP = 0.006  # m: how far below the tool each target on the way down is
 SAG_ZONE = 0.015  # m: horizontal errors under this are aimed past twice over
+CARRY_HEIGHT = 0.07  # m: the block carried this far above its place in the bowl
+OVER_BOWL = 0.008  # m: block this close to the bowl's vertical -> lower it in
+RELEASE_ABOVE = 0.01  # m: the block is let go this far above its place
 TURNED = 0.08  # rad: jaws this close to the block's faces -> may start going down
 CLOSED = 0.45  # measured opening under which the jaws are taken as closing on the block
 OPEN = 0.4  # measured opening over which the jaws are taken as open enough to go down
@@ -71,19 +77,24 @@ class GraspLiftExpert:
         opening = float(features.gripper.reshape(-1)[0])
         grasp_point = centre + np.array([0.0, 0.0, self.grasp.grasp_offset])
         turn = wrist_turn(features.closing_axis.reshape(3), block["quat"])
-        target, jaws = self._phase(env, tool, opening, centre, grasp_point, block["rest_z"],
-                                   abs(turn) < TURNED)
+        held = np.linalg.norm(tool - centre) < IN_HAND and opening < CLOSED
+        if held:
+            target, jaws = self._carry(env, features, tool, centre, block["rest_z"])
+        else:
+            target, jaws = self._pick(tool, opening, grasp_point, abs(turn) < TURNED)
         move = target - tool
         if jaws > 0.0 and np.linalg.norm(move[:2]) < SAG_ZONE:
             move[:2] *= 2.0  # approaching: aim past the servos' sag by the error seen now
         return to_action(env, move, turn, jaws)
 
-    def _phase(self, env, tool, opening, centre, grasp_point, rest_z, turned: bool):
-        """(tool target, gripper opening) for the state: lift, close, go down or go above."""
-        if np.linalg.norm(tool - centre) < IN_HAND and opening < CLOSED:
-            # straight up from where the tool holds it, to put the block at the goal height
-            rise = rest_z + float(env.goal[0]) - centre[2]
-            return tool + np.array([0.0, 0.0, rise]), 0.0
+    def _carry(self, env, features, tool, centre, rest_z) -> tuple[np.ndarray, float]:
+        """(tool target, gripper opening) with the block in hand: straight up from where the
+        tool holds it, to put the block at the goal height."""
+        rise = rest_z + float(env.goal[0]) - centre[2]
+        return tool + np.array([0.0, 0.0, rise]), 0.0
+
+    def _pick(self, tool, opening, grasp_point, turned: bool) -> tuple[np.ndarray, float]:
+        """(tool target, gripper opening) toward a grasp: close, go down or go above."""
         if np.linalg.norm(tool - grasp_point) < AT_GRASP:
             return grasp_point, 0.0
         above = grasp_point + np.array([0.0, 0.0, self.grasp.approach_height])
@@ -99,6 +110,42 @@ class GraspLiftExpert:
             return np.array([tool[0], tool[1], above[2]]), self.grasp.pre_grasp_opening
         return above, self.grasp.pre_grasp_opening
 
+class GraspPlaceExpert(GraspLiftExpert):
+    """Grasp the family's block, carry it over the bowl, lower it in and let go."""
+
+    def action(self, env: RewardEnv) -> np.ndarray:
+        features = env.pm.features_now()
+        block, bowl = (features.objects[name]["pos"].reshape(3) for name in env.spec.objects())
+        tool = features.tool.reshape(3)
+        opening = float(features.gripper.reshape(-1)[0])
+        held = np.linalg.norm(tool - block) < IN_HAND and opening < CLOSED
+        if not held and _in_bowl(block, bowl):  # placed: back off upward, jaws open
+            carry = bowl[2] + float(env.goal[0]) + CARRY_HEIGHT
+            return to_action(env, np.array([0.0, 0.0, carry - tool[2]]), 0.0,
+                             self.grasp.pre_grasp_opening)
+        return super().action(env)
+
+    def _carry(self, env, features, tool, centre, rest_z) -> tuple[np.ndarray, float]:
+        """Up to the carrying height, over the bowl, then down into it; the jaws open once
+        the block is at its place."""
+        bowl = features.objects[env.spec.objects()[1]]["pos"].reshape(3)
+        place = bowl + np.array([0.0, 0.0, float(env.goal[0])])
+        carry = place[2] + CARRY_HEIGHT
+        off = place[:2] - centre[:2]
+        if np.linalg.norm(off) > OVER_BOWL:
+            if tool[2] < carry - 0.02 and np.linalg.norm(off) > 2 * OVER_BOWL:
+                return np.array([tool[0], tool[1], carry]), 0.0  # straight up first
+            return np.array([tool[0] + off[0], tool[1] + off[1], carry]), 0.0
+        drop = tool + np.array([off[0], off[1], place[2] + RELEASE_ABOVE - centre[2]])
+        release = centre[2] - place[2] < RELEASE_ABOVE + 0.005
+        return drop, self.grasp.pre_grasp_opening if release else 0.0
+
+
+def _in_bowl(block: np.ndarray, bowl: np.ndarray) -> bool:
+    """Whether the block sits in the bowl: over its middle and low."""
+    return bool(np.linalg.norm(block[:2] - bowl[:2]) < 0.02 and block[2] - bowl[2] < 0.04)
+
+
 def wrist_turn(closing_axis: np.ndarray, object_quat: np.ndarray) -> float:
     """The turn (rad, within +-45 deg) about the vertical that lines the jaws' closing
     direction up with the object's faces (a cube: every 90 degrees)."""
@@ -108,4 +155,5 @@ def wrist_turn(closing_axis: np.ndarray, object_quat: np.ndarray) -> float:
     return -((error + period / 2) % period - period / 2)
 
 
-EXPERTS = {"lift": GraspLiftExpert}  # the expert of each family that has one
+# the expert of each family that has one
+EXPERTS = {"lift": GraspLiftExpert, "place": GraspPlaceExpert}

@@ -174,6 +174,38 @@ def _draw_lift(description: RobotDescription, rng: np.random.Generator) -> dict:
         "success": {"all": [{"term": "lift", "below": 0.02}], "hold": 0.5}}
 
 
+# ----------------------------------------------------------------------- place in a bowl
+PLACE_BOWL = "blue bowl"  # bowls too differ only in colour
+
+
+def _place_goal(spec: RewardSpec) -> np.ndarray | None:
+    terms = task_terms(spec)
+    places = [t for t in terms if t.term == "object_on"]
+    if len(places) != 1:
+        return None
+    block, bowl = places[0].params["object"], places[0].params["target"]
+    if not (str(block).endswith("block") and str(bowl).endswith("bowl")) or any(
+            t.term not in _LIFT_SHAPING or t.params.get("object", block) != block
+            for t in terms if t is not places[0]):
+        return None
+    return np.array([float(places[0].params["offset"])])
+
+
+def _draw_place(description: RobotDescription, rng: np.random.Generator) -> dict:
+    block = LIFT_BLOCK
+    return {"task": "place", "duration": 15, "terms": [
+        {"term": "reach", "weight": 1.0, "params": {"object": block}},
+        {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
+        {"term": "grasp_align", "weight": 0.1, "params": {"object": block}},
+        {"term": "tool_pointing_down", "weight": 0.05},
+        {"id": "on", "term": "object_on", "weight": 3.0,
+         "params": {"object": block, "target": PLACE_BOWL,
+                    "offset": round(float(rng.uniform(*PLACE_OFFSET)), 3)}}],
+        "success": {"all": [{"term": "on", "below": 0.025}], "hold": 0.5}}
+
+
+PLACE_OFFSET = (0.015, 0.025)  # m: block centre above the bowl's origin, drawn per episode
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("reach", "move the tool centre to a point, or hover it some height above one",
            ("x", "y", "z"), _draw_reach, _reach_goal, 8.0),
@@ -183,6 +215,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("lift", "grasp a block and lift it to a height above the table", ("height",),
            _draw_lift, _lift_goal, 12.0, objects=(LIFT_BLOCK,), gripper=True, near_start=0.5,
            action="tool"),
+    Family("place", "grasp a block and put it in a bowl", ("offset",), _draw_place,
+           _place_goal, 15.0, objects=(LIFT_BLOCK, PLACE_BOWL), gripper=True, action="tool"),
 )}
 
 
