@@ -56,6 +56,23 @@ def test_bench_l2r_backend_rl_runs_the_shipped_policy_where_a_family_serves(caps
     assert episode["backend"] == "rl:reach" and episode["sim_seconds"] > 0
 
 
+def test_bench_l2r_backend_rl_lifts_places_and_moves_slowly_with_the_shipped_policies(capsys):
+    """The learned policies drive the benchmark's own specs in its multi-object scenes (not
+    the families' training scenes): the lift and place policies grasp any block by colour."""
+    shipped = load_policies(shipped_policies("so101"), "so101")
+    wanted = {"lift": "lift", "move_slowly": "move_slowly", "place_on": "place"}
+    tasks = [task for task, fam in wanted.items() if fam in shipped]
+    if not tasks:
+        pytest.skip("no shipped lift, move_slowly or place policy")
+    assert main(["bench", "l2r", "--tasks", ",".join(tasks), "--episodes", "2",
+                 "--backend", "rl", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for task in tasks:
+        reference = report["tasks"][task]["reference"]
+        assert reference["backends"] == [f"rl:{wanted[task]}"], report
+        assert reference["successes"] == 2, report
+
+
 def test_bench_l2r_refuses_an_unknown_backend(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", "l2r", "--tasks", "hover", "--backend", "bogus"])
