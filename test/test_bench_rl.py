@@ -13,10 +13,9 @@ import pytest
 
 from lang2policy.bench import rl
 from lang2policy.bench.registry import BENCHES
-from lang2policy.bench.rl_backends import PolicyController, run_episode
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
-from lang2policy.rl import evaluate
+from lang2policy.rl.controllers import PolicyController, run_episode
 from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import FAMILIES
 from lang2policy.rl.observation import observation_size
@@ -98,15 +97,33 @@ def test_inference_is_timed_beside_an_mpc_iteration(report):
 
 
 def test_the_rl_backend_is_the_policy_as_the_env_steps_it():
-    """Targets through ``step_targets`` give the episode ``RewardEnv.step`` gives."""
+    """The runner's episode is the one ``RewardEnv.step`` gives the policy's actions, and its
+    control cost is the squared offset of the targets from the joints over the action scale."""
     policy = random_policy("reach", seed=1)
     env = RewardEnv(FAMILIES["reach"])
     ours = run_episode(env, PolicyController(policy), rl.EVAL_SEED + 3)
-    theirs = evaluate.run_episode(env, policy.act, rl.EVAL_SEED + 3)
-    assert (ours.status, ours.seconds, ours.smoothness) == (
-        theirs.status, theirs.seconds, theirs.smoothness)
-    # the same unit as the squared action; clipping at the joint limits only shortens a step
-    assert 0 < ours.control_cost <= theirs.control_cost + 1e-3
+    obs, _ = env.reset(seed=rl.EVAL_SEED + 3)
+    steps, offsets, done = 0, [], False
+    while not done:
+        measured = env.pm.data.qpos[env.arm.qpos_adr].copy()
+        obs, _, terminated, truncated, info = env.step(policy.act(obs))
+        offsets.append((env.pm.data.ctrl[env.arm.actuator_ids] - measured) / 0.15)
+        steps, done = steps + 1, terminated or truncated
+    assert ours.seconds == pytest.approx(steps * CONTROL_PERIOD)
+    assert ours.status == info["status"]
+    assert ours.control_cost == pytest.approx(np.mean(np.square(offsets)), abs=1e-4)
+
+
+def test_a_family_with_only_a_distilled_policy_is_benched(tmp_path):
+    root = tmp_path / "models"
+    random_policy("reach", seed=2).save(rl.policy_dir(root, "reach", "so101", distilled=True))
+    assert rl.shipped_families(root, "so101") == ["reach"]
+    config = MPCConfig(samples=4, horizon=0.2, proposals=False)
+    report = rl.run(None, episodes=1, models=root, config=config, progress=False)
+    family = report["families"]["reach"]
+    assert family["backends"]["rl"] is None and family["backends"]["distilled"]["episodes"] == 1
+    assert family["inference"]["actions_per_s"] > 0
+    assert "rl         n/a" in rl.format_text(report)
 
 
 def test_a_distilled_policy_is_run_and_not_taken_for_a_family(models, tmp_path):
@@ -126,7 +143,7 @@ def test_bad_input_is_a_clear_error(models, tmp_path):
         rl.run(["fly"], episodes=1, models=models, progress=False)
     with pytest.raises(Lang2PolicyError, match="episodes must be at least 1"):
         rl.run(["reach"], episodes=0, models=models, progress=False)
-    with pytest.raises(Lang2PolicyError, match="'move_slowly' has no RL policy"):
+    with pytest.raises(Lang2PolicyError, match="'move_slowly' has no policy at"):
         rl.run(["move_slowly"], episodes=1, models=models, progress=False)
     with pytest.raises(Lang2PolicyError, match="no RL policy for the so101"):
         rl.run(None, episodes=1, models=tmp_path, progress=False)

@@ -4,7 +4,7 @@ inference speed beside one MPC iteration.
 
 For each family (default: every family with a shipped ``models/rl-<family>-<robot>``), episodes
 use the seeds ``EVAL_SEED, EVAL_SEED + 1, ...`` (goals no policy was trained on) and every
-backend runs every seed from the same start state in the same ``RewardEnv`` (``rl_backends``):
+backend runs every seed from the same start state in the same ``RewardEnv`` (``rl.controllers``):
 
 * ``rl``: the shipped policy;
 * ``mpc``: the sampler with the controller node's defaults (64 samples, 0.5 s horizon, IK
@@ -26,16 +26,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from lang2policy.bench.rl_backends import (
-    MPCController,
-    PolicyController,
-    inference_speed,
-    run_episode,
-    summarise,
-)
+from lang2policy.bench.rl_backends import inference_speed
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.paths import share_dir
+from lang2policy.rl.controllers import MPCController, PolicyController, run_episode, summarise
 from lang2policy.rl.env import RewardEnv
 from lang2policy.rl.evaluate import EVAL_SEED
 from lang2policy.rl.families import family as family_named
@@ -54,10 +49,15 @@ def policy_dir(models: Path, family: str, robot: str, distilled: bool = False) -
 
 
 def shipped_families(models: Path, robot: str) -> list[str]:
-    """Families with a shipped (not distilled) policy for ``robot`` under ``models``."""
+    """Families with a shipped policy for ``robot`` under ``models``, RL or distilled."""
     found = [p.name[len("rl-"):-len(f"-{robot}")]
              for p in sorted(models.glob(f"rl-*-{robot}")) if (p / CONFIG_FILE).is_file()]
-    return [name for name in found if not name.endswith(f"-{DISTILLED}")]
+    return sorted({name.removesuffix(f"-{DISTILLED}") for name in found})
+
+
+def _has_policy(models: Path, family: str, robot: str) -> bool:
+    return any((policy_dir(models, family, robot, distilled) / CONFIG_FILE).is_file()
+               for distilled in (False, True))
 
 
 def _families(requested: list[str] | None, models: Path, robot: str) -> list[str]:
@@ -67,10 +67,11 @@ def _families(requested: list[str] | None, models: Path, robot: str) -> list[str
                                f"rl-<family>-{robot}/; train one with 'lang2policy train rl')")
     for name in names:
         family_named(name)  # an unknown family names the valid ones
-        if not (policy_dir(models, name, robot) / CONFIG_FILE).is_file():
-            raise Lang2PolicyError(f"family '{name}' has no RL policy at "
-                                   f"{policy_dir(models, name, robot)}; train it with "
-                                   f"'lang2policy train rl --family {name}'")
+        if not _has_policy(models, name, robot):
+            raise Lang2PolicyError(f"family '{name}' has no policy at "
+                                   f"{policy_dir(models, name, robot)} (RL) or "
+                                   f"{policy_dir(models, name, robot, distilled=True)}; train "
+                                   f"one with 'lang2policy train rl|distill --family {name}'")
     return names
 
 
@@ -80,6 +81,10 @@ def _load(directory: Path, family: str, robot: str) -> MLPPolicy:
         raise Lang2PolicyError(f"{directory} holds a {policy.family} policy for the "
                                f"{policy.robot}, not {family} for the {robot}")
     return policy
+
+
+def _load_if_any(directory: Path, family: str, robot: str) -> MLPPolicy | None:
+    return _load(directory, family, robot) if (directory / CONFIG_FILE).is_file() else None
 
 
 def _training(policy: MLPPolicy | None) -> dict | None:
@@ -94,12 +99,11 @@ def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPC
                  bar: tqdm) -> dict:
     """Every backend of one family on the same seeds, training times, inference speed."""
     env = RewardEnv(family_named(name), robot, near_start=0.0)
-    policy = _load(policy_dir(models, name, robot), name, robot)
+    policy, distilled = (_load_if_any(policy_dir(models, name, robot, d), name, robot)
+                         for d in (False, True))
     distilled_path = policy_dir(models, name, robot, distilled=True)
-    distilled = (_load(distilled_path, name, robot)
-                 if (distilled_path / CONFIG_FILE).is_file() else None)
     mpc = MPCController(env, config)
-    controllers = {"rl": PolicyController(policy), "mpc": mpc,
+    controllers = {"rl": PolicyController(policy) if policy else None, "mpc": mpc,
                    DISTILLED: PolicyController(distilled) if distilled else None}
     seeds = range(EVAL_SEED, EVAL_SEED + episodes)
     backends: dict[str, dict | None] = {}
@@ -115,7 +119,8 @@ def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPC
                 runs.append(run_episode(env, controller, seed))
                 bar.update()
             backends[backend] = summarise(runs)
-        speed = inference_speed(env, policy, mpc, EVAL_SEED, INFERENCE_CALLS, MPC_ITERATIONS)
+        speed = inference_speed(env, policy or distilled, mpc, EVAL_SEED, INFERENCE_CALLS,
+                                MPC_ITERATIONS)
     finally:
         mpc.close()
     speed["ok"] = speed["actions_per_s"] >= INFERENCE_BAR

@@ -96,7 +96,7 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
 
 Evaluation seeds start at 1,000,000; training goals come from seeds below that.
 
-| held-out goals | success | time to success | smoothness (rad/step) | mean squared action |
+| held-out goals | success | time to success | smoothness (rad/step) | control cost |
 | --- | --- | --- | --- | --- |
 | {result['episodes']} | {rate} | {time_text} | {result['smoothness']} | {result['control_cost']} |
 

@@ -3,17 +3,17 @@
 Evaluation seeds start at ``EVAL_SEED`` (training draws goals from seeds below 10^6), so every
 evaluated goal is one the policy was not trained on. The figures per episode: success (the
 spec's own conditions), time to success, path smoothness (mean change of the joint targets
-per step, rad) and control cost (mean squared action).
+per step, rad) and control cost (``controllers.run_episode``: the unit ``bench rl`` compares
+the MPC in).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from lang2policy.rl.controllers import PolicyController, run_episode, summarise
 from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
@@ -22,71 +22,30 @@ EVAL_SEED = 1_000_000
 VIDEO_CAMERA_DISTANCE = 0.75
 
 
-@dataclass
-class EpisodeResult:
-    seed: int
-    status: str
-    seconds: float  # time to success, or the episode's length
-    smoothness: float  # mean |change of joint targets| per step (rad)
-    control_cost: float  # mean squared action
-
-    @property
-    def success(self) -> bool:
-        return self.status == "success"
-
-
-def run_episode(env: RewardEnv, act: Callable[[np.ndarray], np.ndarray], seed: int,
-                frame: Callable[[RewardEnv], None] | None = None) -> EpisodeResult:
-    """One episode of ``act`` (observation -> action) in ``env`` from ``seed``."""
-    obs, _ = env.reset(seed=seed)
-    targets, actions = [], []
-    status = "running"
-    while status == "running":
-        action = act(obs)
-        obs, _, terminated, truncated, info = env.step(action)
-        actions.append(np.asarray(action, float))
-        targets.append(env.pm.data.ctrl[env.arm.actuator_ids].copy())
-        status = info["status"] if terminated or truncated else "running"
-        if frame is not None:
-            frame(env)
-    steps = np.diff(np.array(targets), axis=0) if len(targets) > 1 else np.zeros((1, 1))
-    return EpisodeResult(seed, status, round(len(actions) * CONTROL_PERIOD, 2),
-                         round(float(np.abs(steps).mean()), 5),
-                         round(float(np.mean(np.square(actions))), 4))
-
-
 def evaluate(policy: MLPPolicy, episodes: int = 20, first_seed: int = EVAL_SEED,
              video: str | Path | None = None, video_episodes: int = 3) -> dict:
     """Success rate and per-episode figures of ``policy`` on held-out goals."""
     env = RewardEnv(family_named(policy.family), policy.robot, near_start=0.0)
     recorder = _GoalVideo(env) if video else None
-    results = []
+    controller, results = PolicyController(policy), []
     for i in range(episodes):
         frame = recorder.capture if recorder and i < video_episodes else None
-        results.append(run_episode(env, policy.act, first_seed + i, frame))
+        results.append(run_episode(env, controller, first_seed + i, frame))
     if recorder is not None:
         recorder.save(video)
     return summarise(results)
 
 
-def summarise(results: list[EpisodeResult]) -> dict:
-    """Success k/N and the means of the other figures (time over successes only)."""
-    wins = [r for r in results if r.success]
-    return {"episodes": len(results), "successes": len(wins),
-            "success_rate": round(len(wins) / max(1, len(results)), 3),
-            "seconds_to_success": round(float(np.mean([r.seconds for r in wins])), 2)
-            if wins else None,
-            "smoothness": round(float(np.mean([r.smoothness for r in results])), 5),
-            "control_cost": round(float(np.mean([r.control_cost for r in results])), 4),
-            "runs": [asdict(r) for r in results]}
-
-
 def _goal_point(env: RewardEnv) -> np.ndarray:
-    """Where the goal is drawn: the goal's point, or for a lift the block's centre at the
-    goal height above where it rests."""
+    """Where the goal is drawn: the goal's point; for a place the block's place in the bowl;
+    for a lift the block's centre at the goal height above where it rests."""
     if env.goal.size >= 3:
         return np.asarray(env.goal[:3], float)
-    block = env.pm.features_now().objects[env.spec.objects()[0]]
+    objects = env.pm.features_now().objects
+    names = env.spec.objects()
+    if len(names) > 1:
+        return objects[names[1]]["pos"].reshape(3) + np.array([0.0, 0.0, float(env.goal[0])])
+    block = objects[names[0]]
     x, y = block["pos"].reshape(3)[:2]
     return np.array([x, y, float(block["rest_z"]) + float(env.goal[0])])
 
