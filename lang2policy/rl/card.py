@@ -61,8 +61,11 @@ def _training(summary: dict) -> str:
             f"({summary['steps_per_second']} steps/s, torch on 1 thread)")
 
 
-def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, command: str) -> Path:
-    """``README.md`` and ``eval.json`` in the model directory ``out``."""
+def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, command: str,
+               commit: str | None = None) -> Path:
+    """``README.md`` and ``eval.json`` in the model directory ``out``; ``commit``: the code
+    the policy was trained with (default: the checkout's HEAD, for a card written right after
+    training)."""
     out = Path(out)
     (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
     fam = family_named(policy.family)
@@ -89,7 +92,7 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
   statistics.
 - **Action**: {_action(fam, policy.action_scale)}.
 - **Network**: tanh MLP {sizes}, numpy at run time (`policy.npz`, no torch needed).
-- **Training**: {_training(summary)}, seed {config['seed']}, commit {_commit()}.
+- **Training**: {_training(summary)}, seed {config['seed']}, commit {commit or _commit()}.
 - **Command**: `{command}`
 
 ## Results on goals not seen in training
