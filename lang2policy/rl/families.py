@@ -143,7 +143,7 @@ def _draw_slow(description: RobotDescription, rng: np.random.Generator) -> dict:
 
 # ----------------------------------------------------------------------- lift
 _LIFT_SHAPING = frozenset({"reach", "grasp", "grasp_align", "gripper"})
-LIFT_HEIGHT = (0.05, 0.12)
+LIFT_HEIGHT = (0.04, 0.18)
 LIFT_BLOCK = "red block"  # blocks differ only in colour: one trains, any is served
 
 
