@@ -11,10 +11,11 @@ import pytest
 
 from lang2policy.cli import main
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.rl.actions import TOOL_STEP, tool_targets
 from lang2policy.rl.dagger import Dataset, DistillConfig, Learner, distill, run_iteration
 from lang2policy.rl.env import RewardEnv
 from lang2policy.rl.evaluate import EVAL_SEED
-from lang2policy.rl.experts import GraspLiftExpert, GraspPlaceExpert
+from lang2policy.rl.experts import GraspLiftExpert, GraspPlaceExpert, MPCExpert, tool_change
 from lang2policy.rl.families import family
 from lang2policy.rl.planner import load_policies
 from lang2policy.rl.policy_file import load_policy
@@ -80,9 +81,12 @@ def test_distill_writes_a_policy_the_controller_loads(tmp_path):
 
 
 def test_bad_distill_input_is_refused(tmp_path, capsys):
+    assert main(["train", "distill", "--family", "reach", "--out", str(tmp_path / "x")]) == 2
+    assert "no scripted expert" in capsys.readouterr().err  # ... and says: --expert mpc
     with pytest.raises(SystemExit):
-        main(["train", "distill", "--family", "reach", "--out", str(tmp_path / "x")])
-    assert "invalid choice: 'reach'" in capsys.readouterr().err
+        main(["train", "distill", "--family", "lift", "--expert", "oracle",
+              "--out", str(tmp_path / "x")])
+    assert "invalid choice: 'oracle'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "distill", "--family", "lift", "--out", str(tmp_path / "x"),
               "--episodes", "0"])
@@ -98,7 +102,7 @@ def test_cli_distils_evaluates_and_writes_the_model_card(tmp_path, capsys):
     assert code == 0
     assert "/1 succeeded" in capsys.readouterr().out
     card = (out / "README.md").read_text()
-    assert f"lang2policy train distill --family lift --out {out} --iterations 1" in card
+    assert f"train distill --family lift --out {out} --expert scripted --iterations 1" in card
     assert "DAgger from the scripted expert `GraspLiftExpert`" in card
     assert "red block" in card and "plus the gripper opening" in card and "Jacobian" in card
     assert card.startswith("# Distilled policy: lift (so101)")
@@ -141,3 +145,26 @@ def test_episode_objects_start_apart():
         features = env.pm.features_now()
         block, bowl = (features.objects[n]["pos"].reshape(3) for n in ("red block", "blue bowl"))
         assert np.linalg.norm(block[:2] - bowl[:2]) >= 0.08
+
+
+def test_the_mpc_expert_drives_a_reach_and_labels_in_the_familys_actions():
+    env = RewardEnv(family("reach"), seed=0)
+    data = Dataset([], [])
+    result = run_iteration(env, MPCExpert(env), None, range(EVAL_SEED, EVAL_SEED + 1), data)
+    assert result["success"] == 1.0
+    _, actions = data.arrays()
+    assert actions.shape[1] == 5 and np.abs(actions).max() <= 1.0 + 1e-9
+
+
+def test_a_tool_move_read_back_from_its_targets_is_the_move_asked(lift_env):
+    """``tool_change`` (how the MPC's targets become a tool action) inverts the tool mapping
+    to first order: the move read back points the way the action asked."""
+    lift_env.reset(seed=EVAL_SEED)
+    for action in ([0.5, 0.0, 0.0, 0.0], [0.0, -0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 0.5]):
+        targets = tool_targets(lift_env.pm, np.array([*action, 0.0]), 0.15)
+        move, turn = tool_change(lift_env, targets)
+        asked = TOOL_STEP * np.array(action[:3])
+        if np.linalg.norm(asked) > 0:
+            assert move @ asked / (np.linalg.norm(move) * np.linalg.norm(asked)) > 0.9
+        else:
+            assert np.linalg.norm(move) < 0.005 and turn == pytest.approx(0.15, rel=0.3)

@@ -46,12 +46,15 @@ def add_arguments(kinds: Any) -> None:
 
 
 def _add_distill(kinds: Any) -> None:
-    from lang2policy.rl.experts import EXPERTS
+    from lang2policy.rl.dagger import EXPERT_KINDS
+    from lang2policy.rl.families import FAMILIES
 
     distill = kinds.add_parser("distill", help="a goal-conditioned policy imitating the "
                                "family's expert (DAgger)")
-    distill.add_argument("--family", required=True, choices=sorted(EXPERTS),
-                         help="the task family (those with an expert)")
+    distill.add_argument("--family", required=True, choices=list(FAMILIES),
+                         help="the task family the policy serves")
+    distill.add_argument("--expert", choices=EXPERT_KINDS, default="scripted",
+                         help="the family's scripted expert (lift, place) or the MPC (any)")
     distill.add_argument("--out", type=Path, required=True, help="model directory")
     distill.add_argument("--iterations", type=cli_types.positive_int, default=8,
                          help="DAgger iterations (the first one the expert drives)")
@@ -72,7 +75,8 @@ def _command(args: argparse.Namespace) -> str:
     """The command that reproduces this run (for the model card)."""
     words = ["lang2policy", "train", args.train_kind, "--family", args.family,
              "--out", str(args.out)]
-    names = (("steps", "envs") if args.train_kind == "rl" else ("iterations", "episodes", "epochs"))
+    names = (("steps", "envs") if args.train_kind == "rl"
+             else ("expert", "iterations", "episodes", "epochs"))
     for name in (*names, "hidden", "seed"):
         words += [f"--{name}", str(getattr(args, name))]
     return shlex.join(words)
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 def _distill(args: argparse.Namespace) -> dict | None:
     from lang2policy.rl.dagger import DistillConfig, distill
 
-    config = DistillConfig(family=args.family, iterations=args.iterations,
+    config = DistillConfig(family=args.family, expert=args.expert, iterations=args.iterations,
                            episodes=args.episodes, seed=args.seed, hidden=args.hidden,
                            epochs=args.epochs)
     try:

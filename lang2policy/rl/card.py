@@ -50,7 +50,9 @@ def _training(summary: dict) -> str:
     """How the policy was trained, in a sentence: PPO, or DAgger from the family's expert."""
     config, minutes = summary["config"], summary["train_seconds"] / 60
     if summary.get("method") == "dagger":
-        return (f"DAgger from the scripted expert `{summary['expert']}` "
+        expert = ("the MPC (one iteration per step)" if summary["expert"] == "MPCExpert"
+                  else f"the scripted expert `{summary['expert']}`")
+        return (f"DAgger from {expert} "
                 f"(`lang2policy.rl.experts`): {config['iterations']} iterations of "
                 f"{config['episodes']} episodes (the first driven by the expert, the others by "
                 f"the learner, every state labelled by the expert; the reward only judges success "

@@ -99,10 +99,14 @@ class MPCController:
         self.sampler.rng = np.random.default_rng(self.config.seed)
         self.sampler.reset(ctrl=env.pm.data.ctrl.copy(), start=float(env.pm.data.time))
 
-    def step(self, env: RewardEnv, observation: np.ndarray):
+    def plan_ahead(self, env: RewardEnv) -> np.ndarray:
+        """One iteration from the env's state; the plan's controls one control period on."""
         self.load(env)
         plan = self.sampler.improve(env.spec)
-        ahead = plan.control(float(env.pm.data.time) + CONTROL_PERIOD, self.config)
+        return plan.control(float(env.pm.data.time) + CONTROL_PERIOD, self.config)
+
+    def step(self, env: RewardEnv, observation: np.ndarray):
+        ahead = self.plan_ahead(env)
         if env.family.gripper:  # the env holds the gripper otherwise
             ids = env.arm.gripper_actuator_ids
             env.pm.data.ctrl[ids] = ahead[ids]

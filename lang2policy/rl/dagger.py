@@ -1,8 +1,8 @@
 """``lang2policy train distill``: a family's expert distilled into a policy file with DAgger.
 
 Where PPO from scratch does not find the task (lift: 0 % after 400k steps, the policy hovered
-over the block and never grasped), the policy imitates an expert (``experts.py``) instead, in
-the loop DAgger prescribes (Ross et al. 2011):
+over the block and never grasped), the policy imitates an expert (``experts.py``: the family's
+scripted one, or the MPC) instead, in the loop DAgger prescribes (Ross et al. 2011):
 
 1. iteration 0 runs the expert and records (observation, expert action);
 2. every later iteration runs the *current learner* and asks the expert what it would have
@@ -26,10 +26,11 @@ import numpy as np
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.evaluate import EVAL_SEED
-from lang2policy.rl.experts import EXPERTS
+from lang2policy.rl.experts import EXPERTS, MPCExpert
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
 
+EXPERT_KINDS = ("scripted", "mpc")
 SEED_STRIDE = 10_000  # episode k of run seed s draws its goal from seed s * stride + k
 
 
@@ -38,6 +39,7 @@ class DistillConfig:
     """What ``train distill`` runs: the family, DAgger's budget and the learner's settings."""
 
     family: str
+    expert: str = "scripted"  # the family's scripted expert, or "mpc"
     iterations: int = 8
     episodes: int = 40  # per iteration
     seed: int = 0
@@ -59,11 +61,15 @@ class Dataset:
         return np.asarray(self.observations, np.float32), np.asarray(self.actions, np.float32)
 
 
-def expert_for(env: RewardEnv):
-    """The family's expert, or a clear error naming the families that have one."""
+def expert_for(env: RewardEnv, kind: str = "scripted"):
+    """The family's scripted expert or the MPC; a clear error names what exists."""
+    if kind == "mpc":
+        return MPCExpert(env)
+    if kind != "scripted":
+        raise Lang2PolicyError(f"unknown expert {kind!r}; valid experts: {list(EXPERT_KINDS)}")
     if env.family.name not in EXPERTS:
-        raise Lang2PolicyError(f"family '{env.family.name}' has no expert to distil; families "
-                               f"with one: {sorted(EXPERTS)} (train it with 'train rl')")
+        raise Lang2PolicyError(f"family '{env.family.name}' has no scripted expert; families "
+                               f"with one: {sorted(EXPERTS)} (or use the MPC: --expert mpc)")
     return EXPERTS[env.family.name](env)
 
 
@@ -163,7 +169,7 @@ def distill(config: DistillConfig, out: str | Path, progress: bool = True) -> di
         raise Lang2PolicyError(f"seed {config.seed} would draw evaluation goals; use a seed "
                                f"below {EVAL_SEED // SEED_STRIDE}")
     env = RewardEnv(family_named(config.family), config.robot, near_start=0.0)
-    expert = expert_for(env)
+    expert = expert_for(env, config.expert)
     learner = Learner(env.observation_space.shape[0], env.action_space.shape[0], config)
     data, curve, rng = Dataset([], []), [], np.random.default_rng(config.seed)
     began = time.perf_counter()
