@@ -112,7 +112,10 @@ def graph():
         controller = ControllerNode(context=context, parameter_overrides=[
             Parameter("backend", value="rl"), Parameter("rl_policies", value=str(policy)),
             Parameter("samples", value=32), Parameter("threads", value=1),
-            Parameter("control_rate", value=CONTROL_RATE)])
+            Parameter("control_rate", value=CONTROL_RATE),
+            # in this process beside the probe's executor, joint-state callbacks were seen to
+            # wait over 0.5 s when the machine was loaded: keep commanding through such gaps
+            Parameter("stale_after", value=2.0)])
         probe = CommandProbe(context, controller.mpc.clock)
         executor = MultiThreadedExecutor(num_threads=4, context=context)
         for node in (controller, probe.node):

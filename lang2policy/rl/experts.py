@@ -1,7 +1,7 @@
 """Experts a policy is distilled from (``dagger.py``): an action for any state of a ``RewardEnv``.
 
 An expert answers for the state the *learner* reached, not only along its own path (DAgger
-asks it there), so each is a function of the state:
+asks it there), so each answers from the state (the MPC also from its warm start):
 
 * ``GraspLiftExpert`` (lift): the pick of ``control.primitives`` as a state machine. From the
   block's pose and the measured tool and gripper it picks a phase (go above the block with the
@@ -10,9 +10,11 @@ asks it there), so each is a function of the state:
 * ``GraspPlaceExpert`` (place): the same pick, then with the block in hand up to a carrying
   height, over the bowl, down into it, jaws open at the block's place; once the block sits in
   the bowl it backs off upward.
+* ``MPCExpert`` (any family, ``train distill --expert mpc``): the sampling MPC re-planned on a
+  copy of the state, its controls one control period ahead written as the family's action.
 
-It answers in the env's own units (a "tool" action, ``actions.py``): the tool move and the
-jaws' turn over their full scales, and the gripper opening as -1..1.
+They answer in the family's own action units (``actions.py``): joint offsets, or a tool move
+and a turn of the jaws, over their full scales, and the gripper opening as -1..1.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ OPEN = 0.4  # measured opening over which the jaws are taken as open enough to g
 
 
 class Expert(Protocol):
+    """What DAgger asks of an expert."""
+
     def start(self, env: RewardEnv) -> None:
         """A new episode began in ``env``."""
 
@@ -109,6 +113,7 @@ class GraspLiftExpert:
         if going_down:  # off the vertical low down: straight up first, clear of the block
             return np.array([tool[0], tool[1], above[2]]), self.grasp.pre_grasp_opening
         return above, self.grasp.pre_grasp_opening
+
 
 class GraspPlaceExpert(GraspLiftExpert):
     """Grasp the family's block, carry it over the bowl, lower it in and let go."""

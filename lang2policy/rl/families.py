@@ -161,14 +161,22 @@ def _lift_goal(spec: RewardSpec) -> np.ndarray | None:
     return np.array([float(lifts[0].params["height"])])
 
 
-def _draw_lift(description: RobotDescription, rng: np.random.Generator) -> dict:
-    height = round(float(rng.uniform(*LIFT_HEIGHT)), 3)
-    block = LIFT_BLOCK
-    return {"task": "lift", "duration": 12, "terms": [
+def grasp_shaping(block: str) -> list[dict]:
+    """The terms a lift or place spec reaches for and grasps ``block`` with (as the planner's
+    reward API and ``bench l2r`` write them)."""
+    return [
         {"term": "reach", "weight": 1.0, "params": {"object": block}},
         {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
         {"term": "grasp_align", "weight": 0.1, "params": {"object": block}},
         {"term": "tool_pointing_down", "weight": 0.05},
+    ]
+
+
+def _draw_lift(description: RobotDescription, rng: np.random.Generator) -> dict:
+    height = round(float(rng.uniform(*LIFT_HEIGHT)), 3)
+    block = LIFT_BLOCK
+    return {"task": "lift", "duration": 12, "terms": [
+        *grasp_shaping(block),
         {"id": "lift", "term": "object_height", "weight": 3.0,
          "params": {"object": block, "height": height}}],
         "success": {"all": [{"term": "lift", "below": 0.02}], "hold": 0.5}}
@@ -194,10 +202,7 @@ def _place_goal(spec: RewardSpec) -> np.ndarray | None:
 def _draw_place(description: RobotDescription, rng: np.random.Generator) -> dict:
     block = LIFT_BLOCK
     return {"task": "place", "duration": 15, "terms": [
-        {"term": "reach", "weight": 1.0, "params": {"object": block}},
-        {"term": "grasp", "weight": 0.3, "params": {"object": block, "radius": 0.01}},
-        {"term": "grasp_align", "weight": 0.1, "params": {"object": block}},
-        {"term": "tool_pointing_down", "weight": 0.05},
+        *grasp_shaping(block),
         {"id": "on", "term": "object_on", "weight": 3.0,
          "params": {"object": block, "target": PLACE_BOWL,
                     "offset": round(float(rng.uniform(*PLACE_OFFSET)), 3)}}],
