@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+import mujoco
 import numpy as np
 
 from lang2policy.rewards.features import quat_to_yaw
@@ -171,6 +172,7 @@ class MPCExpert:
         from lang2policy.rl.controllers import MPCController
 
         self.controller = MPCController(env, config or MPCConfig(threads=1))
+        self.scratch: mujoco.MjData | None = None  # forward kinematics of the targets
 
     def start(self, env: RewardEnv) -> None:
         self.controller.start(env)
@@ -182,7 +184,9 @@ class MPCExpert:
         opening = (float(ahead[arm.gripper_actuator_ids][0]) - arm.gripper_closed) / (
             arm.gripper_open - arm.gripper_closed)
         if env.family.action == "tool":
-            move, turn = tool_change(env, targets)
+            if self.scratch is None or self.scratch.qpos.size != env.pm.model.nq:
+                self.scratch = mujoco.MjData(env.pm.model)
+            move, turn = tool_change(env, targets, self.scratch)
             return to_action(env, move, turn, opening)
         offset = (targets - env.pm.data.qpos[arm.qpos_adr]) / env.family.action_scale
         offset /= max(1.0, float(np.abs(offset).max()))
@@ -190,13 +194,13 @@ class MPCExpert:
             if env.family.gripper else offset
 
 
-def tool_change(env: RewardEnv, targets: np.ndarray) -> tuple[np.ndarray, float]:
+def tool_change(env: RewardEnv, targets: np.ndarray,
+                scratch: mujoco.MjData | None = None) -> tuple[np.ndarray, float]:
     """How far the tool centre moves (m) and the jaws turn about the vertical (rad) from the
-    env's state to the arm at joint ``targets`` (forward kinematics on a scratch copy)."""
-    import mujoco
-
+    env's state to the arm at joint ``targets`` (forward kinematics on ``scratch``, a data of
+    the env's model reused across calls, or a fresh one)."""
     pm, arm = env.pm, env.arm
-    scratch = mujoco.MjData(pm.model)
+    scratch = scratch if scratch is not None else mujoco.MjData(pm.model)
     scratch.qpos[:] = pm.data.qpos
     scratch.qpos[arm.qpos_adr] = targets
     poses = []
