@@ -84,6 +84,29 @@ def test_edits_of_a_running_code_plan_apply_to_its_calls_in_order(memory_dir):
     assert later(*call)["obj"] == "blue block"
 
 
+def test_an_edit_said_while_no_motion_runs_applies_to_the_next_call_and_is_remembered_with_it(
+    memory_dir,
+):
+    """The program is starting (or between two calls): no call is current, the edit still
+    applies, from the next motion on, and is remembered with the call it was accepted on."""
+    router = CorrectionRouter(CorrectionMemory(memory_dir / "between.jsonl"))
+    edits = ArgEdits(lambda: (OBJECTS, POSITIONS), on_accepted=router.remember_accepted)
+    routed = router.route(
+        "no, the yellow bowl", OBJECTS, instruction="put the red block in the green bowl",
+        code_call=None, edits=edits,
+    )
+    assert routed.action == "edit_code", routed.as_dict()
+    assert "next motion" in routed.notes[0]
+    call = ("put_first_on_second", {"obj": "red block", "target": "green bowl"})
+    assert edits(*call)["target"] == "yellow bowl"  # what the gate decides
+    assert not router.memory.records()
+    edits.accept_pending()
+    [record] = router.memory.records()
+    assert record.text == "no, the yellow bowl"
+    assert record.situation["skill"] == "put_first_on_second"
+    assert record.situation["args"]["target"] == "green bowl"  # the call as the program wrote it
+
+
 def test_stop_and_replan_are_left_to_the_caller_and_nothing_running_is_refused():
     router = CorrectionRouter(memory=None)
     assert router.route("stop!", OBJECTS, instruction="x", spec=HOVER).action == "stop"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lang2policy.corrections import (
@@ -54,11 +54,14 @@ MAX_TOTAL_OFFSET = MAX_OFFSET  # m per axis: all offsets of one plan together (o
 @dataclass(frozen=True)
 class ArgEdit:
     """One correction of a code plan's skill calls, and what it is remembered with once the
-    privilege policy has accepted it (``situation`` None: recalled from memory, not re-logged)."""
+    privilege policy has accepted it (``situation`` None: recalled from memory, not re-logged).
+    ``situate`` marks an edit said while no motion ran (the program starting, or between two
+    calls): it is remembered with the first call it is accepted on."""
 
     correction: Correction
     instruction: str = ""
     situation: dict | None = None
+    situate: bool = False
 
 
 EditHook = Callable[[ArgEdit, str], None]  # (the edit, a note or the refusal's reason)
@@ -90,6 +93,7 @@ class ArgEdits:
         self._pending: list[ArgEdit] = []
         self.on_accepted, self.on_refused = on_accepted, on_refused
         self.notes: list[str] = []
+        self._decided: tuple[str, dict] | None = None  # the call the pending edits apply to
 
     @property
     def corrections(self) -> list[Correction]:
@@ -102,10 +106,13 @@ class ArgEdits:
         with self._lock:
             return bool(self._pending)
 
-    def add(self, correction: Correction, instruction: str = "", situation=None) -> None:
-        """Queue ``correction`` for the next gate decision. Raises ``CorrectionError`` when
-        the offsets said so far would add up to more than ``MAX_TOTAL_OFFSET`` on an axis."""
-        edit = ArgEdit(correction, instruction, situation)
+    def add(
+        self, correction: Correction, instruction: str = "", situation=None, situate=False
+    ) -> None:
+        """Queue ``correction`` for the next gate decision (``situate``: remember it with the
+        call it is accepted on). Raises ``CorrectionError`` when the offsets said so far would
+        add up to more than ``MAX_TOTAL_OFFSET`` on an axis."""
+        edit = ArgEdit(correction, instruction, situation, situate)
         with self._lock:
             _check_total_offset([e.correction for e in (*self.accepted, *self._pending, edit)])
             self._pending.append(edit)
@@ -117,6 +124,8 @@ class ArgEdits:
         """``bound`` with the accepted edits (and the pending ones) applied in order."""
         with self._lock:
             edits = [*self.accepted, *(self._pending if pending else [])]
+            if pending and self._pending:
+                self._decided = (skill, dict(bound))
         objects, positions = self._scene()
         args = dict(bound)
         for edit in edits:
@@ -156,10 +165,19 @@ class ArgEdits:
         with self._lock:
             settled, self._pending = self._pending, []
             if keep:
+                settled = [self._situated(e) for e in settled]
                 self.accepted.extend(settled)
         for edit in settled:
             if hook is not None:
                 hook(edit, note)
+
+
+    def _situated(self, edit: ArgEdit) -> ArgEdit:
+        """``edit`` with the situation of the call it was accepted on, if it waited for one."""
+        if not edit.situate or self._decided is None:
+            return edit
+        objects, _positions = self._scene()
+        return replace(edit, situation=situation_for_call(*self._decided, objects), situate=False)
 
 
 def _check_total_offset(corrections: list[Correction]) -> None:
@@ -228,17 +246,8 @@ class CorrectionRouter:
         correction = classify(text, list(objects), acting)
         if correction.kind in ("stop", "replan"):
             return Routed(correction, correction.kind)
-        if edits is not None and code_call is not None:
-            situation = situation_for_call(*code_call, objects)
-            try:
-                edits.add(correction, instruction, situation)
-            except CorrectionError as exc:
-                return Routed(correction, "rejected", error=str(exc))
-            return Routed(
-                correction,
-                "edit_code",
-                notes=[f"applies from {code_call[0]}() on, once the privilege policy allows it"],
-            )
+        if edits is not None:  # a code plan runs: its calls are edited
+            return self._edit_code(correction, instruction, objects, edits, code_call)
         if spec is not None:
             try:
                 applied = apply_to_spec(
@@ -253,6 +262,25 @@ class CorrectionRouter:
             "rejected",
             error="nothing is running to correct; say it as a new instruction",
         )
+
+    @staticmethod
+    def _edit_code(
+        correction: Correction,
+        instruction: str,
+        objects: Sequence[str],
+        edits: ArgEdits,
+        code_call: tuple[str, dict] | None,
+    ) -> Routed:
+        """Queue the edit of a running code plan's calls: from the running motion on, or, when
+        none runs (the program starting, or between two calls), from its next motion on."""
+        situation = None if code_call is None else situation_for_call(*code_call, objects)
+        try:
+            edits.add(correction, instruction, situation, situate=code_call is None)
+        except CorrectionError as exc:
+            return Routed(correction, "rejected", error=str(exc))
+        where = "the program's next motion" if code_call is None else f"{code_call[0]}()"
+        note = f"applies from {where} on, once the privilege policy allows it"
+        return Routed(correction, "edit_code", notes=[note])
 
     def _remember(self, instruction: str, correction: Correction, situation: dict) -> None:
         if self.memory is not None and instruction:
