@@ -19,6 +19,7 @@ every command and benchmark spells and documents them the same way.
 from __future__ import annotations
 
 import argparse
+import math
 
 from lang2policy.instruction_text import text_problem
 
@@ -75,6 +76,17 @@ def positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a whole number") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """A finite number above 0 (rates, learning rates)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a number") from None
+    if not math.isfinite(number) or number <= 0.0:
+        raise argparse.ArgumentTypeError(f"{value[:40]} must be a finite number above 0")
     return number
 
 

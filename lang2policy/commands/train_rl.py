@@ -4,6 +4,8 @@ trained with PPO (``rl``) or distilled from the family's expert with DAgger (``d
     lang2policy train rl --family reach --out models/rl-reach-so101 [--steps 1500000]
     lang2policy train rl --family reach --out models/rl-reach-so101 --resume   # continue
     lang2policy train distill --family lift --out models/rl-lift-distilled-so101
+    lang2policy train rl --family place --init models/rl-place-distilled-so101 \
+        --out models/rl-place-finetuned-so101 --steps 200000   # RL fine-tuning
 
 The run shows a progress bar (return, success, steps/s), checkpoints every
 ``--checkpoint-every`` steps, and at the end writes the numpy policy, ``curve.json``,
@@ -34,15 +36,35 @@ def add_arguments(kinds: Any) -> None:
     whole = cli_types.positive_int
     rl.add_argument("--steps", type=whole, default=1_000_000, help="environment steps in all")
     rl.add_argument("--envs", type=whole, default=8, help="environments stepped together")
-    rl.add_argument("--hidden", type=whole, default=64, help="units per hidden layer (2)")
+    rl.add_argument("--hidden", type=whole, default=None,
+                    help="units per hidden layer (2); default 64, or the --init policy's")
     rl.add_argument("--checkpoint-every", type=whole, default=100_000)
     rl.add_argument("--resume", action="store_true", help="continue OUT/checkpoint")
+    rl.add_argument("--init", type=Path, default=None,
+                    help="fine-tune this policy directory (a distilled one) instead of starting "
+                         "from random weights")
+    rl.add_argument("--learning-rate", type=cli_types.positive_float, default=3e-4,
+                    help="PPO's learning rate (lower it for fine-tuning, e.g. 1e-4)")
+    rl.add_argument("--log-std", type=log_std, default=None,
+                    help="log std of the actions explored at the start (default: the family's; "
+                         "-1.6 with --init)")
     rl.add_argument("--eval-episodes", type=whole, default=50,
                     help="held-out goals the finished policy is evaluated on")
     rl.add_argument("--no-video", action="store_true", help="no evaluation video")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
     cli_types.add_seed(rl, "seed of the weights and of the training goals")
     _add_distill(kinds)
+
+
+def log_std(value: str) -> float:
+    """``--log-std``: a number from -5 to 1 (action std 0.007 to 2.7)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a number") from None
+    if not -5.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value[:40]} is not from -5 to 1")
+    return number
 
 
 def _add_distill(kinds: Any) -> None:
@@ -79,6 +101,10 @@ def _command(args: argparse.Namespace) -> str:
              else ("expert", "iterations", "episodes", "epochs"))
     for name in (*names, "hidden", "seed"):
         words += [f"--{name}", str(getattr(args, name))]
+    if args.train_kind == "rl" and args.init is not None:
+        words += ["--init", str(args.init), "--learning-rate", f"{args.learning_rate:g}"]
+    if args.train_kind == "rl" and args.log_std is not None:
+        words += ["--log-std", f"{args.log_std:g}"]
     return shlex.join(words)
 
 
@@ -107,8 +133,14 @@ def _distill(args: argparse.Namespace) -> dict | None:
 def _train(args: argparse.Namespace) -> dict | None:
     from lang2policy.rl.train import TrainConfig, train
 
+    if args.init is not None and args.resume:
+        raise Lang2PolicyError("--init starts a run and --resume continues one: give one")
+    if args.hidden is None:
+        args.hidden = _hidden_of(args.init) if args.init is not None else 64
     config = TrainConfig(family=args.family, steps=args.steps, envs=args.envs, seed=args.seed,
-                         hidden=args.hidden, checkpoint_every=args.checkpoint_every)
+                         hidden=args.hidden, checkpoint_every=args.checkpoint_every,
+                         init=str(args.init or ""), learning_rate=args.learning_rate,
+                         log_std=args.log_std)
     try:
         summary = train(config, args.out, resume=args.resume, progress=not args.no_progress)
     except KeyboardInterrupt:
@@ -118,6 +150,13 @@ def _train(args: argparse.Namespace) -> dict | None:
     except FileNotFoundError as exc:
         raise Lang2PolicyError(str(exc)) from None
     return summary
+
+
+def _hidden_of(directory: Path) -> int:
+    """The width of the first hidden layer of the policy in ``directory``."""
+    from lang2policy.rl.policy_file import load_policy
+
+    return int(load_policy(directory).weights[0].shape[0])
 
 
 def _evaluate_and_card(args: argparse.Namespace, summary: dict) -> None:

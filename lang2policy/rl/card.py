@@ -58,7 +58,10 @@ def _training(summary: dict) -> str:
                 f"the learner, every state labelled by the expert; the reward only judges success "
                 f"here), {summary['timesteps']:,} labelled states, {minutes:.1f} min wall "
                 "(torch on 1 thread)")
-    return (f"PPO (stable-baselines3), {config['envs']} environments, "
+    start = (f"fine-tuning of `{config['init']}` (its weights and observation statistics; "
+             f"learning rate {config['learning_rate']:g}), "
+             if config.get("init") else "")
+    return (f"PPO (stable-baselines3), {start}{config['envs']} environments, "
             f"{summary['timesteps']:,} steps in {minutes:.1f} min wall "
             f"({summary['steps_per_second']} steps/s, torch on 1 thread)")
 
@@ -77,7 +80,8 @@ def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, comman
     time_text = (f"{result['seconds_to_success']} s" if result["seconds_to_success"] is not None
                  else "n/a")
     doc = fam.doc[0].upper() + fam.doc[1:]
-    kind = "Distilled" if summary.get("method") == "dagger" else "RL"
+    kind = ("Distilled" if summary.get("method") == "dagger"
+            else "Fine-tuned RL" if config.get("init") else "RL")
     text = f"""# {kind} policy: {fam.name} ({policy.robot})
 
 {doc}. One goal-conditioned policy serves every reward spec of the family: the goal

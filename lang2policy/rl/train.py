@@ -6,7 +6,9 @@ normalisation, and torch pinned to one thread (two threads beside MuJoCo collaps
 on this machine class, see docs). Every ``checkpoint_every`` steps the learner, its normaliser
 and the learning curve are saved under ``OUT/checkpoint/``; ``resume=True`` continues from
 there up to ``steps`` in all. At the end the actor and normaliser are exported as an
-``MLPPolicy`` (``policy_file.py``): the shipped file needs neither torch nor SB3.
+``MLPPolicy`` (``policy_file.py``): the shipped file needs neither torch nor SB3. ``init``
+fine-tunes a shipped policy (a distilled one) instead of starting from random weights
+(``warm_start.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class TrainConfig:
     gamma: float = 0.98
     learning_rate: float = 3e-4
     checkpoint_every: int = 50_000
+    init: str = ""  # a policy directory to fine-tune ("" = random weights)
+    log_std: float | None = None  # the Gaussian's log std at the start (None: the family's)
 
 
 def make_vec_env(config: TrainConfig):
@@ -61,7 +65,7 @@ def make_vec_env(config: TrainConfig):
     return DummyVecEnv([maker(i) for i in range(config.envs)])
 
 
-def _learner(config: TrainConfig, out: Path, resume: bool):
+def make_learner(config: TrainConfig, out: Path, resume: bool):
     """A fresh PPO + normaliser, or both loaded from ``out/checkpoint`` when resuming."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecNormalize
@@ -81,6 +85,17 @@ def _learner(config: TrainConfig, out: Path, resume: bool):
                 policy_kwargs={"net_arch": [config.hidden, config.hidden],
                                "log_std_init": family_named(config.family).log_std_init},
                 seed=config.seed, device="cpu", verbose=0)
+    if config.init:
+        from lang2policy.rl.warm_start import FINE_TUNE_LOG_STD, initial_policy, load_into
+
+        start = initial_policy(config.init, config.family, config.robot, config.hidden)
+        log_std = FINE_TUNE_LOG_STD if config.log_std is None else config.log_std
+        load_into(model, env, start, log_std)
+    elif config.log_std is not None:
+        import torch
+
+        with torch.no_grad():
+            model.policy.log_std.fill_(config.log_std)
     return model, env
 
 
@@ -95,7 +110,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model, env = _learner(config, out, resume)
+    model, env = make_learner(config, out, resume)
     curve = load_curve(out / CHECKPOINT) if resume else []
     done_steps = int(model.num_timesteps)
     callback = CurveCallback(curve, config.steps, done_steps, progress,
