@@ -16,3 +16,19 @@ if "LANG2POLICY_LLM_PREFIX_ROOT" not in os.environ:
     _prefix_root = tempfile.mkdtemp(prefix="lang2policy-test-prefixes-")
     os.environ["LANG2POLICY_LLM_PREFIX_ROOT"] = _prefix_root
     atexit.register(shutil.rmtree, _prefix_root, ignore_errors=True)
+
+
+# The graph tests (marker ``ros``) run real nodes in real time beside each other on the CI's two
+# cores; their bounds are in sim time where they can be, but a probe's view, a DDS trip or a
+# node's callback can still lag past one under load (fresh-clone CI runs failed 2-4 different
+# ones of them, each passing on its own). Each is re-run up to ROS_RERUNS times
+# (pytest-rerunfailures); a re-run shows as R in the progress line and in the summary.
+ROS_RERUNS = 2
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.get_closest_marker("ros") and not item.get_closest_marker("flaky"):
+            item.add_marker(pytest.mark.flaky(reruns=ROS_RERUNS))
