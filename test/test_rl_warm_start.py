@@ -58,6 +58,8 @@ def test_a_short_fine_tune_writes_a_card_that_names_its_start(tmp_path, lift_pol
     assert card.startswith("# Fine-tuned RL policy: lift")
     assert f"fine-tuning of `{LIFT}`" in card and "learning rate 0.0001" in card
     assert f"--init {LIFT} --learning-rate 0.0001" in card
+    start = json.loads((LIFT / "eval.json").read_text())
+    assert f"| {start['episodes']} (the start, `{LIFT}`) | {start['successes']}/" in card
     tuned = load_policy(out)
     assert tuned.weights[0].shape == lift_policy.weights[0].shape  # --hidden from the start
     summary = json.loads((out / "policy.json").read_text())["summary"]

@@ -3,10 +3,11 @@ every node in its own process as deployed: the sim node, and the controller node
 ``backend: rl`` (the shipped policies, the MPC elsewhere). A probe here publishes reward plans as
 the planner node does and reads the controller's status and the sim's object poses:
 
-* a place plan ("put the cyan block in the green bowl") runs the distilled place policy and
-  leaves the block in the bowl;
-* a lift plan runs the distilled lift policy; "higher", routed by the correction router as the
-  conductor routes it (rules, no LLM), edits the running spec and the block goes 2 cm higher.
+* a place plan ("put the cyan block in the green bowl") runs the shipped place policy (PPO
+  fine-tuned from the distilled one) and leaves the block in the bowl;
+* a lift plan runs the shipped (distilled) lift policy; "higher", routed by the correction
+  router as the conductor routes it (rules, no LLM), edits the running spec and the block goes
+  2 cm higher.
 
 The controller runs in its own process here: in-process beside the probe's executor the
 test's interpreter held the GIL at 100 % and the controller saw stale joint states.
@@ -31,17 +32,18 @@ from test_ros_graph import node_process, stop_process  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
-from lang2policy.paths import share_dir  # noqa: E402
 from lang2policy.planning.correcting import CorrectionRouter  # noqa: E402
 from lang2policy.rewards.spec import RewardSpec, validate_spec  # noqa: E402
 from lang2policy.rl.families import grasp_shaping  # noqa: E402
+from lang2policy.rl.planner import shipped_policies  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
 DOMAIN_ID = 1 + (os.getpid() + 97) % 200
 OBJECTS = ("green bowl", "cyan block", "blue block", "yellow block", "orange block")  # seed 0
-POLICIES = [share_dir() / "models" / f"rl-{name}-distilled-so101" for name in ("lift", "place")]
+POLICIES = shipped_policies("so101")  # what the controller loads when given none
+NEEDED = ("lift", "place")
 
 
 class Probe(ControllerProbe):
@@ -74,9 +76,9 @@ def grasp_spec(task: str, block: str, goal: dict, hold: float, duration: float) 
 
 @pytest.fixture(scope="module")
 def graph():
-    missing = [str(p) for p in POLICIES if not (p / "policy.json").is_file()]
+    missing = [f for f in NEEDED if not any(f"rl-{f}-" in p.name for p in POLICIES)]
     if missing:
-        pytest.skip(f"no shipped policy at {missing} (lang2policy train distill)")
+        pytest.skip(f"no shipped policy for {missing} (lang2policy train distill)")
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     processes = [
         node_process(env, "sim_node", ["-p", "camera_rate:=0", "-p", "seed:=0",
@@ -123,7 +125,7 @@ def run_until_end(probe: Probe, spec: RewardSpec, backend: str, timeout: float) 
                         "the end of the task")
 
 
-def test_a_place_plan_puts_the_block_in_the_bowl_with_the_distilled_policy(graph):
+def test_a_place_plan_puts_the_block_in_the_bowl_with_the_shipped_policy(graph):
     probe = graph
     block, bowl = "cyan block", "green bowl"
     on = {"id": "on", "term": "object_on", "weight": 3.0,

@@ -66,6 +66,23 @@ def _training(summary: dict) -> str:
             f"({summary['steps_per_second']} steps/s, torch on 1 thread)")
 
 
+def _start_row(config: dict) -> str:
+    """For a fine-tuned policy, the table row of its start on the same goals (its card's
+    evaluation), so the card shows what fine-tuning changed."""
+    start = Path(config.get("init") or "")
+    try:
+        before = json.loads((start / "eval.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    if not config.get("init") or not isinstance(before, dict) or "successes" not in before:
+        return ""
+    when = (f"{before['seconds_to_success']} s" if before.get("seconds_to_success") is not None
+            else "n/a")
+    return (f"| {before['episodes']} (the start, `{start}`) | {before['successes']}/"
+            f"{before['episodes']} ({before['success_rate']:.0%}) | {when} | "
+            f"{before['smoothness']} | {before['control_cost']} |\n")
+
+
 def write_card(out: Path, policy: MLPPolicy, summary: dict, result: dict, command: str,
                commit: str | None = None) -> Path:
     """``README.md`` and ``eval.json`` in the model directory ``out``; ``commit``: the code
@@ -108,7 +125,7 @@ Evaluation seeds start at 1,000,000; training goals come from seeds below that.
 | held-out goals | success | time to success | smoothness (rad/step) | control cost |
 | --- | --- | --- | --- | --- |
 | {result['episodes']} | {rate} | {time_text} | {result['smoothness']} | {result['control_cost']} |
-
+{_start_row(config)}
 Learning curve: `learning_curve.png` (`curve.json`); evaluation video: `eval.mp4` (the goal
 is the green sphere). `lang2policy bench rl` runs the same held-out goals with the MPC beside it.
 
