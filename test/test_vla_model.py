@@ -188,3 +188,24 @@ def test_augmentation_keeps_shapes_and_range_and_can_be_off():
     full = augment(images, AugmentConfig(shift=4, brightness=0.2, contrast=0.2), generator)
     assert full.shape == images.shape
     assert augment(images, AugmentConfig(shift=0), generator) is images
+
+
+def test_a_bottleneck_head_reads_only_the_state_the_words_and_the_scene():
+    net = VLANet(tiny_config(aux_dim=5, head_reads="scene"))
+    images, state, language = example_inputs(net.config, batch=2)
+    actions, aux = net(images, state, language, with_aux=True)
+    # the images reach the actions only through the scene prediction: fed that prediction as
+    # the scene state, the head answers the same for other images
+    other = torch.rand_like(images)
+    assert torch.allclose(net(other, state, language, aux_input=aux), actions, atol=1e-6)
+    assert not torch.allclose(net(other, state, language), actions)
+    # motor rows: the head on frames known by their scene state alone, appended to the batch
+    rows = (state, language, aux)
+    both = net(images, state, language, aux_input=aux, motor_rows=rows)
+    assert both.shape == (4, 4, 6) and torch.allclose(both[2:], actions, atol=1e-6)
+    with pytest.raises(ConfigError, match="needs the scene state"):
+        VLANet(tiny_config(head_reads="scene"))
+    with pytest.raises(ConfigError, match="head_reads must be one of"):
+        tiny_config(aux_dim=5, head_reads="pixels")
+    with pytest.raises(ConfigError, match="motor rows need"):
+        VLANet(tiny_config(aux_dim=5)).motor_features(state, language, aux)

@@ -22,6 +22,7 @@ from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
 from lang2policy.vla.model import VLANet
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.schema import ENV_KEY
 from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
 from lang2policy.vla.tasks import FAMILIES
 from lang2policy.vla.train import TrainSettings, train_vla
@@ -348,3 +349,40 @@ def test_scene_views_can_be_drawn_more_often():
     thrice = prepare(data, config, val_episodes=1, seed=0, encoder=hash_encoder(8), view_repeat=3)
     assert len(thrice.train_frames) == len(once.train_frames) + 2 * 10
     assert np.array_equal(thrice.normalizer.action_mean, once.normalizer.action_mean)
+
+
+def test_a_bottleneck_learns_its_motions_from_image_free_frames_too(tmp_path):
+    data = synthetic_frames(environment=True)
+    scene = np.concatenate([data.environment, data.environment[:, :2]], axis=1)  # 6-d: mm
+    data.environment = scene
+    data.stats[ENV_KEY] = {"mean": scene.mean(0), "std": scene.std(0)}
+    optim = OptimConfig(lr=3e-3, warmup_steps=5, scene_forcing=1.0, motor_batch=64)
+    run = settings(100, optim=optim, model=tiny_config(head_reads="scene"))
+    train_vla(data, tmp_path, run, encoder=hash_encoder(8))
+    train = [r["loss"] for r in log_records(tmp_path) if r["kind"] == "train"]
+    assert train[-1] < 0.5 * train[0], train
+    assert json.loads((tmp_path / "config.json").read_text())["head_reads"] == "scene"
+    val = [r for r in log_records(tmp_path) if r["kind"] == "val"]
+    assert len(val[-1]["val_block_mae_mm"]) == 3 and len(val[-1]["val_goal_mae_mm"]) == 3
+    assert all(v >= 0 for v in val[-1]["val_block_mae_mm"])
+    policy = VLAPolicy.load(tmp_path, encoder=hash_encoder(8))
+    images = {c: data.images[c][0] for c in ("front", "wrist")}
+    assert np.isfinite(policy.act(images, data.state[0], data.tasks[0])).all()
+    with pytest.raises(ConfigError, match="needs a bottleneck network"):
+        train_vla(data, tmp_path / "plain", settings(5, optim=optim), encoder=hash_encoder(8))
+
+
+def test_motor_batches_hold_no_images_and_the_same_targets():
+    data = synthetic_frames(environment=True)
+    normalizer = Normalizer.from_stats(data.stats)
+    vectors = hash_encoder(8)(data.tasks)
+    make = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")
+    frames = np.array([0, 5, 19])
+    batch, motor = make(frames), make.motor(frames)
+    assert not hasattr(motor, "images") and len(motor) == 3
+    for name in ("state", "language", "actions", "mask", "environment"):
+        assert torch.equal(getattr(batch, name), getattr(motor, name)), name
+    data.environment = None
+    bare = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")
+    with pytest.raises(ConfigError, match="need the recorded scene state"):
+        bare.motor(frames)

@@ -100,6 +100,11 @@ def add_parser(commands: Any) -> None:
                      help="fraction of samples whose action head reads the recorded scene state")
     vla.add_argument("--scene-forcing-from", type=_count, default=0,
                      help="the step at which scene forcing starts (before it: none)")
+    vla.add_argument("--head-reads", choices=("features", "scene"), default="features",
+                     help="what the action head reads: the image features and scene prediction, "
+                     "or only the state, the words and the scene state (a bottleneck)")
+    vla.add_argument("--motor-batch", type=_count, default=0,
+                     help="--head-reads scene: image-free frames per step for the action head")
     vla.add_argument("--view-repeat", type=_positive, default=1,
                      help="draw each scene view this many times per epoch")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -112,6 +117,7 @@ def add_parser(commands: Any) -> None:
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The ``TrainSettings`` the command line asks for."""
     from lang2policy.vla.augment import AugmentConfig
+    from lang2policy.vla.model import VLAConfig
     from lang2policy.vla.train import TrainSettings
     from lang2policy.vla.train_loop import OptimConfig
 
@@ -133,6 +139,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     optim = OptimConfig(
         lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
         scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
+        motor_batch=args.motor_batch,
     )  # fmt: skip
     return TrainSettings(
         steps=args.steps,
@@ -141,6 +148,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         action_mode=args.action_mode,
         view_repeat=args.view_repeat,
         auxiliary=args.aux_weight > 0,
+        model=VLAConfig(head_reads=args.head_reads),
         augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
         val_episodes=args.val_episodes,
         val_every=args.val_every,

@@ -33,6 +33,8 @@ from lang2policy.errors import ConfigError
 from lang2policy.vla import schema
 from lang2policy.vla.language import MINILM, MINILM_DIM
 
+HEAD_READS = ("features", "scene")
+
 
 @dataclass(frozen=True)
 class VLAConfig:
@@ -51,6 +53,10 @@ class VLAConfig:
     head_dim: int = 512
     head_layers: int = 2
     aux_dim: int = 0  # auxiliary scene-state outputs (0: none)
+    # What the action head reads: "features" (the encoder's keypoints, the state, the words and
+    # the scene prediction) or "scene" (only the state, the words and the scene state: a
+    # perception/motor bottleneck, so the motor part can learn from the recorded scene state)
+    head_reads: str = "features"
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -66,6 +72,8 @@ class VLAConfig:
         small = {k: v for k, v in self.sizes().items() if v < 1}
         if self.aux_dim < 0:
             small["aux_dim"] = self.aux_dim
+        if self.head_reads not in HEAD_READS:
+            raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
         if small:
             raise ConfigError(f"sizes must be positive: {small}")
 
@@ -153,6 +161,14 @@ class VLANet(nn.Module):
         head_in = len(config.cameras) * self.encoder.out_dim + config.state_dim + config.film_dim
         hidden = [config.head_dim] * config.head_layers
         self.aux_head = _mlp([head_in, config.head_dim, config.aux_dim]) if config.aux_dim else None
+        self.bottleneck = config.head_reads == "scene"
+        if self.bottleneck and not config.aux_dim:
+            raise ConfigError(
+                "head_reads='scene' needs the scene state: train on a dataset that records "
+                "observation.environment_state, with the auxiliary head on (--aux-weight > 0)"
+            )
+        if self.bottleneck:
+            head_in = config.state_dim + config.film_dim
         self.head = _mlp([head_in + config.aux_dim, *hidden, config.chunk * config.action_dim])
 
     def forward(
@@ -163,6 +179,7 @@ class VLANet(nn.Module):
         with_aux: bool = False,
         aux_input: torch.Tensor | None = None,
         aux_mask: torch.Tensor | None = None,
+        motor_rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
         """``images [B, cameras, 3, H, W]`` in 0..1, ``state [B, state_dim]`` normalised,
         ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions
@@ -171,7 +188,11 @@ class VLANet(nn.Module):
         ``aux_input`` (training only) is what the action head reads in place of the prediction
         (in the rows where ``aux_mask [B, 1]`` is true, all rows without a mask): training feeds
         it the recorded scene state, noised, for part of each batch, so the head learns the
-        mapping from scene to motion while the encoder is still learning to see."""
+        mapping from scene to motion while the encoder is still learning to see.
+
+        ``motor_rows`` (training only, ``head_reads="scene"``): (state, language, scene state)
+        of more frames, whose action chunks are predicted without images and appended to the
+        batch's; the motor part learns from many more frames than the encoder can afford."""
         batch = images.shape[0]
         words = torch.relu(self.language(language))
         condition = words[:, None, :] + self.camera_embedding[None, :, :]
@@ -183,9 +204,20 @@ class VLANet(nn.Module):
             read = aux
             if aux_input is not None:
                 read = aux_input if aux_mask is None else torch.where(aux_mask, aux_input, aux)
-            features = torch.cat([features, read], dim=1)
-        actions = self.head(features).view(batch, self.config.chunk, self.config.action_dim)
+            head_input = [state, words, read] if self.bottleneck else [features, read]
+            features = torch.cat(head_input, dim=1)
+        if motor_rows is not None:
+            features = torch.cat([features, self.motor_features(*motor_rows)], dim=0)
+        actions = self.head(features).view(-1, self.config.chunk, self.config.action_dim)
         return (actions, aux) if with_aux else actions
+
+    def motor_features(
+        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor
+    ) -> torch.Tensor:
+        """The action head's input for frames known by their scene state alone (bottleneck)."""
+        if not self.bottleneck:
+            raise ConfigError("motor rows need head_reads='scene'")
+        return torch.cat([state, torch.relu(self.language(language)), scene], dim=1)
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -40,7 +40,7 @@ from lang2policy.vla.language import Encoder
 from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.train_data import BatchMaker, Frames, batch_indices
+from lang2policy.vla.train_data import BatchMaker, Frames, MotorBatch, batch_indices
 from lang2policy.vla.train_loop import OptimConfig, Trainer
 from lang2policy.vla.train_outputs import RunOutputs, resume_state
 from lang2policy.vla.train_setup import TrainData, describe, model_config, prepare
@@ -145,6 +145,11 @@ def _build_run(
     )
     torch.manual_seed(settings.seed)
     net = start_net if start_net is not None else VLANet(config)
+    if settings.optim.motor_batch and not net.bottleneck:
+        raise ConfigError(
+            "a motor batch needs a bottleneck network (--head-reads scene): only its action "
+            "head can learn from frames without images"
+        )
     trainer = Trainer(net, settings.optim, settings.steps, context)
     generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
     start = 0
@@ -231,7 +236,9 @@ class _Run:
             while self.step < settings.steps:
                 started = time.perf_counter()
                 batch = self.make_batch(next(batches))
-                loss = self.trainer.step(batch, settings.augment, self.generator)
+                loss = self.trainer.step(
+                    batch, settings.augment, self.generator, self._motor_batch()
+                )
                 self.window.append(loss)
                 if self.trainer.last_aux_loss is not None:
                     self.aux_window.append(self.trainer.last_aux_loss)
@@ -239,6 +246,15 @@ class _Run:
                 self.step += 1
                 bar.update(1)
                 self._after_step(bar)
+
+    def _motor_batch(self) -> MotorBatch | None:
+        """Image-free training frames for a bottleneck's action head (``motor_batch``)."""
+        size = self.settings.optim.motor_batch
+        if not size:
+            return None
+        frames = self.data.train_frames
+        picks = torch.randint(len(frames), (size,), generator=self.generator).numpy()
+        return self.make_batch.motor(frames[picks])
 
     def _after_step(self, bar: tqdm) -> None:
         """Log, validate, evaluate and save when their turn comes."""
@@ -276,10 +292,22 @@ class _Run:
         frames = self.data.val_frames
         pieces = np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size))
         loss, aux = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
-        extra = {} if aux is None else {"val_aux_loss": aux}
+        extra = {} if aux is None else {"val_aux_loss": aux, **self._scene_millimetres()}
         self.outputs.log.add("val", self.step, val_loss=loss, **extra)
         scene = "" if aux is None else f", scene state L1 {aux:.4f}"
-        bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}")
+        where = extra.get("val_block_mae_mm")
+        block = "" if where is None else f", named block off by {where} mm (x, y, z)"
+        bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}")
+
+    def _scene_millimetres(self) -> dict[str, list[float]]:
+        """The validation's mean absolute error of the named block's and the goal's position,
+        in mm per axis: what a grasp has to live with (the normalised L1 mixes in the yaw)."""
+        error, normalizer = self.trainer.last_scene_error, self.data.normalizer
+        if error is None or normalizer.env_std is None or len(error) < 6:
+            return {}
+        millimetres = error[:6] * normalizer.env_std[:6] * 1000.0
+        rounded = [round(float(v), 1) for v in millimetres]
+        return {"val_block_mae_mm": rounded[:3], "val_goal_mae_mm": rounded[3:]}
 
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""

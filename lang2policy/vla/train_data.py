@@ -159,6 +159,20 @@ class Batch:
         return len(self.state)
 
 
+@dataclass
+class MotorBatch:
+    """Frames without images, for the action head of a bottleneck network; normalised."""
+
+    state: torch.Tensor  # [B, state_dim]
+    language: torch.Tensor  # [B, language_dim]
+    actions: torch.Tensor  # [B, chunk, action_dim]
+    mask: torch.Tensor  # [B, chunk]
+    environment: torch.Tensor | None  # [B, env_dim], the recorded scene state
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+
 class BatchMaker:
     """Gathers batches by frame index from a dataset held in memory."""
 
@@ -194,25 +208,36 @@ class BatchMaker:
         self.device = device
 
     def __call__(self, frames: np.ndarray) -> Batch:
+        motor = self.motor(frames, need_environment=False)
+        images = np.stack([camera[frames] for camera in self.images], axis=1)
+        return Batch(
+            images=images_to_float(self._put(images)),
+            state=motor.state,
+            language=motor.language,
+            actions=motor.actions,
+            mask=motor.mask,
+            environment=motor.environment,
+        )
+
+    def motor(self, frames: np.ndarray, need_environment: bool = True) -> MotorBatch:
+        """``frames`` without their images (what a bottleneck's action head learns from)."""
+        if need_environment and self.environment is None:
+            raise ConfigError("motor batches need the recorded scene state (environment_state)")
         targets = frames[:, None] + self.offsets[None, :]
         ends = self.frame_end[frames][:, None]
         mask = (targets < ends) & ~self.view[frames][:, None]
         targets = np.minimum(targets, ends - 1)  # pad with the episode's last action
-
-        def put(array: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
-
-        images = np.stack([camera[frames] for camera in self.images], axis=1)
-        language = self.task_vectors[put(self.task_index[frames])]
         actions = self.normalizer.normalize_chunk(self.action[targets], self.raw_state[frames])
-        return Batch(
-            images=images_to_float(put(images)),
-            state=put(self.state[frames]),
-            language=language,
-            actions=put(actions.astype(np.float32)),
-            mask=put(mask.astype(np.float32)),
-            environment=None if self.environment is None else put(self.environment[frames]),
+        return MotorBatch(
+            state=self._put(self.state[frames]),
+            language=self.task_vectors[self._put(self.task_index[frames])],
+            actions=self._put(actions.astype(np.float32)),
+            mask=self._put(mask.astype(np.float32)),
+            environment=None if self.environment is None else self._put(self.environment[frames]),
         )
+
+    def _put(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
 
 def batch_indices(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -17,7 +18,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from lang2policy.vla.augment import AugmentConfig, augment
 from lang2policy.vla.distributed import DistContext
 from lang2policy.vla.model import VLANet
-from lang2policy.vla.train_data import Batch
+from lang2policy.vla.train_data import Batch, MotorBatch
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class OptimConfig:
     scene_forcing: float = 0.5
     scene_noise: float = 0.1
     scene_forcing_from: int = 0  # the first step that forces (before it: the prediction only)
+    # head_reads="scene" only: frames per step whose action chunks are also learnt from their
+    # recorded scene state alone (no images: the motor part's own, much bigger batch)
+    motor_batch: int = 0
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -74,6 +78,7 @@ class Trainer:
         factor = lr_factor(optim.warmup_steps, total_steps, optim.min_lr_ratio)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         self.last_aux_loss: float | None = None  # the auxiliary loss of the last step
+        self.last_scene_error: np.ndarray | None = None  # per dimension, last validation
         self.ema: AveragedModel | None = None
         if optim.ema_decay > 0:
             self.ema = AveragedModel(self.net, multi_avg_fn=get_ema_multi_avg_fn(optim.ema_decay))
@@ -87,17 +92,29 @@ class Trainer:
     def lr(self) -> float:
         return self.scheduler.get_last_lr()[0]
 
-    def step(self, batch: Batch, augmentation: AugmentConfig, generator: torch.Generator) -> float:
-        """One optimiser step on ``batch``; returns its action loss (the auxiliary scene-state
-        loss, when the network and the batch have one, is added to it and kept in
-        ``last_aux_loss``)."""
+    def step(
+        self,
+        batch: Batch,
+        augmentation: AugmentConfig,
+        generator: torch.Generator,
+        motor: MotorBatch | None = None,
+    ) -> float:
+        """One optimiser step on ``batch`` (and the image-free ``motor`` frames, bottleneck
+        networks only); returns its action loss (the auxiliary scene-state loss, when the
+        network and the batch have one, is added to it and kept in ``last_aux_loss``)."""
         self.model.train()
         images = augment(batch.images, augmentation, generator)
         forced, mask = self._forced_scene(batch, generator)
+        rows = None if motor is None else self._motor_rows(motor, generator)
         predicted, aux = self.model(
-            images, batch.state, batch.language, with_aux=True, aux_input=forced, aux_mask=mask
-        )
-        action_loss = masked_l1(predicted, batch.actions, batch.mask)
+            images, batch.state, batch.language, with_aux=True, aux_input=forced, aux_mask=mask,
+            motor_rows=rows,
+        )  # fmt: skip
+        targets, masks = batch.actions, batch.mask
+        if motor is not None:
+            targets = torch.cat([targets, motor.actions])
+            masks = torch.cat([masks, motor.mask])
+        action_loss = masked_l1(predicted, targets, masks)
         loss = action_loss
         self.last_aux_loss = None
         if aux is not None and batch.environment is not None:
@@ -131,12 +148,22 @@ class Trainer:
         rows = torch.rand(len(env), 1, generator=generator).to(env.device)
         return env + self.optim.scene_noise * noise, rows < self.optim.scene_forcing
 
+    def _motor_rows(
+        self, motor: MotorBatch, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The motor frames' (state, language, recorded scene state plus the forcing noise)."""
+        env = motor.environment
+        assert env is not None  # BatchMaker.motor refuses a dataset without it
+        noise = torch.randn(env.shape, generator=generator).to(env.device)
+        return motor.state, motor.language, env + self.optim.scene_noise * noise
+
     def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
         """The mean masked action L1 of the exported weights over ``batches`` (no
-        augmentation), and the mean scene-state L1 when the network predicts it (else None)."""
+        augmentation), and the mean scene-state L1 when the network predicts it (else None;
+        its mean per dimension, normalised, is kept in ``last_scene_error``)."""
         net = self.export_net
         net.eval()
-        total, weight, aux_total, aux_count = 0.0, 0.0, 0.0, 0
+        total, weight, scene_sum, scene_count = 0.0, 0.0, None, 0
         with torch.inference_mode():
             for batch in batches:
                 predicted, aux = net(batch.images, batch.state, batch.language, with_aux=True)
@@ -144,9 +171,14 @@ class Trainer:
                 total += loss.item() * batch.mask.sum().item()
                 weight += batch.mask.sum().item()
                 if aux is not None and batch.environment is not None:
-                    aux_total += (aux - batch.environment).abs().mean().item() * len(batch)
-                    aux_count += len(batch)
-        return total / max(weight, 1.0), (aux_total / aux_count if aux_count else None)
+                    errors = (aux - batch.environment).abs().sum(dim=0)
+                    scene_sum = errors if scene_sum is None else scene_sum + errors
+                    scene_count += len(batch)
+        self.last_scene_error = None
+        if scene_sum is not None:
+            self.last_scene_error = (scene_sum / scene_count).cpu().numpy()
+        aux_mean = None if self.last_scene_error is None else float(self.last_scene_error.mean())
+        return total / max(weight, 1.0), aux_mean
 
     def state_dict(self) -> dict[str, Any]:
         """Everything but the step and the random state, for ``checkpoint.pt``."""
