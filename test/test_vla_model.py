@@ -209,3 +209,18 @@ def test_a_bottleneck_head_reads_only_the_state_the_words_and_the_scene():
         tiny_config(aux_dim=5, head_reads="pixels")
     with pytest.raises(ConfigError, match="motor rows need"):
         VLANet(tiny_config(aux_dim=5)).motor_features(state, language, aux)
+
+
+def test_fine_keypoints_add_an_earlier_stage_and_keep_old_weights_loadable():
+    plain, fine = VLANet(tiny_config()), VLANet(tiny_config(fine_keypoints=(1,)))
+    assert fine.encoder.out_dim == plain.encoder.out_dim + 2 * 8  # stage 1 has 8 channels
+    images, state, language = example_inputs(fine.config, batch=2)
+    assert fine(images, state, language).shape == (2, 4, 6)
+    # the last stage's keypoints keep their name: checkpoints made before load unchanged
+    assert "encoder.keypoints.log_temperature" in fine.state_dict()
+    assert set(plain.state_dict()) < set(fine.state_dict())
+    for bad in ((3,), (1, 1), (-1,)):
+        with pytest.raises(ConfigError, match="fine_keypoints must be distinct conv stages"):
+            tiny_config(fine_keypoints=bad)
+    config = tiny_config(fine_keypoints=(0, 1))
+    assert VLAConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

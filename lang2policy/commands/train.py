@@ -45,6 +45,11 @@ def _positive(value: str) -> int:
     return number
 
 
+def _stages(value: str) -> tuple[int, ...]:
+    """Comma-separated conv stage numbers (``1`` or ``0,1``); the model checks their range."""
+    return tuple(_count(part.strip()) for part in value.split(",") if part.strip())
+
+
 def _rate(value: str) -> float:
     """A positive learning rate."""
     try:
@@ -103,6 +108,8 @@ def add_parser(commands: Any) -> None:
     vla.add_argument("--head-reads", choices=("features", "scene"), default="features",
                      help="what the action head reads: the image features and scene prediction, "
                      "or only the state, the words and the scene state (a bottleneck)")
+    vla.add_argument("--fine-keypoints", type=_stages, default=(),
+                     help="earlier conv stages that give keypoints too, e.g. 1 (24 x 24 at 96 px)")
     vla.add_argument("--motor-batch", type=_count, default=0,
                      help="--head-reads scene: image-free frames per step for the action head")
     vla.add_argument("--view-repeat", type=_positive, default=1,
@@ -148,7 +155,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         action_mode=args.action_mode,
         view_repeat=args.view_repeat,
         auxiliary=args.aux_weight > 0,
-        model=VLAConfig(head_reads=args.head_reads),
+        model=VLAConfig(head_reads=args.head_reads, fine_keypoints=args.fine_keypoints),
         augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
         val_episodes=args.val_episodes,
         val_every=args.val_every,
