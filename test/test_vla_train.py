@@ -356,11 +356,17 @@ def test_a_bottleneck_learns_its_motions_from_image_free_frames_too(tmp_path):
     scene = np.concatenate([data.environment, data.environment[:, :2]], axis=1)  # 6-d: mm
     data.environment = scene
     data.stats[ENV_KEY] = {"mean": scene.mean(0), "std": scene.std(0)}
-    optim = OptimConfig(lr=3e-3, warmup_steps=5, scene_forcing=1.0, motor_batch=64)
+    optim = OptimConfig(
+        lr=3e-3, warmup_steps=5, scene_forcing=1.0, motor_batch=64, motor_steps=200
+    )
     run = settings(100, optim=optim, model=tiny_config(head_reads="scene"))
     train_vla(data, tmp_path, run, encoder=hash_encoder(8))
-    train = [r["loss"] for r in log_records(tmp_path) if r["kind"] == "train"]
-    assert train[-1] < 0.5 * train[0], train
+    records = log_records(tmp_path)
+    motor = [r for r in records if r["kind"] == "motor"]
+    assert len(motor) == 1 and motor[0]["motor_steps"] == 200
+    assert motor[0]["motor_loss_last"] < 0.5 * motor[0]["motor_loss_first"], motor
+    train = [r["loss"] for r in records if r["kind"] == "train"]
+    assert train[-1] < 0.7 * motor[0]["motor_loss_first"], train
     assert json.loads((tmp_path / "config.json").read_text())["head_reads"] == "scene"
     val = [r for r in log_records(tmp_path) if r["kind"] == "val"]
     assert len(val[-1]["val_block_mae_mm"]) == 3 and len(val[-1]["val_goal_mae_mm"]) == 3
@@ -370,6 +376,11 @@ def test_a_bottleneck_learns_its_motions_from_image_free_frames_too(tmp_path):
     assert np.isfinite(policy.act(images, data.state[0], data.tasks[0])).all()
     with pytest.raises(ConfigError, match="needs a bottleneck network"):
         train_vla(data, tmp_path / "plain", settings(5, optim=optim), encoder=hash_encoder(8))
+    sizeless = OptimConfig(scene_forcing=1.0, motor_steps=10)
+    bottleneck = tiny_config(head_reads="scene")
+    with pytest.raises(ConfigError, match="need a motor batch size"):
+        train_vla(data, tmp_path / "x", settings(5, optim=sizeless, model=bottleneck),
+                  encoder=hash_encoder(8))  # fmt: skip
 
 
 def test_motor_batches_hold_no_images_and_the_same_targets():

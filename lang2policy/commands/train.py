@@ -112,6 +112,12 @@ def add_parser(commands: Any) -> None:
                      help="earlier conv stages that give keypoints too, e.g. 1 (24 x 24 at 96 px)")
     vla.add_argument("--motor-batch", type=_count, default=0,
                      help="--head-reads scene: image-free frames per step for the action head")
+    vla.add_argument("--motor-steps", type=_count, default=0,
+                     help="--head-reads scene: image-free steps fitting the action head first")
+    vla.add_argument("--motor-lr", type=_rate, default=1e-3, help="their peak learning rate")
+    vla.add_argument("--slots", action="store_true",
+                     help="give the instruction's block and bowl colour and side as one-hot "
+                     "slots beside its MiniLM embedding")
     vla.add_argument("--view-repeat", type=_positive, default=1,
                      help="draw each scene view this many times per epoch")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -124,7 +130,6 @@ def add_parser(commands: Any) -> None:
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The ``TrainSettings`` the command line asks for."""
     from lang2policy.vla.augment import AugmentConfig
-    from lang2policy.vla.model import VLAConfig
     from lang2policy.vla.train import TrainSettings
     from lang2policy.vla.train_loop import OptimConfig
 
@@ -146,7 +151,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     optim = OptimConfig(
         lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
         scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
-        motor_batch=args.motor_batch,
+        motor_batch=args.motor_batch, motor_steps=args.motor_steps, motor_lr=args.motor_lr,
     )  # fmt: skip
     return TrainSettings(
         steps=args.steps,
@@ -155,7 +160,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         action_mode=args.action_mode,
         view_repeat=args.view_repeat,
         auxiliary=args.aux_weight > 0,
-        model=VLAConfig(head_reads=args.head_reads, fine_keypoints=args.fine_keypoints),
+        model=model_config_from_args(args),
         augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
         val_episodes=args.val_episodes,
         val_every=args.val_every,
@@ -169,6 +174,17 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         finetune=None if args.finetune is None else str(args.finetune),
         mix=args.mix,
     )
+
+
+def model_config_from_args(args: argparse.Namespace) -> Any:
+    """The network's config the command line asks for (the dataset fills in its sizes)."""
+    from lang2policy.vla.language import MINILM_SLOTS, language_dim
+    from lang2policy.vla.model import VLAConfig
+
+    words = {}
+    if args.slots:
+        words = dict(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
+    return VLAConfig(head_reads=args.head_reads, fine_keypoints=args.fine_keypoints, **words)
 
 
 def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:

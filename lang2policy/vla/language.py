@@ -19,6 +19,8 @@ from lang2policy.errors import ConfigError, Lang2PolicyError
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_DIM = 384
+# MiniLM with the instruction's slots (``slots``: block and bowl colour, side) appended
+MINILM_SLOTS = MINILM + "+slots"
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
@@ -32,13 +34,28 @@ def minilm_encode(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(vectors, np.float32)
 
 
+def minilm_slots_encode(texts: Sequence[str]) -> np.ndarray:
+    """MiniLM embeddings with the slot one-hots appended ``float32 [n, 384 + SLOT_DIM]``."""
+    from lang2policy.vla.slots import slot_vectors
+
+    return np.concatenate([minilm_encode(texts), slot_vectors(texts)], axis=1).astype(np.float32)
+
+
+def language_dim(name: str) -> int | None:
+    """The vector size of a known encoder (None for one this module does not know)."""
+    from lang2policy.vla.slots import SLOT_DIM
+
+    return {MINILM: MINILM_DIM, MINILM_SLOTS: MINILM_DIM + SLOT_DIM}.get(name)
+
+
 def encoder_for(name: str) -> Encoder:
     """The encoder a model was trained with, by the name its config records."""
-    if name == MINILM:
-        return minilm_encode
+    encoders = {MINILM: minilm_encode, MINILM_SLOTS: minilm_slots_encode}
+    if name in encoders:
+        return encoders[name]
     raise ConfigError(
-        f"unknown language encoder {name!r}: this version knows {MINILM!r}; pass an encoder "
-        "function explicitly for others"
+        f"unknown language encoder {name!r}: this version knows {sorted(encoders)}; pass an "
+        "encoder function explicitly for others"
     )
 
 

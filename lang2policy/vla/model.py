@@ -31,7 +31,7 @@ from torch import nn
 
 from lang2policy.errors import ConfigError
 from lang2policy.vla import schema
-from lang2policy.vla.language import MINILM, MINILM_DIM
+from lang2policy.vla.language import MINILM, MINILM_DIM, language_dim
 
 HEAD_READS = ("features", "scene")
 
@@ -79,8 +79,11 @@ class VLAConfig:
         bad = [c for c in self.channels if c % self.groups]
         if bad or not self.channels:
             raise ConfigError(f"every channel count must divide by groups={self.groups}: {bad}")
-        if self.language_model == MINILM and self.language_dim != MINILM_DIM:
-            raise ConfigError(f"{MINILM} embeddings are {MINILM_DIM}-d, not {self.language_dim}")
+        known = language_dim(self.language_model)
+        if known is not None and self.language_dim != known:
+            raise ConfigError(
+                f"{self.language_model} embeddings are {known}-d, not {self.language_dim}"
+            )
         small = {k: v for k, v in self.sizes().items() if v < 1}
         if self.aux_dim < 0:
             small["aux_dim"] = self.aux_dim

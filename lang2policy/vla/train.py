@@ -41,7 +41,7 @@ from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
 from lang2policy.vla.train_data import BatchMaker, Frames, MotorBatch, batch_indices
-from lang2policy.vla.train_loop import OptimConfig, Trainer
+from lang2policy.vla.train_loop import OptimConfig, Trainer, scene_millimetres
 from lang2policy.vla.train_outputs import RunOutputs, resume_state
 from lang2policy.vla.train_setup import TrainData, describe, model_config, prepare
 
@@ -145,11 +145,14 @@ def _build_run(
     )
     torch.manual_seed(settings.seed)
     net = start_net if start_net is not None else VLANet(config)
-    if settings.optim.motor_batch and not net.bottleneck:
+    optim = settings.optim
+    if (optim.motor_batch or optim.motor_steps) and not net.bottleneck:
         raise ConfigError(
             "a motor batch needs a bottleneck network (--head-reads scene): only its action "
             "head can learn from frames without images"
         )
+    if optim.motor_steps and not optim.motor_batch:
+        raise ConfigError("motor steps need a motor batch size (--motor-batch N)")
     trainer = Trainer(net, settings.optim, settings.steps, context)
     generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
     start = 0
@@ -233,6 +236,8 @@ class _Run:
         with bar:
             if context.is_main:
                 bar.write(self._opening_line())
+            if self.step == 0 and not settings.finetune and settings.optim.motor_steps:
+                self._pretrain_motor(bar)
             while self.step < settings.steps:
                 started = time.perf_counter()
                 batch = self.make_batch(next(batches))
@@ -246,6 +251,26 @@ class _Run:
                 self.step += 1
                 bar.update(1)
                 self._after_step(bar)
+
+    def _pretrain_motor(self, bar: tqdm) -> None:
+        """The motor part's image-free steps before the first image step (``motor_steps``);
+        every process does the same steps, then takes rank 0's weights."""
+        started = time.perf_counter()
+        losses = self.trainer.pretrain_motor(self._motor_batch, self.generator)
+        if self.context.distributed:
+            for parameter in self.trainer.net.parameters():
+                torch.distributed.broadcast(parameter.data, src=0)
+        seconds = time.perf_counter() - started
+        first, last = np.mean(losses[:50]), np.mean(losses[-50:])
+        if self.outputs is not None:
+            self.outputs.log.add(
+                "motor", 0, motor_steps=len(losses), motor_loss_first=float(first),
+                motor_loss_last=float(last), seconds=round(seconds, 1),
+            )  # fmt: skip
+        bar.write(
+            f"motor part: {len(losses)} image-free steps in {seconds:.0f} s, "
+            f"action L1 {first:.4f} -> {last:.4f}"
+        )
 
     def _motor_batch(self) -> MotorBatch | None:
         """Image-free training frames for a bottleneck's action head (``motor_batch``)."""
@@ -292,22 +317,16 @@ class _Run:
         frames = self.data.val_frames
         pieces = np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size))
         loss, aux = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
-        extra = {} if aux is None else {"val_aux_loss": aux, **self._scene_millimetres()}
+        extra = {} if aux is None else {
+            "val_aux_loss": aux,
+            **scene_millimetres(self.trainer.last_scene_error, self.data.normalizer.env_std),
+        }
         self.outputs.log.add("val", self.step, val_loss=loss, **extra)
         scene = "" if aux is None else f", scene state L1 {aux:.4f}"
         where = extra.get("val_block_mae_mm")
         block = "" if where is None else f", named block off by {where} mm (x, y, z)"
         bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}")
 
-    def _scene_millimetres(self) -> dict[str, list[float]]:
-        """The validation's mean absolute error of the named block's and the goal's position,
-        in mm per axis: what a grasp has to live with (the normalised L1 mixes in the yaw)."""
-        error, normalizer = self.trainer.last_scene_error, self.data.normalizer
-        if error is None or normalizer.env_std is None or len(error) < 6:
-            return {}
-        millimetres = error[:6] * normalizer.env_std[:6] * 1000.0
-        rounded = [round(float(v), 1) for v in millimetres]
-        return {"val_block_mae_mm": rounded[:3], "val_goal_mae_mm": rounded[3:]}
 
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""

@@ -40,6 +40,11 @@ class OptimConfig:
     # head_reads="scene" only: frames per step whose action chunks are also learnt from their
     # recorded scene state alone (no images: the motor part's own, much bigger batch)
     motor_batch: int = 0
+    # head_reads="scene" only: image-free steps that fit the motor part (action head and
+    # language MLP) alone before the first image step, at ``motor_lr`` with a cosine to zero;
+    # the motor part needs many more samples than the images allow, and they cost little
+    motor_steps: int = 0
+    motor_lr: float = 1e-3
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -58,6 +63,16 @@ def masked_l1(predicted: torch.Tensor, target: torch.Tensor, mask: torch.Tensor)
     """Mean absolute error over the actions inside their episode (``mask [B, chunk]``)."""
     error = (predicted - target).abs().mean(dim=-1)
     return (error * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def scene_millimetres(error: np.ndarray | None, env_std: np.ndarray | None) -> dict[str, list]:
+    """The validation's mean absolute error of the named block's and the goal's position, in
+    mm per axis, from its normalised per-dimension ``error``: what a grasp has to live with
+    (the normalised L1 mixes in the yaw). Empty without a scene state of 6 or more dims."""
+    if error is None or env_std is None or len(error) < 6:
+        return {}
+    rounded = [round(float(v), 1) for v in error[:6] * env_std[:6] * 1000.0]
+    return {"val_block_mae_mm": rounded[:3], "val_goal_mae_mm": rounded[3:]}
 
 
 class Trainer:
@@ -147,6 +162,28 @@ class Trainer:
         noise = torch.randn(env.shape, generator=generator).to(env.device)
         rows = torch.rand(len(env), 1, generator=generator).to(env.device)
         return env + self.optim.scene_noise * noise, rows < self.optim.scene_forcing
+
+    def pretrain_motor(
+        self, batches: Callable[[], MotorBatch], generator: torch.Generator
+    ) -> list[float]:
+        """``motor_steps`` image-free steps on the action head and the language MLP only (the
+        encoder and the scene head are left alone); returns the losses."""
+        optim, net = self.optim, self.net
+        params = [*net.head.parameters(), *net.language.parameters()]
+        optimizer = torch.optim.AdamW(params, lr=optim.motor_lr, weight_decay=optim.weight_decay)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, optim.motor_steps))
+        losses = []
+        net.train()
+        for _ in range(optim.motor_steps):
+            motor = batches()
+            chunk = net.head(net.motor_features(*self._motor_rows(motor, generator)))
+            loss = masked_l1(chunk.view_as(motor.actions), motor.actions, motor.mask)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+        return losses
 
     def _motor_rows(
         self, motor: MotorBatch, generator: torch.Generator
