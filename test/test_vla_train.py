@@ -397,3 +397,19 @@ def test_motor_batches_hold_no_images_and_the_same_targets():
     bare = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")
     with pytest.raises(ConfigError, match="need the recorded scene state"):
         bare.motor(frames)
+
+
+def test_the_command_line_builds_a_bottleneck_with_slots():
+    from lang2policy.vla.language import MINILM_SLOTS, language_dim
+
+    args = parse("--dataset", "d", "--out", "o", "--head-reads", "scene", "--slots",
+                 "--head-layers", "3", "--fine-keypoints", "1,2", "--motor-batch", "8",
+                 "--motor-steps", "5", "--scene-forcing", "1")  # fmt: skip
+    run = train_command.settings_from_args(args)
+    assert run.model.head_reads == "scene" and run.model.head_layers == 3
+    assert run.model.fine_keypoints == (1, 2)
+    assert run.model.language_model == MINILM_SLOTS
+    assert run.model.language_dim == language_dim(MINILM_SLOTS)
+    assert (run.optim.motor_batch, run.optim.motor_steps, run.optim.scene_forcing) == (8, 5, 1.0)
+    plain = train_command.settings_from_args(parse("--dataset", "d", "--out", "o"))
+    assert plain.model.head_reads == "features" and plain.optim.motor_steps == 0

@@ -115,6 +115,8 @@ def add_parser(commands: Any) -> None:
     vla.add_argument("--motor-steps", type=_count, default=0,
                      help="--head-reads scene: image-free steps fitting the action head first")
     vla.add_argument("--motor-lr", type=_rate, default=1e-3, help="their peak learning rate")
+    vla.add_argument("--head-layers", type=_positive, default=2,
+                     help="hidden layers of the action head (512 wide)")
     vla.add_argument("--slots", action="store_true",
                      help="give the instruction's block and bowl colour and side as one-hot "
                      "slots beside its MiniLM embedding")
@@ -184,7 +186,10 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
     words = {}
     if args.slots:
         words = dict(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
-    return VLAConfig(head_reads=args.head_reads, fine_keypoints=args.fine_keypoints, **words)
+    return VLAConfig(
+        head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
+        head_layers=args.head_layers, **words,
+    )  # fmt: skip
 
 
 def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:
