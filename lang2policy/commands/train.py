@@ -61,6 +61,25 @@ def _rate(value: str) -> float:
     return number
 
 
+def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
+    """The network's shape and the perception/motor bottleneck's training (issue 17)."""
+    vla.add_argument("--head-reads", choices=("features", "scene"), default="features",
+                     help="what the action head reads: the image features and scene prediction, "
+                     "or only the state, the words and the scene state (a bottleneck)")
+    vla.add_argument("--fine-keypoints", type=_stages, default=(),
+                     help="earlier conv stages that give keypoints too, e.g. 1 (24 x 24 at 96 px)")
+    vla.add_argument("--motor-batch", type=_count, default=0,
+                     help="--head-reads scene: image-free frames per step for the action head")
+    vla.add_argument("--motor-steps", type=_count, default=0,
+                     help="--head-reads scene: image-free steps fitting the action head first")
+    vla.add_argument("--motor-lr", type=_rate, default=1e-3, help="their peak learning rate")
+    vla.add_argument("--head-layers", type=_positive, default=2,
+                     help="hidden layers of the action head (512 wide)")
+    vla.add_argument("--slots", action="store_true",
+                     help="give the instruction's block and bowl colour and side as one-hot "
+                     "slots beside its MiniLM embedding")
+
+
 def add_parser(commands: Any) -> None:
     """Add ``train`` (with its ``vla`` subcommand) to the ``lang2policy`` subparsers."""
     train = commands.add_parser("train", help="train a learned policy from recorded data")
@@ -105,21 +124,7 @@ def add_parser(commands: Any) -> None:
                      help="fraction of samples whose action head reads the recorded scene state")
     vla.add_argument("--scene-forcing-from", type=_count, default=0,
                      help="the step at which scene forcing starts (before it: none)")
-    vla.add_argument("--head-reads", choices=("features", "scene"), default="features",
-                     help="what the action head reads: the image features and scene prediction, "
-                     "or only the state, the words and the scene state (a bottleneck)")
-    vla.add_argument("--fine-keypoints", type=_stages, default=(),
-                     help="earlier conv stages that give keypoints too, e.g. 1 (24 x 24 at 96 px)")
-    vla.add_argument("--motor-batch", type=_count, default=0,
-                     help="--head-reads scene: image-free frames per step for the action head")
-    vla.add_argument("--motor-steps", type=_count, default=0,
-                     help="--head-reads scene: image-free steps fitting the action head first")
-    vla.add_argument("--motor-lr", type=_rate, default=1e-3, help="their peak learning rate")
-    vla.add_argument("--head-layers", type=_positive, default=2,
-                     help="hidden layers of the action head (512 wide)")
-    vla.add_argument("--slots", action="store_true",
-                     help="give the instruction's block and bowl colour and side as one-hot "
-                     "slots beside its MiniLM embedding")
+    _add_bottleneck_arguments(vla)
     vla.add_argument("--view-repeat", type=_positive, default=1,
                      help="draw each scene view this many times per epoch")
     vla.add_argument("--no-progress", action="store_true", help="no progress bar")
