@@ -327,7 +327,6 @@ class _Run:
         block = "" if where is None else f", named block off by {where} mm (x, y, z)"
         bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}")
 
-
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""
         data = self.data
