@@ -145,21 +145,6 @@ def view_frames(data: Frames) -> np.ndarray:
 
 
 @dataclass
-class Batch:
-    """One training batch on the training device; actions normalised."""
-
-    images: torch.Tensor  # [B, cameras, 3, H, W] in 0..1
-    state: torch.Tensor  # [B, state_dim], normalised
-    language: torch.Tensor  # [B, language_dim]
-    actions: torch.Tensor  # [B, chunk, action_dim], normalised
-    mask: torch.Tensor  # [B, chunk]: 1 where the action is inside the episode
-    environment: torch.Tensor | None = None  # [B, env_dim] normalised scene state, if any
-
-    def __len__(self) -> int:
-        return len(self.state)
-
-
-@dataclass
 class MotorBatch:
     """Frames without images, for the action head of a bottleneck network; normalised."""
 
@@ -171,6 +156,13 @@ class MotorBatch:
 
     def __len__(self) -> int:
         return len(self.state)
+
+
+@dataclass
+class Batch(MotorBatch):
+    """One training batch on the training device: ``MotorBatch``'s fields and the images."""
+
+    images: torch.Tensor  # [B, cameras, 3, H, W] in 0..1
 
 
 class BatchMaker:
@@ -210,14 +202,7 @@ class BatchMaker:
     def __call__(self, frames: np.ndarray) -> Batch:
         motor = self.motor(frames, need_environment=False)
         images = np.stack([camera[frames] for camera in self.images], axis=1)
-        return Batch(
-            images=images_to_float(self._put(images)),
-            state=motor.state,
-            language=motor.language,
-            actions=motor.actions,
-            mask=motor.mask,
-            environment=motor.environment,
-        )
+        return Batch(**vars(motor), images=images_to_float(self._put(images)))
 
     def motor(self, frames: np.ndarray, need_environment: bool = True) -> MotorBatch:
         """``frames`` without their images (what a bottleneck's action head learns from)."""
