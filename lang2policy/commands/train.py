@@ -78,6 +78,11 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
     vla.add_argument("--slots", action="store_true",
                      help="give the instruction's block and bowl colour and side as one-hot "
                      "slots beside its MiniLM embedding")
+    vla.add_argument("--grounding", action="store_true",
+                     help="heatmaps of the named block and the goal in the front camera, taught "
+                     "by their recorded positions (needs --shift 0)")
+    vla.add_argument("--grounding-weight", type=float, default=1.0,
+                     help="weight of the heatmaps' loss beside the action L1")
 
 
 def add_parser(commands: Any) -> None:
@@ -155,10 +160,15 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         raise Lang2PolicyError(f"--aux-weight must be in [0, 100], got {args.aux_weight}")
     if not 0.0 <= args.scene_forcing <= 1.0:
         raise Lang2PolicyError(f"--scene-forcing must be in [0, 1], got {args.scene_forcing}")
+    if not 0.0 <= args.grounding_weight <= 100.0:
+        raise Lang2PolicyError(
+            f"--grounding-weight must be in [0, 100], got {args.grounding_weight}"
+        )
     optim = OptimConfig(
         lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
         scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
         motor_batch=args.motor_batch, motor_steps=args.motor_steps, motor_lr=args.motor_lr,
+        grounding_weight=args.grounding_weight,
     )  # fmt: skip
     return TrainSettings(
         steps=args.steps,
@@ -193,7 +203,7 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
         words = dict(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
     return VLAConfig(
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
-        head_layers=args.head_layers, **words,
+        head_layers=args.head_layers, grounding=args.grounding, **words,
     )  # fmt: skip
 
 

@@ -31,6 +31,13 @@ from torch import nn
 
 from lang2policy.errors import ConfigError
 from lang2policy.vla import schema
+from lang2policy.vla.grounding import (
+    GROUNDING_CAMERA,
+    POINT_DIM,
+    STAGES,
+    GroundingHead,
+    soft_argmax,
+)
 from lang2policy.vla.language import MINILM, MINILM_DIM, language_dim
 
 HEAD_READS = ("features", "scene")
@@ -61,6 +68,9 @@ class VLAConfig:
     # last one's: a finer map (stage 1: 24 x 24 at 96 px) places small objects more precisely
     # than the last map's 16-pixel cells, at almost no cost
     fine_keypoints: tuple[int, ...] = ()
+    # Heatmaps of the named block and the goal in the front camera (``vla/grounding.py``): the
+    # scene-state head then reads their image positions, the state and the words
+    grounding: bool = False
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -87,10 +97,20 @@ class VLAConfig:
         small = {k: v for k, v in self.sizes().items() if v < 1}
         if self.aux_dim < 0:
             small["aux_dim"] = self.aux_dim
+        if self.grounding:
+            self._check_grounding()
         if self.head_reads not in HEAD_READS:
             raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
         if small:
             raise ConfigError(f"sizes must be positive: {small}")
+
+    def _check_grounding(self) -> None:
+        if GROUNDING_CAMERA not in self.cameras or len(self.channels) <= max(STAGES):
+            raise ConfigError(
+                f"grounding needs the '{GROUNDING_CAMERA}' camera and at least "
+                f"{max(STAGES) + 1} conv stages; got cameras {list(self.cameras)} and "
+                f"{len(self.channels)} stages"
+            )
 
     def sizes(self) -> dict[str, int]:
         """The integer sizes (for validation and reports)."""
@@ -150,17 +170,22 @@ class FiLMEncoder(nn.Module):
         stages = [*self.fine_stages, len(config.channels) - 1]
         self.out_dim = sum(2 * config.channels[stage] for stage in stages)
 
-    def forward(self, images: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        """``images [B, 3, H, W]`` in 0..1, ``condition [B, film_dim]`` → ``[B, out_dim]``."""
+    def forward(
+        self, images: torch.Tensor, condition: torch.Tensor, keep: tuple[int, ...] = ()
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``images [B, 3, H, W]`` in 0..1, ``condition [B, film_dim]`` → ``[B, out_dim]``
+        keypoints, and the feature maps of the ``keep`` stages (for the grounding head)."""
         h = images - 0.5
-        points = []
+        points, maps = [], []
         layers = zip(self.convs, self.norms, self.films, strict=True)
         for stage, (conv, norm, film) in enumerate(layers):
             gamma, beta = film(condition)[:, :, None, None].chunk(2, dim=1)
             h = torch.relu((1.0 + gamma) * norm(conv(h)) + beta)
             if stage in self.fine_stages:
                 points.append(self.fine_keypoints[self.fine_stages.index(stage)](h))
-        return torch.cat([*points, self.keypoints(h)], dim=1)
+            if stage in keep:
+                maps.append(h)
+        return torch.cat([*points, self.keypoints(h)], dim=1), maps
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -183,7 +208,18 @@ class VLANet(nn.Module):
         self.encoder = FiLMEncoder(config)
         head_in = len(config.cameras) * self.encoder.out_dim + config.state_dim + config.film_dim
         hidden = [config.head_dim] * config.head_layers
-        self.aux_head = _mlp([head_in, config.head_dim, config.aux_dim]) if config.aux_dim else None
+        self.grounding = None
+        aux_in = head_in
+        if config.grounding:
+            self.grounding = GroundingHead(*(config.channels[stage] for stage in STAGES))
+            self.grounding_camera = config.cameras.index(GROUNDING_CAMERA)
+            aux_in = POINT_DIM + config.state_dim + config.film_dim
+            if not config.aux_dim:
+                raise ConfigError(
+                    "grounding predicts the scene state: train on a dataset that records "
+                    "observation.environment_state, with the auxiliary head on (--aux-weight > 0)"
+                )
+        self.aux_head = _mlp([aux_in, config.head_dim, config.aux_dim]) if config.aux_dim else None
         self.bottleneck = config.head_reads == "scene"
         if self.bottleneck and not config.aux_dim:
             raise ConfigError(
@@ -203,7 +239,8 @@ class VLANet(nn.Module):
         aux_input: torch.Tensor | None = None,
         aux_mask: torch.Tensor | None = None,
         motor_rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]:
+        with_grounding: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """``images [B, cameras, 3, H, W]`` in 0..1, ``state [B, state_dim]`` normalised,
         ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions
         (``with_aux``: and the normalised scene-state prediction ``[B, aux_dim]``, or None).
@@ -215,15 +252,23 @@ class VLANet(nn.Module):
 
         ``motor_rows`` (training only, ``head_reads="scene"``): (state, language, scene state)
         of more frames, whose action chunks are predicted without images and appended to the
-        batch's; the motor part learns from many more frames than the encoder can afford."""
+        batch's; the motor part learns from many more frames than the encoder can afford.
+
+        ``with_grounding``: return (actions, scene prediction, grounding logits ``[B, 2, G, G]``
+        or None) (the logits are what the heatmap loss trains)."""
         batch = images.shape[0]
         words = torch.relu(self.language(language))
         condition = words[:, None, :] + self.camera_embedding[None, :, :]
-        keypoints = self.encoder(images.flatten(0, 1), condition.flatten(0, 1))
+        keep = STAGES if self.grounding is not None else ()
+        keypoints, maps = self.encoder(images.flatten(0, 1), condition.flatten(0, 1), keep)
         features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
+        logits = self._grounding_logits(maps, batch)
         aux = None
         if self.aux_head is not None:
-            aux = self.aux_head(features)
+            scene_input = features
+            if logits is not None:
+                scene_input = torch.cat([soft_argmax(logits), state, words], dim=1)
+            aux = self.aux_head(scene_input)
             read = aux
             if aux_input is not None:
                 read = aux_input if aux_mask is None else torch.where(aux_mask, aux_input, aux)
@@ -232,7 +277,27 @@ class VLANet(nn.Module):
         if motor_rows is not None:
             features = torch.cat([features, self.motor_features(*motor_rows)], dim=0)
         actions = self.head(features).view(-1, self.config.chunk, self.config.action_dim)
+        if with_grounding:
+            return actions, aux, logits
         return (actions, aux) if with_aux else actions
+
+    def _grounding_logits(self, maps: list[torch.Tensor], batch: int) -> torch.Tensor | None:
+        """The grounding head's logits on the front camera's kept maps (None without one)."""
+        if self.grounding is None:
+            return None
+        cameras, front = len(self.config.cameras), self.grounding_camera
+        fine, coarse = (m.view(batch, cameras, *m.shape[1:])[:, front] for m in maps)
+        return self.grounding(fine, coarse)
+
+    def grounded_points(
+        self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Where the network sees the named block and the goal in the front camera: ``[B, 4]``
+        normalised (u, v) of each (None without a grounding head); for videos and checks."""
+        if self.grounding is None:
+            return None
+        _, _, logits = self.forward(images, state, language, with_grounding=True)
+        return soft_argmax(logits)
 
     def motor_features(
         self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor

@@ -35,15 +35,21 @@ from tqdm import tqdm
 from lang2policy.errors import ConfigError
 from lang2policy.vla import distributed
 from lang2policy.vla.augment import AugmentConfig
-from lang2policy.vla.checkpoint import load_model_dir
 from lang2policy.vla.language import Encoder
 from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
 from lang2policy.vla.train_data import BatchMaker, Frames, MotorBatch, batch_indices
-from lang2policy.vla.train_loop import OptimConfig, Trainer, scene_millimetres
+from lang2policy.vla.train_loop import OptimConfig, Trainer, grounding_pixels, scene_millimetres
 from lang2policy.vla.train_outputs import RunOutputs, resume_state
-from lang2policy.vla.train_setup import TrainData, describe, model_config, prepare
+from lang2policy.vla.train_setup import (
+    TrainData,
+    describe,
+    finetune_start,
+    grounding_targets_for,
+    model_config,
+    prepare,
+)
 
 Evaluate = Callable[[VLAPolicy], dict[str, Any]]
 
@@ -84,6 +90,11 @@ class TrainSettings:
             )
         if not 0.0 <= self.mix <= 1.0:
             raise ConfigError(f"mix must be in [0, 1] (0: no mixing), got {self.mix}")
+        if self.model.grounding and self.augment.shift:
+            raise ConfigError(
+                f"grounding is taught image positions, which a random shift would move: "
+                f"train it with --shift 0 (got {self.augment.shift})"
+            )
 
 
 _POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads", "view_repeat")
@@ -131,7 +142,7 @@ def _build_run(
         config = VLAConfig.from_dict(state["config"])
         normalizer = Normalizer.from_dict(state["normalizer"])
     elif settings.finetune:  # the model's own config, weights and normaliser
-        start_net, config, normalizer = _finetune_start(Path(settings.finetune), frames)
+        start_net, config, normalizer = finetune_start(Path(settings.finetune), frames)
     data = prepare(
         frames,
         config,
@@ -169,28 +180,12 @@ def _build_run(
         task_vectors=data.task_vectors,
         normalizer=data.normalizer,
         device=context.device,
+        grounding=grounding_targets_for(frames, config),
     )
     outputs = None
     if context.is_main:
         outputs = RunOutputs(out_dir, start if state is not None else None)
     return _Run(settings, context, data, trainer, make_batch, generator, outputs, evaluate, start)
-
-
-def _finetune_start(model_dir: Path, frames: Frames) -> tuple[VLANet, VLAConfig, Normalizer]:
-    """The network, config and normaliser of ``model_dir``, checked against the dataset: the
-    normaliser is kept, so the policy's input and output scales do not change."""
-    loaded = load_model_dir(model_dir)
-    config = loaded.config
-    seen = model_config(frames, config, auxiliary=bool(config.aux_dim))
-    if (seen.image_size, seen.state_dim, seen.action_dim) != (
-        config.image_size, config.state_dim, config.action_dim
-    ):
-        raise ConfigError(
-            f"{model_dir} takes {config.image_size} px images, state {config.state_dim}, action "
-            f"{config.action_dim}; the dataset has {seen.image_size} px, {seen.state_dim}, "
-            f"{seen.action_dim}"
-        )
-    return loaded.model.train(), config, loaded.normalizer
 
 
 @dataclass
@@ -208,7 +203,7 @@ class _Run:
     start_step: int
     step: int = 0
     window: list[float] = field(default_factory=list)  # losses since the last log record
-    aux_window: list[float] = field(default_factory=list)  # auxiliary losses, likewise
+    aux_window: dict[str, list[float]] = field(default_factory=dict)  # auxiliary losses, likewise
     window_seconds: float = 0.0
     train_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -245,12 +240,19 @@ class _Run:
                     batch, settings.augment, self.generator, self._motor_batch()
                 )
                 self.window.append(loss)
-                if self.trainer.last_aux_loss is not None:
-                    self.aux_window.append(self.trainer.last_aux_loss)
+                self._keep_aux_losses()
                 self.window_seconds += time.perf_counter() - started
                 self.step += 1
                 bar.update(1)
                 self._after_step(bar)
+
+    def _keep_aux_losses(self) -> None:
+        for name, value in (
+            ("aux_loss", self.trainer.last_aux_loss),
+            ("grounding_loss", self.trainer.last_grounding_loss),
+        ):
+            if value is not None:
+                self.aux_window.setdefault(name, []).append(value)
 
     def _pretrain_motor(self, bar: tqdm) -> None:
         """The motor part's image-free steps before the first image step (``motor_steps``);
@@ -304,8 +306,8 @@ class _Run:
         loss = float(np.mean(self.window))
         rate = len(self.window) * self.samples_per_step / max(self.window_seconds, 1e-9)
         self.train_seconds += self.window_seconds
-        aux = {"aux_loss": float(np.mean(self.aux_window))} if self.aux_window else {}
-        self.window, self.aux_window, self.window_seconds = [], [], 0.0
+        aux = {name: float(np.mean(values)) for name, values in self.aux_window.items()}
+        self.window, self.aux_window, self.window_seconds = [], {}, 0.0
         bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}")
         if self.outputs is not None:
             self.outputs.log.add(
@@ -320,12 +322,15 @@ class _Run:
         extra = {} if aux is None else {
             "val_aux_loss": aux,
             **scene_millimetres(self.trainer.last_scene_error, self.data.normalizer.env_std),
+            **grounding_pixels(self.trainer.last_grounding_error, self.trainer.net.config),
         }
         self.outputs.log.add("val", self.step, val_loss=loss, **extra)
         scene = "" if aux is None else f", scene state L1 {aux:.4f}"
         where = extra.get("val_block_mae_mm")
         block = "" if where is None else f", named block off by {where} mm (x, y, z)"
-        bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}")
+        seen = extra.get("val_grounding_px")
+        seen = "" if seen is None else f", grounding off by {seen} px (block u, v, goal u, v)"
+        bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}{seen}")
 
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""

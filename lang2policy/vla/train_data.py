@@ -163,6 +163,7 @@ class Batch(MotorBatch):
     """One training batch on the training device: ``MotorBatch``'s fields and the images."""
 
     images: torch.Tensor  # [B, cameras, 3, H, W] in 0..1
+    grounding: torch.Tensor | None = None  # [B, 4] heatmap targets (``vla/grounding.py``)
 
 
 class BatchMaker:
@@ -177,7 +178,9 @@ class BatchMaker:
         task_vectors: np.ndarray,
         normalizer: Normalizer,
         device: torch.device,
+        grounding: np.ndarray | None = None,
     ) -> None:
+        """``grounding``: per frame, the heatmap targets (``grounding.grounding_targets``)."""
         missing = [c for c in cameras if c not in data.images]
         if missing:
             raise ConfigError(f"the dataset has no images of cameras {missing}")
@@ -198,11 +201,13 @@ class BatchMaker:
         self.view = view_frames(data)  # their actions are masked out: only the scene is taught
         self.offsets = np.arange(chunk)
         self.device = device
+        self.grounding = grounding
 
     def __call__(self, frames: np.ndarray) -> Batch:
         motor = self.motor(frames, need_environment=False)
         images = np.stack([camera[frames] for camera in self.images], axis=1)
-        return Batch(**vars(motor), images=images_to_float(self._put(images)))
+        grounding = None if self.grounding is None else self._put(self.grounding[frames])
+        return Batch(**vars(motor), images=images_to_float(self._put(images)), grounding=grounding)
 
     def motor(self, frames: np.ndarray, need_environment: bool = True) -> MotorBatch:
         """``frames`` without their images (what a bottleneck's action head learns from)."""

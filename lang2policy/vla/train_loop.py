@@ -17,7 +17,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from lang2policy.vla.augment import AugmentConfig, augment
 from lang2policy.vla.distributed import DistContext
-from lang2policy.vla.model import VLANet
+from lang2policy.vla.grounding import grid_size, heatmap_loss, soft_argmax
+from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.train_data import Batch, MotorBatch
 
 
@@ -45,6 +46,8 @@ class OptimConfig:
     # the motor part needs many more samples than the images allow, and they cost little
     motor_steps: int = 0
     motor_lr: float = 1e-3
+    # weight of the grounding heatmaps' cross-entropy (networks with a grounding head only)
+    grounding_weight: float = 1.0
 
 
 def lr_factor(warmup: int, total: int, min_ratio: float) -> Callable[[int], float]:
@@ -75,6 +78,16 @@ def scene_millimetres(error: np.ndarray | None, env_std: np.ndarray | None) -> d
     return {"val_block_mae_mm": rounded[:3], "val_goal_mae_mm": rounded[3:]}
 
 
+def grounding_pixels(error: np.ndarray | None, config: VLAConfig) -> dict[str, list]:
+    """The validation's mean absolute grounding error in image pixels (block u, v, goal u, v)
+    from the normalised one (heatmap cells span -1 .. 1). Empty without a grounding head."""
+    if error is None:
+        return {}
+    cells = grid_size(config.image_size)
+    pixels = error * (cells - 1) / 2 * (config.image_size / cells)
+    return {"val_grounding_px": [round(float(v), 2) for v in pixels]}
+
+
 class Trainer:
     """The network (wrapped for DDP in a distributed run), its optimiser, schedule and EMA."""
 
@@ -93,6 +106,8 @@ class Trainer:
         factor = lr_factor(optim.warmup_steps, total_steps, optim.min_lr_ratio)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         self.last_aux_loss: float | None = None  # the auxiliary loss of the last step
+        self.last_grounding_loss: float | None = None  # the heatmaps' loss of the last step
+        self.last_grounding_error: np.ndarray | None = None  # [4], last validation, normalised
         self.last_scene_error: np.ndarray | None = None  # per dimension, last validation
         self.ema: AveragedModel | None = None
         if optim.ema_decay > 0:
@@ -121,21 +136,16 @@ class Trainer:
         images = augment(batch.images, augmentation, generator)
         forced, mask = self._forced_scene(batch, generator)
         rows = None if motor is None else self._motor_rows(motor, generator)
-        predicted, aux = self.model(
-            images, batch.state, batch.language, with_aux=True, aux_input=forced, aux_mask=mask,
-            motor_rows=rows,
+        predicted, aux, logits = self.model(
+            images, batch.state, batch.language, aux_input=forced, aux_mask=mask,
+            motor_rows=rows, with_grounding=True,
         )  # fmt: skip
         targets, masks = batch.actions, batch.mask
         if motor is not None:
             targets = torch.cat([targets, motor.actions])
             masks = torch.cat([masks, motor.mask])
         action_loss = masked_l1(predicted, targets, masks)
-        loss = action_loss
-        self.last_aux_loss = None
-        if aux is not None and batch.environment is not None:
-            aux_loss = (aux - batch.environment).abs().mean()
-            loss = loss + self.optim.aux_weight * aux_loss
-            self.last_aux_loss = aux_loss.item()
+        loss = action_loss + self._scene_losses(batch, aux, logits)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.optim.grad_clip > 0:
@@ -145,6 +155,23 @@ class Trainer:
         if self.ema is not None:
             self.ema.update_parameters(self.net)
         return action_loss.item()
+
+    def _scene_losses(
+        self, batch: Batch, aux: torch.Tensor | None, logits: torch.Tensor | None
+    ) -> torch.Tensor | float:
+        """The weighted auxiliary losses: the scene state's L1 (kept in ``last_aux_loss``) and
+        the grounding heatmaps' cross-entropy (``last_grounding_loss``), where there are any."""
+        total: torch.Tensor | float = 0.0
+        self.last_aux_loss = self.last_grounding_loss = None
+        if aux is not None and batch.environment is not None:
+            aux_loss = (aux - batch.environment).abs().mean()
+            total = total + self.optim.aux_weight * aux_loss
+            self.last_aux_loss = aux_loss.item()
+        if logits is not None and batch.grounding is not None:
+            grounding_loss = heatmap_loss(logits, batch.grounding)
+            total = total + self.optim.grounding_weight * grounding_loss
+            self.last_grounding_loss = grounding_loss.item()
+        return total
 
     def _forced_scene(
         self, batch: Batch, generator: torch.Generator
@@ -197,23 +224,33 @@ class Trainer:
     def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
         """The mean masked action L1 of the exported weights over ``batches`` (no
         augmentation), and the mean scene-state L1 when the network predicts it (else None;
-        its mean per dimension, normalised, is kept in ``last_scene_error``)."""
+        its mean per dimension, normalised, is kept in ``last_scene_error``, and the grounding
+        points' mean absolute error in ``last_grounding_error``)."""
         net = self.export_net
         net.eval()
-        total, weight, scene_sum, scene_count = 0.0, 0.0, None, 0
+        total, weight = 0.0, 0.0
+        sums: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+
+        def add(name: str, errors: torch.Tensor) -> None:
+            sums[name] = sums.get(name, 0) + errors.abs().sum(dim=0)
+            counts[name] = counts.get(name, 0) + len(errors)
+
         with torch.inference_mode():
             for batch in batches:
-                predicted, aux = net(batch.images, batch.state, batch.language, with_aux=True)
+                predicted, aux, logits = net(
+                    batch.images, batch.state, batch.language, with_grounding=True
+                )
                 loss = masked_l1(predicted, batch.actions, batch.mask)
                 total += loss.item() * batch.mask.sum().item()
                 weight += batch.mask.sum().item()
                 if aux is not None and batch.environment is not None:
-                    errors = (aux - batch.environment).abs().sum(dim=0)
-                    scene_sum = errors if scene_sum is None else scene_sum + errors
-                    scene_count += len(batch)
-        self.last_scene_error = None
-        if scene_sum is not None:
-            self.last_scene_error = (scene_sum / scene_count).cpu().numpy()
+                    add("scene", aux - batch.environment)
+                if logits is not None and batch.grounding is not None:
+                    add("grounding", soft_argmax(logits) - batch.grounding)
+        means = {name: (sums[name] / counts[name]).cpu().numpy() for name in sums}
+        self.last_scene_error = means.get("scene")
+        self.last_grounding_error = means.get("grounding")
         aux_mean = None if self.last_scene_error is None else float(self.last_scene_error.mean())
         return total / max(weight, 1.0), aux_mean
 

@@ -4,13 +4,16 @@ instruction vectors and the network's config, checked against the dataset."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lang2policy.errors import ConfigError
+from lang2policy.vla.checkpoint import load_model_dir
+from lang2policy.vla.grounding import GROUNDING_CAMERA, CameraProjection, grounding_targets
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
-from lang2policy.vla.model import VLAConfig
+from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import MIN_STD, Normalizer
 from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
 from lang2policy.vla.train_data import (
@@ -134,6 +137,35 @@ def prepare(
     return TrainData(
         split, train_frames, val_frames, frame_end, normalizer, language, task_vectors
     )
+
+
+def grounding_targets_for(frames: Frames, config: VLAConfig) -> np.ndarray | None:
+    """Per frame, the grounding heatmaps' targets (networks with a grounding head only): the
+    recorded block and goal projected into the simulated SO-101's front camera."""
+    if not config.grounding:
+        return None
+    environment = getattr(frames, "environment", None)
+    if environment is None:
+        raise ConfigError("grounding needs a dataset that records the scene state")
+    camera = CameraProjection.of_robot("so101", GROUNDING_CAMERA)
+    return grounding_targets(environment, config.image_size, camera)
+
+
+def finetune_start(model_dir: Path, frames: Frames) -> tuple[VLANet, VLAConfig, Normalizer]:
+    """The network, config and normaliser of ``model_dir``, checked against the dataset: the
+    normaliser is kept, so the policy's input and output scales do not change."""
+    loaded = load_model_dir(model_dir)
+    config = loaded.config
+    seen = model_config(frames, config, auxiliary=bool(config.aux_dim))
+    if (seen.image_size, seen.state_dim, seen.action_dim) != (
+        config.image_size, config.state_dim, config.action_dim
+    ):
+        raise ConfigError(
+            f"{model_dir} takes {config.image_size} px images, state {config.state_dim}, action "
+            f"{config.action_dim}; the dataset has {seen.image_size} px, {seen.state_dim}, "
+            f"{seen.action_dim}"
+        )
+    return loaded.model.train(), config, loaded.normalizer
 
 
 def mixed_frames(data: Frames, positions: list[int], mix: float, seed: int) -> np.ndarray:
