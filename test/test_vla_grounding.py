@@ -16,9 +16,11 @@ from lang2policy.errors import ConfigError
 from lang2policy.scene.world import World
 from lang2policy.vla.grounding import (
     CameraProjection,
+    draw_grounding,
     grid_size,
     grounding_targets,
     heatmap_loss,
+    image_fractions,
     soft_argmax,
 )
 from lang2policy.vla.model import VLAConfig, VLANet
@@ -164,6 +166,21 @@ def test_training_with_grounding_logs_its_error_saves_and_the_policy_acts(tmp_pa
     policy = VLAPolicy.load(tmp_path, encoder=hash_encoder(8))
     images = {c: data.images[c][0] for c in ("front", "wrist")}
     assert np.isfinite(policy.act(images, data.state[0], data.tasks[0])).all()
+    seen = policy.last_grounded
+    assert seen.shape == (2, 2) and np.all((seen > 0) & (seen < 1))
+    policy.reset()
+    assert policy.last_grounded is None
+
+
+def test_the_video_marks_where_the_policy_sees_the_block_and_the_goal():
+    frame = np.zeros((192, 192, 3), np.uint8)
+    points = np.array([-1.0, -1.0, 1.0, 1.0])  # block: the top-left cell, goal: bottom-right
+    fractions = image_fractions(points, 96)  # of a network taking 96 px images: 24 cells
+    np.testing.assert_allclose(fractions * 96, [[2.0, 2.0], [94.0, 94.0]])
+    marked = draw_grounding(frame, fractions)
+    assert frame.max() == 0  # the frame given is left alone
+    assert marked[:16, :16].max() > 100 and marked[176:, 176:].max() > 100
+    assert marked[64:128, 64:128].max() == 0
 
 
 def test_the_command_line_turns_grounding_on():

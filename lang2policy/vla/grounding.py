@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import mujoco
 import numpy as np
 import torch
@@ -148,3 +149,26 @@ def grounding_targets(
     block = camera.grid_targets(environment[:, :3], image_size)
     goal = camera.grid_targets(environment[:, 3:6], image_size)
     return np.concatenate([block, goal], axis=1).astype(np.float32)
+
+
+def image_fractions(points: np.ndarray, image_size: int) -> np.ndarray:
+    """Normalised heatmap coordinates ``[2K]`` of a network taking ``image_size`` px images →
+    positions as fractions of the image's width and height ``[K, 2]`` (0..1, any resolution)."""
+    cells = grid_size(image_size)
+    cell = (np.asarray(points, float).reshape(-1, 2) + 1.0) / 2.0 * (cells - 1) + 0.5
+    return cell / cells
+
+
+def draw_grounding(frame: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    """``frame`` (RGB, the front camera) with where the network sees the named block (a white
+    circle) and the goal (a white cross), given as ``image_fractions``: what a person checks
+    first when a VLA misses."""
+    size = frame.shape[0]
+    block, goal = (np.asarray(fractions) * size).round().astype(int)
+    marked = np.ascontiguousarray(frame).copy()
+    radius = max(3, size // 40)
+    cv2.circle(marked, (int(block[0]), int(block[1])), radius, (255, 255, 255), 1, cv2.LINE_AA)
+    cv2.drawMarker(
+        marked, (int(goal[0]), int(goal[1])), (255, 255, 255), cv2.MARKER_CROSS, 2 * radius, 1
+    )
+    return marked

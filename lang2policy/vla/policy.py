@@ -20,6 +20,7 @@ import torch
 from lang2policy.errors import ConfigError
 from lang2policy.vla.checkpoint import load_model_dir
 from lang2policy.vla.ensemble import DEFAULT_M, TemporalEnsembler
+from lang2policy.vla.grounding import image_fractions, soft_argmax
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
 from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import Normalizer, images_to_float
@@ -59,6 +60,9 @@ class VLAPolicy:
         self._ensembler = TemporalEnsembler(ensemble_m)
         self._step = 0
         self._instruction: str | None = None
+        # where the last forward pass saw the named block and the goal in the front camera
+        # (``[2, 2]``: fractions of the image's width and height; None without a grounding head)
+        self.last_grounded: np.ndarray | None = None
 
     @classmethod
     def load(
@@ -102,6 +106,7 @@ class VLAPolicy:
         self._ensembler.reset()
         self._step = 0
         self._instruction = None
+        self.last_grounded = None
 
     def act(
         self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
@@ -142,7 +147,13 @@ class VLAPolicy:
             image_tensor = images_to_float(torch.from_numpy(images).to(self.device))
             state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
             language_tensor = torch.from_numpy(language).to(self.device)
-            chunk = self.model(image_tensor[None], state_tensor[None], language_tensor[None])[0]
+            chunk, _, logits = self.model(
+                image_tensor[None], state_tensor[None], language_tensor[None], with_grounding=True
+            )
+            chunk = chunk[0]
+            if logits is not None:
+                points = soft_argmax(logits)[0].float().cpu().numpy()
+                self.last_grounded = image_fractions(points, self.config.image_size)
         actions = self.normalizer.denormalize_chunk(chunk.float().cpu().numpy(), state)
         return self._clip_gripper(actions.astype(np.float32))
 

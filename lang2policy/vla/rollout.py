@@ -20,6 +20,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
 from lang2policy.vla.frames import frame_renderer
+from lang2policy.vla.grounding import draw_grounding
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.oracle import run_oracle
 from lang2policy.vla.schema import CAMERAS, FPS
@@ -87,6 +88,9 @@ class RolloutRunner:
             clock = time.perf_counter()
             target = np.asarray(policy.act(images, state, spec.instruction), float)
             result.act_seconds.append(time.perf_counter() - clock)
+            seen = getattr(policy, "last_grounded", None)
+            if result.video and seen is not None:  # where the policy sees block and goal
+                result.video[-1] = draw_grounding(result.video[-1], seen)
             self._move_towards(target, steps)
             done, result.detail = judge(world, spec.task, start)
             done_since = (done_since if done_since is not None else world.time) if done else None
