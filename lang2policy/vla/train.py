@@ -41,7 +41,7 @@ from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
 from lang2policy.vla.train_data import BatchMaker, Frames, MotorBatch, batch_indices
 from lang2policy.vla.train_loop import OptimConfig, Trainer, grounding_pixels, scene_millimetres
-from lang2policy.vla.train_outputs import RunOutputs, resume_state
+from lang2policy.vla.train_outputs import RunOutputs, flat_metrics, resume_state, short_number
 from lang2policy.vla.train_setup import (
     TrainData,
     describe,
@@ -258,7 +258,16 @@ class _Run:
         """The motor part's image-free steps before the first image step (``motor_steps``);
         every process does the same steps, then takes rank 0's weights."""
         started = time.perf_counter()
-        losses = self.trainer.pretrain_motor(self._motor_batch, self.generator)
+        total = self.settings.optim.motor_steps
+        show = self.settings.progress and self.context.is_main
+        with tqdm(total=total, desc="motor part", unit="step", disable=not show, leave=False) as mb:
+
+            def advance(loss: float) -> None:
+                mb.update(1)
+                if mb.n % 200 == 0:
+                    mb.set_postfix(loss=f"{loss:.4f}")
+
+            losses = self.trainer.pretrain_motor(self._motor_batch, self.generator, advance)
         if self.context.distributed:
             for parameter in self.trainer.net.parameters():
                 torch.distributed.broadcast(parameter.data, src=0)
@@ -337,10 +346,10 @@ class _Run:
         data = self.data
         policy = VLAPolicy(self.trainer.export_net, data.normalizer, data.language)
         started = time.monotonic()
-        metrics = _flatten(self.evaluate(policy))
+        metrics = flat_metrics(self.evaluate(policy))
         seconds = round(time.monotonic() - started, 1)
         self.outputs.log.add("eval", self.step, **metrics, eval_seconds=seconds)
-        shown = ", ".join(f"{k} {_short(v)}" for k, v in metrics.items())
+        shown = ", ".join(f"{k} {short_number(v)}" for k, v in metrics.items())
         bar.write(f"step {self.step}: evaluation ({seconds} s): {shown}")
         self.outputs.plot()
 
@@ -382,18 +391,3 @@ class _Run:
         self.outputs.write_summary(summary)
         self.outputs.plot()
         return summary
-
-
-def _short(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"per_family": {"push": 0.5}}`` → ``{"per_family.push": 0.5}``: one curve each."""
-    flat: dict[str, Any] = {}
-    for key, value in metrics.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

@@ -191,10 +191,14 @@ class Trainer:
         return env + self.optim.scene_noise * noise, rows < self.optim.scene_forcing
 
     def pretrain_motor(
-        self, batches: Callable[[], MotorBatch], generator: torch.Generator
+        self,
+        batches: Callable[[], MotorBatch],
+        generator: torch.Generator,
+        on_step: Callable[[float], None] | None = None,
     ) -> list[float]:
         """``motor_steps`` image-free steps on the action head and the language MLP only (the
-        encoder and the scene head are left alone); returns the losses."""
+        encoder and the scene head are left alone); returns the losses (each also given to
+        ``on_step``, for a progress bar)."""
         optim, net = self.optim, self.net
         params = [*net.head.parameters(), *net.language.parameters()]
         optimizer = torch.optim.AdamW(params, lr=optim.motor_lr, weight_decay=optim.weight_decay)
@@ -210,6 +214,8 @@ class Trainer:
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
+            if on_step is not None:
+                on_step(losses[-1])
         return losses
 
     def _motor_rows(

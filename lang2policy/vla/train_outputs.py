@@ -71,3 +71,19 @@ class RunOutputs:
     def write_summary(self, summary: dict[str, Any]) -> None:
         text = json.dumps(summary, indent=2, default=str) + "\n"
         (self.dir / SUMMARY_FILE).write_text(text, encoding="utf-8")
+
+
+def short_number(value: Any) -> str:
+    """A metric for a status line: floats to three significant digits."""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"per_family": {"push": 0.5}}`` → ``{"per_family.push": 0.5}``: one curve each."""
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            flat.update(flat_metrics(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
