@@ -57,3 +57,17 @@ def test_bench_vla_reports_policy_and_oracle_per_split_with_latency_and_a_video(
     assert (tmp_path / "vla.mp4").stat().st_size > 1000
     text = vla.format_text(report)
     assert "unseen phrasing" in text and "actions/s" in text
+    assert all(row["block_error_mm"] > 0 for row in report["rows"])  # its scene head's error
+    assert "mm off (median)" in text and "TRUE scene" not in text
+
+
+def test_bench_vla_can_feed_the_action_head_the_true_scene_for_diagnosis(tmp_path):
+    import argparse
+
+    from lang2policy.bench import vla
+
+    args = argparse.Namespace(model=MODEL, per_split=1, families=["lift"], seed=3, workers=1,
+                              video=None, json=True, true_scene=True)  # fmt: skip
+    report = vla.run_args(args)
+    assert report["true_scene"] and len(report["episodes"]) == 3
+    assert "action head fed the TRUE scene state" in vla.format_text(report)

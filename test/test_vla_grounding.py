@@ -168,6 +168,12 @@ def test_training_with_grounding_logs_its_error_saves_and_the_policy_acts(tmp_pa
     assert np.isfinite(policy.act(images, data.state[0], data.tasks[0])).all()
     seen = policy.last_grounded
     assert seen.shape == (2, 2) and np.all((seen > 0) & (seen < 1))
+    assert policy.last_scene.shape == (6,)
+    estimate = policy.act_chunk(images, data.state[0], data.tasks[0])
+    told = policy._predict(*policy._check(images, data.state[0], data.tasks[0]), scene=scene[0])
+    assert told.shape == estimate.shape and not np.allclose(told, estimate)  # the head read it
+    with pytest.raises(ConfigError, match="must be 6 values"):
+        policy.act(images, data.state[0], data.tasks[0], scene=np.zeros(3))
     policy.reset()
     assert policy.last_grounded is None
 

@@ -30,13 +30,13 @@ VIDEO_SIZE = 192
 _STATE: dict = {}
 
 
-def _init_worker(model: str) -> None:
+def _init_worker(model: str, true_scene: bool = False) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.rollout import RolloutRunner
 
     _STATE["policy"] = VLAPolicy.load(model, device="cpu", threads=1)
-    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE)
+    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE, true_scene=true_scene)
 
 
 def _episode(spec, video: bool) -> dict:
@@ -48,7 +48,16 @@ def _episode(spec, video: bool) -> dict:
         "instruction": spec.instruction, "success": result.success, "detail": result.detail,
         "sim_s": round(result.sim_seconds, 1), "oracle": oracle, "oracle_detail": oracle_detail,
         "act_s": result.act_seconds, "video": result.video if video else [],
+        "block_error_mm": _median_error(result.block_errors_mm),
     }  # fmt: skip
+
+
+def _median_error(errors: list) -> float | None:
+    """The median over an episode's steps of the named block's estimate's error (mm, the
+    length of the x, y, z error); None for a policy without a scene estimate."""
+    if not errors:
+        return None
+    return round(float(np.median(np.linalg.norm(np.asarray(errors), axis=1))), 1)
 
 
 def run_episodes(args: argparse.Namespace, specs: list) -> list[dict]:
@@ -60,7 +69,7 @@ def run_episodes(args: argparse.Namespace, specs: list) -> list[dict]:
     results = []
     with ProcessPoolExecutor(
         max_workers=max(1, args.workers), mp_context=get_context("spawn"),
-        initializer=_init_worker, initargs=(str(args.model),),
+        initializer=_init_worker, initargs=(str(args.model), getattr(args, "true_scene", False)),
     ) as pool:  # fmt: skip
         futures = [pool.submit(_episode, spec, spec.index in wanted) for spec in specs]
         for number, future in enumerate(futures, 1):
@@ -135,11 +144,13 @@ def summarize(results: list[dict]) -> list[dict]:
             if not group:
                 continue
             rate = sum(r["success"] for r in group) / len(group)
+            errors = [r["block_error_mm"] for r in group if r.get("block_error_mm") is not None]
             rows.append({
                 "family": family, "split": split, "episodes": len(group),
                 "policy": sum(r["success"] for r in group), "rate": round(rate, 3),
                 "oracle": sum(r["oracle"] for r in group), "target": target,
                 "passed": rate >= target,
+                "block_error_mm": round(float(np.median(errors)), 1) if errors else None,
             })  # fmt: skip
     return rows
 
@@ -163,6 +174,7 @@ def run_args(args: argparse.Namespace) -> dict:
         r.pop("video"), r.pop("act_s")
     return {
         "benchmark": "vla", "model": str(args.model), "seed": args.seed,
+        "true_scene": bool(getattr(args, "true_scene", False)),
         "per_split": args.per_split, "rows": rows, "latency_one_core": latency,
         "latency_in_loop": in_loop, "rate_passed": latency["rate_hz"] >= RATE_TARGET,
         "video": str(video) if video else None, "seconds": round(time.monotonic() - started),
@@ -179,10 +191,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--video", type=Path, default=Path("out/vla_bench.mp4"),
                         help="video of the first episode of each family")  # fmt: skip
+    parser.add_argument("--true-scene", action="store_true",
+                        help="diagnosis: the action head reads the true scene state instead of "
+                        "the network's estimate (the motor part alone, without perception)")
 
 
 def format_text(report: dict) -> str:
     head = f"lang2policy bench vla: {report['model']}, seed {report['seed']}, "
+    if report.get("true_scene"):
+        head += "action head fed the TRUE scene state (diagnosis, not the policy's result), "
     lines = [head + f"{report['per_split']} episodes per family and split, {report['seconds']} s"]
     for row in report["rows"]:
         verdict = "PASS" if row["passed"] else "FAIL"
@@ -190,7 +207,9 @@ def format_text(report: dict) -> str:
             f"  {row['family']:<10} {row['split']:<19} policy {row['policy']}/{row['episodes']} "
             f"({100 * row['rate']:.0f} %, target {100 * row['target']:.0f} %) {verdict}; "
             f"oracle {row['oracle']}/{row['episodes']}"
-        )
+            + ("" if row.get("block_error_mm") is None
+               else f"; named block estimated {row['block_error_mm']} mm off (median)")
+        )  # fmt: skip
     lat, loop = report["latency_one_core"], report["latency_in_loop"]
     lines.append(
         f"  latency per action, one core: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "

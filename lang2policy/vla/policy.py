@@ -63,6 +63,9 @@ class VLAPolicy:
         # where the last forward pass saw the named block and the goal in the front camera
         # (``[2, 2]``: fractions of the image's width and height; None without a grounding head)
         self.last_grounded: np.ndarray | None = None
+        # the last forward pass's scene-state estimate (``environment_state``'s units; None
+        # without a scene head)
+        self.last_scene: np.ndarray | None = None
 
     @classmethod
     def load(
@@ -106,21 +109,28 @@ class VLAPolicy:
         self._ensembler.reset()
         self._step = 0
         self._instruction = None
-        self.last_grounded = None
+        self.last_grounded = self.last_scene = None
 
     def act(
-        self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
+        self,
+        images: Mapping[str, np.ndarray],
+        state: np.ndarray,
+        instruction: str,
+        scene: np.ndarray | None = None,
     ) -> np.ndarray:
         """The joint target ``float32 [action_dim]`` for the next ``1 / fps`` s.
 
         A new instruction drops the chunks predicted for the old one, so the arm reacts at once.
+        ``scene`` (diagnosis only: ``bench vla --true-scene``) is the true scene state
+        (``environment_state``) for the action head to read in place of the network's own
+        estimate: it tells a perception failure from a motor one.
         """
         inputs = self._check(images, state, instruction)
         if instruction != self._instruction:
             self._ensembler.reset()
             self._instruction = instruction
         if self._step % self.query_every == 0 or not self._ensembler.covers(self._step):
-            self._ensembler.add(self._step, self._predict(*inputs))
+            self._ensembler.add(self._step, self._predict(*inputs, scene=scene))
         action = self._ensembler.action(self._step)
         self._step += 1
         return self._clip_gripper(action.astype(np.float32))
@@ -141,21 +151,48 @@ class VLAPolicy:
         checked_state = check_state(state, config.state_dim)
         return stacked, checked_state, self.language.embed(check_instruction(instruction))
 
-    def _predict(self, images: np.ndarray, state: np.ndarray, language: np.ndarray) -> np.ndarray:
-        """One forward pass: un-normalised actions ``[chunk, action_dim]``, gripper clipped."""
+    def _predict(
+        self,
+        images: np.ndarray,
+        state: np.ndarray,
+        language: np.ndarray,
+        scene: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One forward pass: un-normalised actions ``[chunk, action_dim]``, gripper clipped
+        (the head reading ``scene``, the true scene state, when given)."""
         with torch.inference_mode():
             image_tensor = images_to_float(torch.from_numpy(images).to(self.device))
             state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
             language_tensor = torch.from_numpy(language).to(self.device)
-            chunk, _, logits = self.model(
-                image_tensor[None], state_tensor[None], language_tensor[None], with_grounding=True
-            )
+            chunk, aux, logits = self.model(
+                image_tensor[None], state_tensor[None], language_tensor[None],
+                aux_input=self._true_scene(scene), with_grounding=True,
+            )  # fmt: skip
             chunk = chunk[0]
-            if logits is not None:
-                points = soft_argmax(logits)[0].float().cpu().numpy()
-                self.last_grounded = image_fractions(points, self.config.image_size)
+            self._keep_estimates(aux, logits)
         actions = self.normalizer.denormalize_chunk(chunk.float().cpu().numpy(), state)
         return self._clip_gripper(actions.astype(np.float32))
+
+    def _true_scene(self, scene: np.ndarray | None) -> torch.Tensor | None:
+        """``scene`` normalised for the action head (None: the head reads the estimate)."""
+        if scene is None:
+            return None
+        if self.model.aux_head is None or not self.normalizer.has_environment:
+            raise ConfigError("this model has no scene-state head to feed the true scene to")
+        scene = np.asarray(scene, np.float32)
+        if scene.shape != (self.config.aux_dim,):
+            raise ConfigError(f"the scene state must be {self.config.aux_dim} values")
+        normalized = self.normalizer.normalize_environment(torch.from_numpy(scene))
+        return normalized.to(self.device)[None]
+
+    def _keep_estimates(self, aux: torch.Tensor | None, logits: torch.Tensor | None) -> None:
+        """Keep what the network saw: the scene state and the grounded image points."""
+        if aux is not None and self.normalizer.has_environment:
+            normalized = aux[0].float().cpu().numpy()
+            self.last_scene = normalized * self.normalizer.env_std + self.normalizer.env_mean
+        if logits is not None:
+            points = soft_argmax(logits)[0].float().cpu().numpy()
+            self.last_grounded = image_fractions(points, self.config.image_size)
 
     @staticmethod
     def _clip_gripper(actions: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
+from lang2policy.vla.environment_state import environment_state, task_goal
 from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
 from lang2policy.vla.frames import frame_renderer
 from lang2policy.vla.grounding import draw_grounding
@@ -47,12 +48,17 @@ class Rollout:
     sim_seconds: float
     act_seconds: list[float] = field(default_factory=list)
     video: list[np.ndarray] = field(default_factory=list)  # front frames, when asked for
+    # per step, how far the policy's own scene estimate put the named block (mm, x y z), when
+    # it has a scene head: its perception, measured in closed loop
+    block_errors_mm: list[np.ndarray] = field(default_factory=list)
 
 
 class RolloutRunner:
     """A simulation and a renderer, kept for many episodes (building them takes seconds)."""
 
-    def __init__(self, video_size: int = 0) -> None:
+    def __init__(self, video_size: int = 0, true_scene: bool = False) -> None:
+        """``true_scene`` (diagnosis): the policy's action head reads the true scene state."""
+        self.true_scene = true_scene
         self.session = SimSession("so101")
         self.renderer = frame_renderer(self.session.world)
         self.video_renderer = frame_renderer(self.session.world, video_size) if video_size else None
@@ -76,6 +82,7 @@ class RolloutRunner:
     def _loop(self, policy: Policy, spec: EpisodeSpec, video: bool, limit: float) -> Rollout:
         world, robot = self.session.world, self.session.robot
         start, began = start_positions(world, spec.task), world.time
+        goal = task_goal(world, spec.task)
         result = Rollout(spec, False, "", 0.0)
         steps = max(1, round(1.0 / (FPS * robot.control_period)))
         done_since: float | None = None
@@ -85,12 +92,12 @@ class RolloutRunner:
             if video and self.video_renderer is not None:
                 result.video.append(self.video_renderer.render(world.data, "front"))
             state = robot.get_observation().position
+            scene = environment_state(world, spec.task, goal)
+            truth = {"scene": scene} if self.true_scene else {}
             clock = time.perf_counter()
-            target = np.asarray(policy.act(images, state, spec.instruction), float)
+            target = np.asarray(policy.act(images, state, spec.instruction, **truth), float)
             result.act_seconds.append(time.perf_counter() - clock)
-            seen = getattr(policy, "last_grounded", None)
-            if result.video and seen is not None:  # where the policy sees block and goal
-                result.video[-1] = draw_grounding(result.video[-1], seen)
+            self._note_perception(policy, scene, result)
             self._move_towards(target, steps)
             done, result.detail = judge(world, spec.task, start)
             done_since = (done_since if done_since is not None else world.time) if done else None
@@ -99,6 +106,17 @@ class RolloutRunner:
                 break
         result.sim_seconds = world.time - began
         return result
+
+    @staticmethod
+    def _note_perception(policy: Policy, scene: np.ndarray, result: Rollout) -> None:
+        """The policy's estimate of the named block against the truth, and on the video
+        where it sees the block and the goal (policies that expose them)."""
+        estimate = getattr(policy, "last_scene", None)
+        if estimate is not None:
+            result.block_errors_mm.append(1000.0 * np.abs(estimate[:3] - scene[:3]))
+        seen = getattr(policy, "last_grounded", None)
+        if result.video and seen is not None:
+            result.video[-1] = draw_grounding(result.video[-1], seen)
 
     def _move_towards(self, target: np.ndarray, steps: int) -> None:
         robot = self.session.robot
