@@ -81,6 +81,9 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
     vla.add_argument("--grounding", action="store_true",
                      help="heatmaps of the named block and the goal in the front camera, taught "
                      "by their recorded positions (needs --shift 0)")
+    vla.add_argument("--grounding-state", type=_stages, default=(),
+                     help="--grounding: state dimensions its scene head reads too, e.g. 5 (the "
+                     "gripper opening); none by default")
     vla.add_argument("--grounding-weight", type=float, default=1.0,
                      help="weight of the heatmaps' loss beside the action L1")
 
@@ -203,7 +206,8 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
         words = dict(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
     return VLAConfig(
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
-        head_layers=args.head_layers, grounding=args.grounding, **words,
+        head_layers=args.head_layers, grounding=args.grounding,
+        grounding_state=args.grounding_state, **words,
     )  # fmt: skip
 
 

@@ -71,12 +71,18 @@ class VLAConfig:
     # Heatmaps of the named block and the goal in the front camera (``vla/grounding.py``): the
     # scene-state head then reads their image positions, the state and the words
     grounding: bool = False
+    # With grounding: the state dimensions the scene head reads beside the grounded points and
+    # the words (e.g. (5,): the gripper opening). Not the arm's joints by default: with them it
+    # learns "the block is where the gripper is" from the demonstrations' grasps, and follows
+    # the arm when the arm heads elsewhere (measured in closed loop)
+    grounding_state: tuple[int, ...] = ()
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
         object.__setattr__(self, "channels", tuple(self.channels))
         object.__setattr__(self, "fine_keypoints", tuple(self.fine_keypoints))
+        object.__setattr__(self, "grounding_state", tuple(self.grounding_state))
         earlier = range(len(self.channels) - 1)
         fine = self.fine_keypoints
         if len(set(fine)) != len(fine) or any(stage not in earlier for stage in fine):
@@ -110,6 +116,12 @@ class VLAConfig:
                 f"grounding needs the '{GROUNDING_CAMERA}' camera and at least "
                 f"{max(STAGES) + 1} conv stages; got cameras {list(self.cameras)} and "
                 f"{len(self.channels)} stages"
+            )
+        state = self.grounding_state
+        if len(set(state)) != len(state) or any(not 0 <= d < self.state_dim for d in state):
+            raise ConfigError(
+                f"grounding_state must be distinct state dimensions 0..{self.state_dim - 1}, "
+                f"got {list(state)}"
             )
 
     def sizes(self) -> dict[str, int]:
@@ -213,7 +225,7 @@ class VLANet(nn.Module):
         if config.grounding:
             self.grounding = GroundingHead(*(config.channels[stage] for stage in STAGES))
             self.grounding_camera = config.cameras.index(GROUNDING_CAMERA)
-            aux_in = POINT_DIM + config.state_dim + config.film_dim
+            aux_in = POINT_DIM + len(config.grounding_state) + config.film_dim
             if not config.aux_dim:
                 raise ConfigError(
                     "grounding predicts the scene state: train on a dataset that records "
@@ -267,7 +279,8 @@ class VLANet(nn.Module):
         if self.aux_head is not None:
             scene_input = features
             if logits is not None:
-                scene_input = torch.cat([soft_argmax(logits), state, words], dim=1)
+                seen_state = state[:, list(self.config.grounding_state)]
+                scene_input = torch.cat([soft_argmax(logits), seen_state, words], dim=1)
             aux = self.aux_head(scene_input)
             read = aux
             if aux_input is not None:
