@@ -193,10 +193,11 @@ def test_the_command_line_turns_grounding_on():
     parser = train_command_parser()
     args = parser.parse_args(
         ["train", "vla", "--dataset", "d", "--out", "o", "--grounding", "--shift", "0",
-         "--grounding-weight", "2", "--head-reads", "scene"]
+         "--grounding-weight", "2", "--head-reads", "scene", "--grounding-state", "5"]
     )  # fmt: skip
     run = train_command.settings_from_args(args)
     assert run.model.grounding and run.optim.grounding_weight == 2.0
+    assert run.model.grounding_state == (5,)
     bad = parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--grounding"])
     with pytest.raises(ConfigError, match="--shift 0"):
         train_command.settings_from_args(bad)
@@ -208,3 +209,20 @@ def train_command_parser():
     parser = argparse.ArgumentParser()
     train_command.add_parser(parser.add_subparsers(dest="command"))
     return parser
+
+
+def test_the_scene_head_reads_only_the_state_dimensions_asked_for():
+    torch.manual_seed(0)
+    net = VLANet(tiny_config(grounding=True, aux_dim=6, grounding_state=(5,))).eval()
+    images, state, words = _inputs(net.config)
+    moved_joints, moved_gripper = state.clone(), state.clone()
+    moved_joints[0, :5] += 1.0
+    moved_gripper[0, 5] += 1.0
+    with torch.no_grad():
+        _, scene = net(images, state, words, with_aux=True)
+        _, joints = net(images, moved_joints, words, with_aux=True)
+        _, gripper = net(images, moved_gripper, words, with_aux=True)
+    torch.testing.assert_close(scene, joints)  # the arm's joints: not read
+    assert not torch.allclose(scene, gripper)  # the gripper opening: read
+    with pytest.raises(ConfigError, match="grounding_state must be distinct state dimensions"):
+        tiny_config(grounding=True, grounding_state=(6,))
