@@ -174,6 +174,10 @@ def test_training_with_grounding_logs_its_error_saves_and_the_policy_acts(tmp_pa
     assert told.shape == estimate.shape and not np.allclose(told, estimate)  # the head read it
     with pytest.raises(ConfigError, match="must be 6 values"):
         policy.act(images, data.state[0], data.tasks[0], scene=np.zeros(3))
+    shifted = TrainSettings(steps=5, batch_size=16, finetune=str(tmp_path), device="cpu",
+                            progress=False)  # fmt: skip
+    with pytest.raises(ConfigError, match="--shift 0"):  # fine-tuning keeps the images still
+        train_vla(data, tmp_path / "tuned", shifted, encoder=hash_encoder(8))
     policy.reset()
     assert policy.last_grounded is None
 

@@ -18,6 +18,7 @@ too: it bounds what imitating the corrected executions can teach.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -97,17 +98,20 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
+    from lang2policy.vla.augment import AugmentConfig
     from lang2policy.vla.dataset import load_dataset
     from lang2policy.vla.train import TrainSettings, train_vla
     from lang2policy.vla.train_loop import OptimConfig
 
     out = args.out / "model"
+    config = json.loads((Path(args.model) / "config.json").read_text())
+    shift = 0 if config.get("grounding") else AugmentConfig().shift  # grounding: no shift
     settings = TrainSettings(
         steps=args.steps, batch_size=args.batch_size, val_episodes=1, val_every=args.steps,
         checkpoint_every=args.steps, seed=args.seed, finetune=str(args.model),
         optim=OptimConfig(lr=args.lr, warmup_steps=min(30, args.steps // 10),
                           scene_forcing=0.5),
-        progress=not args.json,
+        progress=not args.json, augment=AugmentConfig(shift=shift),
     )  # fmt: skip
     summary = train_vla(load_dataset(dataset), out, settings, source={"bench": "vla-corrections"})
     keys = ("steps", "wall_time_s", "final_train_loss", "final_val_loss", "episodes")

@@ -143,6 +143,8 @@ def _build_run(
         normalizer = Normalizer.from_dict(state["normalizer"])
     elif settings.finetune:  # the model's own config, weights and normaliser
         start_net, config, normalizer = finetune_start(Path(settings.finetune), frames)
+    if config.grounding and settings.augment.shift:  # a resumed or fine-tuned grounding model
+        raise ConfigError("this model grounds image positions: train it with --shift 0")
     data = prepare(
         frames,
         config,
