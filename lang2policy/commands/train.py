@@ -50,6 +50,19 @@ def _stages(value: str) -> tuple[int, ...]:
     return tuple(_count(part.strip()) for part in value.split(",") if part.strip())
 
 
+def _cameras(value: str) -> tuple[str, ...]:
+    """Comma-separated camera names of the dataset (``front`` or ``front,wrist``)."""
+    from lang2policy.vla.schema import CAMERAS
+
+    names = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [name for name in names if name not in CAMERAS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"cameras must be some of {', '.join(CAMERAS)}, got {value[:60]!r}"
+        )
+    return names
+
+
 def _rate(value: str) -> float:
     """A positive learning rate."""
     try:
@@ -86,6 +99,11 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
                      "gripper opening); none by default")
     vla.add_argument("--grounding-weight", type=float, default=1.0,
                      help="weight of the heatmaps' loss beside the action L1")
+    vla.add_argument("--scene-latch", action="store_true",
+                     help="look once, then act (needs --head-reads scene): the action head "
+                     "reads the scene estimated on the episode's first frame, held")
+    vla.add_argument("--cameras", type=_cameras, default=None,
+                     help="cameras the network reads, comma-separated (default: front,wrist)")
 
 
 def add_parser(commands: Any) -> None:
@@ -201,13 +219,15 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
     from lang2policy.vla.language import MINILM_SLOTS, language_dim
     from lang2policy.vla.model import VLAConfig
 
-    words = {}
+    chosen: dict[str, Any] = {}
     if args.slots:
-        words = dict(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
+        chosen.update(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
+    if args.cameras:
+        chosen["cameras"] = args.cameras
     return VLAConfig(
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
         head_layers=args.head_layers, grounding=args.grounding,
-        grounding_state=args.grounding_state, **words,
+        grounding_state=args.grounding_state, scene_latch=args.scene_latch, **chosen,
     )  # fmt: skip
 
 

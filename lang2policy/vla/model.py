@@ -76,6 +76,10 @@ class VLAConfig:
     # learns "the block is where the gripper is" from the demonstrations' grasps, and follows
     # the arm when the arm heads elsewhere (measured in closed loop)
     grounding_state: tuple[int, ...] = ()
+    # Look once, then act (``vla/scene_latch.py``; needs head_reads="scene"): the action head
+    # reads the scene state estimated on an episode's first frame, held until the episode or
+    # the instruction changes, and the scene head learns from frames whose block has not moved
+    scene_latch: bool = False
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -107,6 +111,11 @@ class VLAConfig:
             self._check_grounding()
         if self.head_reads not in HEAD_READS:
             raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
+        if self.scene_latch and self.head_reads != "scene":
+            raise ConfigError(
+                "scene_latch holds the scene state the action head reads: it needs "
+                "head_reads='scene' (--head-reads scene)"
+            )
         if small:
             raise ConfigError(f"sizes must be positive: {small}")
 
@@ -311,6 +320,14 @@ class VLANet(nn.Module):
             return None
         _, _, logits = self.forward(images, state, language, with_grounding=True)
         return soft_argmax(logits)
+
+    def actions_from_scene(
+        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor
+    ) -> torch.Tensor:
+        """The action chunks ``[B, chunk, action_dim]`` of a bottleneck's head for a known
+        (normalised) scene state, without images: a latched network's steps after its first."""
+        features = self.motor_features(state, language, scene)
+        return self.head(features).view(-1, self.config.chunk, self.config.action_dim)
 
     def motor_features(
         self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor

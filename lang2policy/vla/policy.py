@@ -5,8 +5,10 @@ absolute joint target out.
 the instruction encoder is the bundled MiniLM). ``act`` predicts a chunk of future actions
 every ``query_every`` calls and returns the temporal ensemble of every chunk that covers the
 current step (``ensemble``); ``act_chunk`` returns one raw chunk for servers that execute
-chunks themselves. Actions are un-normalised and the gripper opening clipped to 0..1; joint
-limits are the safety layer's job.
+chunks themselves. A latched network (``VLAConfig.scene_latch``) estimates the scene on its
+first call for an instruction and holds it until ``reset`` or a new instruction; its later
+calls run the action head alone. Actions are un-normalised and the gripper opening clipped to
+0..1; joint limits are the safety layer's job.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class VLAPolicy:
         # the last forward pass's scene-state estimate (``environment_state``'s units; None
         # without a scene head)
         self.last_scene: np.ndarray | None = None
+        # a latched network's held scene state (normalised, ``[1, aux_dim]``) and the
+        # instruction it was estimated for (``VLAConfig.scene_latch``)
+        self._latched: torch.Tensor | None = None
+        self._latched_for: str | None = None
 
     @classmethod
     def load(
@@ -97,12 +103,19 @@ class VLAPolicy:
     def config(self) -> VLAConfig:
         return self.model.config
 
+    @property
+    def holds_scene(self) -> bool:
+        """Whether the network looks once: its scene estimate is of an episode's first frame,
+        held (``VLAConfig.scene_latch``)."""
+        return self.config.scene_latch
+
     def warm_up(self, instruction: str = "pick up the block") -> None:
         """Load the instruction encoder and run the network once, so that the first real step
         does not pay for it (the MiniLM load takes seconds)."""
         size = self.config.image_size
         images = {c: np.zeros((size, size, 3), np.uint8) for c in self.config.cameras}
         self.act_chunk(images, np.zeros(self.config.state_dim, np.float32), instruction)
+        self.reset()  # a latched network must not keep the blank frame's scene
 
     def reset(self) -> None:
         """Forget the chunks of the previous episode; call before each new episode."""
@@ -110,6 +123,7 @@ class VLAPolicy:
         self._step = 0
         self._instruction = None
         self.last_grounded = self.last_scene = None
+        self._latched = self._latched_for = None
 
     def act(
         self,
@@ -129,6 +143,7 @@ class VLAPolicy:
         if instruction != self._instruction:
             self._ensembler.reset()
             self._instruction = instruction
+        self._hold_scene_for(instruction)
         if self._step % self.query_every == 0 or not self._ensembler.covers(self._step):
             self._ensembler.add(self._step, self._predict(*inputs, scene=scene))
         action = self._ensembler.action(self._step)
@@ -139,8 +154,16 @@ class VLAPolicy:
         self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
     ) -> np.ndarray:
         """The next ``chunk`` joint targets ``float32 [chunk, action_dim]``, one per
-        ``1 / fps`` s (no ensembling; ``act``'s state is left alone)."""
-        return self._predict(*self._check(images, state, instruction))
+        ``1 / fps`` s (no ensembling; ``act``'s state is left alone, but a latched network
+        holds the scene it saw on its first call for this instruction until ``reset``)."""
+        inputs = self._check(images, state, instruction)
+        self._hold_scene_for(instruction)
+        return self._predict(*inputs)
+
+    def _hold_scene_for(self, instruction: str) -> None:
+        """A latched network estimates the scene again for a new instruction."""
+        if instruction != self._latched_for:
+            self._latched, self._latched_for = None, instruction
 
     def _check(
         self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
@@ -164,12 +187,20 @@ class VLAPolicy:
             image_tensor = images_to_float(torch.from_numpy(images).to(self.device))
             state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
             language_tensor = torch.from_numpy(language).to(self.device)
-            chunk, aux, logits = self.model(
-                image_tensor[None], state_tensor[None], language_tensor[None],
-                aux_input=self._true_scene(scene), with_grounding=True,
-            )  # fmt: skip
-            chunk = chunk[0]
-            self._keep_estimates(aux, logits)
+            if self._latched is not None:  # look once: the held scene, no images
+                chunk = self.model.actions_from_scene(
+                    state_tensor[None], language_tensor[None], self._latched
+                )[0]
+            else:
+                true_scene = self._true_scene(scene)
+                chunk, aux, logits = self.model(
+                    image_tensor[None], state_tensor[None], language_tensor[None],
+                    aux_input=true_scene, with_grounding=True,
+                )  # fmt: skip
+                chunk = chunk[0]
+                self._keep_estimates(aux, logits)
+                if self.config.scene_latch:
+                    self._latched = true_scene if true_scene is not None else aux
         actions = self.normalizer.denormalize_chunk(chunk.float().cpu().numpy(), state)
         return self._clip_gripper(actions.astype(np.float32))
 

@@ -87,6 +87,7 @@ class RolloutRunner:
         steps = max(1, round(1.0 / (FPS * robot.control_period)))
         done_since: float | None = None
         policy.reset()
+        first_scene: np.ndarray | None = None
         while world.time - began < limit:
             images = {c: self.renderer.render(world.data, c) for c in CAMERAS}
             if video and self.video_renderer is not None:
@@ -97,7 +98,9 @@ class RolloutRunner:
             clock = time.perf_counter()
             target = np.asarray(policy.act(images, state, spec.instruction, **truth), float)
             result.act_seconds.append(time.perf_counter() - clock)
-            self._note_perception(policy, scene, result)
+            first_scene = scene if first_scene is None else first_scene
+            held = getattr(policy, "holds_scene", False)  # its estimate is of the first frame
+            self._note_perception(policy, first_scene if held else scene, result)
             self._move_towards(target, steps)
             done, result.detail = judge(world, spec.task, start)
             done_since = (done_since if done_since is not None else world.time) if done else None

@@ -174,6 +174,7 @@ def _build_run(
         normalizer=data.normalizer,
         device=context.device,
         grounding=grounding_targets_for(frames, config),
+        environment=data.environment,
     )
     outputs = None
     if context.is_main:
@@ -226,7 +227,7 @@ class _Run:
         """Train from ``start_step`` to ``settings.steps``."""
         settings, context = self.settings, self.context
         batches = batch_indices(
-            self.data.train_frames,
+            self.data.image_frames,
             settings.batch_size,
             context.rank,
             context.world_size,

@@ -103,7 +103,7 @@ def split_episodes(
     return EpisodeSplit(train + views, sorted(held), failed, other)
 
 
-def _span(data: Frames, position: int) -> tuple[int, int]:
+def episode_span(data: Frames, position: int) -> tuple[int, int]:
     """The frames ``start .. end - 1`` of the episode at ``position``, checked."""
     episode = data.episodes[position]
     if "from" in episode:  # DemoDataset: rows in the arrays held (also after select)
@@ -121,7 +121,7 @@ def _span(data: Frames, position: int) -> tuple[int, int]:
 
 def episode_frames(data: Frames, positions: Sequence[int]) -> np.ndarray:
     """The frame indices of the episodes at ``positions`` (positions in ``data.episodes``)."""
-    spans = [_span(data, position) for position in positions]
+    spans = [episode_span(data, position) for position in positions]
     return np.concatenate([np.arange(start, end) for start, end in spans] or [np.zeros(0, int)])
 
 
@@ -129,7 +129,7 @@ def episode_ends(data: Frames) -> np.ndarray:
     """Per frame, the index one past the last frame of its episode (``int64 [N]``)."""
     ends = np.zeros(len(data.state), np.int64)
     for position in range(len(data.episodes)):
-        start, end = _span(data, position)
+        start, end = episode_span(data, position)
         ends[start:end] = end
     return ends
 
@@ -139,7 +139,7 @@ def view_frames(data: Frames) -> np.ndarray:
     marked = np.zeros(len(data.state), bool)
     for position, episode in enumerate(data.episodes):
         if episode.get("view"):
-            start, end = _span(data, position)
+            start, end = episode_span(data, position)
             marked[start:end] = True
     return marked
 
@@ -179,8 +179,11 @@ class BatchMaker:
         normalizer: Normalizer,
         device: torch.device,
         grounding: np.ndarray | None = None,
+        environment: np.ndarray | None = None,
     ) -> None:
-        """``grounding``: per frame, the heatmap targets (``grounding.grounding_targets``)."""
+        """``grounding``: per frame, the heatmap targets (``grounding.grounding_targets``);
+        ``environment``: per frame, the scene state to learn and read in place of the
+        dataset's own (a latched scene: its episode's first frame's)."""
         missing = [c for c in cameras if c not in data.images]
         if missing:
             raise ConfigError(f"the dataset has no images of cameras {missing}")
@@ -189,7 +192,8 @@ class BatchMaker:
         self.raw_state = np.asarray(data.state, np.float32)
         self.state = normalizer.normalize_state(self.raw_state)
         self.action = np.asarray(data.action, np.float32)
-        environment = getattr(data, "environment", None)
+        if environment is None:
+            environment = getattr(data, "environment", None)
         self.environment = None
         if environment is not None and normalizer.has_environment:
             self.environment = normalizer.normalize_environment(

@@ -15,12 +15,19 @@ from lang2policy.vla.grounding import GROUNDING_CAMERA, CameraProjection, ground
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
 from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import MIN_STD, Normalizer
+from lang2policy.vla.scene_latch import (
+    anchor_environment,
+    episode_starts,
+    start_environment,
+    unmoved_frames,
+)
 from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
 from lang2policy.vla.train_data import (
     EpisodeSplit,
     Frames,
     episode_ends,
     episode_frames,
+    episode_span,
     split_episodes,
     view_frames,
 )
@@ -39,6 +46,16 @@ class TrainData:
     normalizer: Normalizer
     language: InstructionEmbeddings
     task_vectors: np.ndarray  # [tasks, language_dim]
+    # the frames image batches are drawn from (``train_frames`` unless the scene is latched:
+    # then only those whose named block has not moved yet)
+    image_frames: np.ndarray | None = None
+    # what the scene head learns and the action head reads per frame, when not the dataset's
+    # own ``environment`` (a latched scene: the episode's first frame's)
+    environment: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.image_frames is None:
+            self.image_frames = self.train_frames
 
 
 def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLAConfig:
@@ -65,17 +82,27 @@ def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLACo
 
 
 def normalizer_for(
-    data: Frames, frames: np.ndarray, frame_end: np.ndarray, chunk: int, action_mode: str
+    data: Frames,
+    frames: np.ndarray,
+    frame_end: np.ndarray,
+    chunk: int,
+    action_mode: str,
+    environment: np.ndarray | None = None,
 ) -> Normalizer:
     """From the dataset's stats when it has them, else from the training frames; in ``delta``
-    mode the action statistics are those of the training frames' chunks."""
+    mode the action statistics are those of the training frames' chunks. The scene state's
+    statistics are those of ``environment`` when given (a latched scene), else of the
+    dataset's own."""
     stats = getattr(data, "stats", None) or {}
     state, action = np.asarray(data.state), np.asarray(data.action)
     if STATE_KEY in stats and ACTION_KEY in stats:
         normalizer = Normalizer.from_stats(stats)
     else:
         normalizer = Normalizer.from_arrays(state[frames], action[frames])
-    environment = getattr(data, "environment", None)
+    if environment is not None:
+        normalizer = replace(normalizer, env_mean=None, env_std=None)
+    else:
+        environment = getattr(data, "environment", None)
     if environment is not None and not normalizer.has_environment:
         scene = np.asarray(environment)[frames]
         normalizer = replace(
@@ -120,8 +147,9 @@ def prepare(
         val_frames = np.sort(rng.choice(val_frames, MAX_VAL_FRAMES, replace=False))
     frame_end = episode_ends(data)
     motion_frames = np.unique(train_frames[~is_view[train_frames]])  # scene views do not move
+    latched = latched_scene(data) if config.scene_latch else None
     normalizer = normalizer or normalizer_for(
-        data, motion_frames, frame_end, config.chunk, action_mode
+        data, motion_frames, frame_end, config.chunk, action_mode, latched
     )
     normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
     if config.aux_dim and (
@@ -134,9 +162,39 @@ def prepare(
     encode = encoder or encoder_for(config.language_model)
     language = InstructionEmbeddings(encode, config.language_dim)
     task_vectors = language.embed_many(list(data.tasks))
+    image_frames = None
+    if latched is not None:  # the scene head learns only where the block has not moved yet
+        recorded = np.asarray(data.environment)
+        starts = _episode_starts(data)
+        image_frames = unmoved_frames(recorded, starts, train_frames)
+        val_frames = unmoved_frames(recorded, starts, val_frames)
     return TrainData(
-        split, train_frames, val_frames, frame_end, normalizer, language, task_vectors
-    )
+        split, train_frames, val_frames, frame_end, normalizer, language, task_vectors,
+        image_frames, latched,
+    )  # fmt: skip
+
+
+def _episode_starts(data: Frames) -> np.ndarray:
+    spans = [episode_span(data, position) for position in range(len(data.episodes))]
+    return episode_starts(spans, len(data.state))
+
+
+def latched_scene(data: Frames) -> np.ndarray:
+    """Per frame, the scene state of its episode's first frame: what a latched network's
+    action head reads (``scene_latch``)."""
+    environment = getattr(data, "environment", None)
+    if environment is None:
+        raise ConfigError("a latched scene needs a dataset that records the scene state")
+    return start_environment(environment, _episode_starts(data))
+
+
+def frame_families(data: Frames) -> np.ndarray:
+    """Per frame, its episode's task family (``object [N]``; None where not recorded)."""
+    families = np.full(len(data.state), None, dtype=object)
+    for position, episode in enumerate(data.episodes):
+        start, end = episode_span(data, position)
+        families[start:end] = episode.get("family")
+    return families
 
 
 def grounding_targets_for(frames: Frames, config: VLAConfig) -> np.ndarray | None:
@@ -148,6 +206,8 @@ def grounding_targets_for(frames: Frames, config: VLAConfig) -> np.ndarray | Non
     if environment is None:
         raise ConfigError("grounding needs a dataset that records the scene state")
     camera = CameraProjection.of_robot("so101", GROUNDING_CAMERA)
+    if config.scene_latch:  # the goal heatmap on the object the goal is defined by
+        environment = anchor_environment(environment, frame_families(frames))
     return grounding_targets(environment, config.image_size, camera)
 
 

@@ -1,0 +1,132 @@
+"""Look once, then act (``VLAConfig.scene_latch``, ``vla/scene_latch.py``): what training reads
+per frame (the episode's first scene, the frames whose block has not moved, the goal heatmap's
+anchor), and a latched policy holding the scene it saw on its first frame."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lang2policy.commands import train as train_command
+from lang2policy.errors import ConfigError
+from lang2policy.vla.augment import AugmentConfig
+from lang2policy.vla.model import VLAConfig
+from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.scene_latch import (
+    anchor_environment,
+    episode_starts,
+    start_environment,
+    unmoved_frames,
+)
+from lang2policy.vla.schema import ENV_KEY
+from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
+from lang2policy.vla.train import TrainSettings, train_vla
+from lang2policy.vla.train_loop import OptimConfig
+from lang2policy.vla.train_setup import prepare
+
+
+def _scene(rows: list[list[float]]) -> np.ndarray:
+    return np.asarray(rows, np.float32)
+
+
+def test_each_frame_reads_the_scene_its_episode_began_with():
+    starts = episode_starts([(0, 3), (3, 5)], 6)
+    assert starts.tolist() == [0, 0, 0, 3, 3, 5]  # frame 5 belongs to no episode
+    scene = np.arange(36, dtype=np.float32).reshape(6, 6)
+    held = start_environment(scene, starts)
+    assert np.array_equal(held[1], scene[0]) and np.array_equal(held[4], scene[3])
+    with pytest.raises(ConfigError, match="6\\+ values per frame"):
+        start_environment(np.zeros((6, 4)), starts)
+
+
+def test_only_frames_whose_block_has_not_moved_teach_the_scene_head():
+    block_at = [[0.2, 0.0, 0.02], [0.2, 0.003, 0.02], [0.2, 0.0, 0.06], [0.3, 0.1, 0.02]]
+    scene = _scene([[*b, 0.1, 0.1, 0.0] for b in block_at])
+    starts = episode_starts([(0, 3), (3, 4)], 4)
+    kept = unmoved_frames(scene, starts, np.arange(4))
+    assert kept.tolist() == [0, 1, 3]  # frame 2: the block is 4 cm up, lifted
+
+
+def test_the_goal_heatmap_is_anchored_on_the_object_that_defines_the_goal():
+    scene = _scene([[0.2, 0.0, 0.02, 0.3, 0.1, 0.0], [0.2, 0.0, 0.02, 0.2, 0.0, 0.10]])
+    anchored = anchor_environment(scene, ["pick_place", "lift"])
+    assert np.allclose(anchored[0], scene[0])  # the bowl is the goal
+    assert np.allclose(anchored[1, 3:6], scene[1, :3])  # the lift's goal is in the air
+    with pytest.raises(ConfigError, match="1 family names for 2 frames"):
+        anchor_environment(scene, ["lift"])
+
+
+def _moving_block_frames():
+    """Synthetic episodes whose named block stands still for 5 frames, then moves."""
+    data = synthetic_frames(episodes=12, length=20, environment=True)
+    scene = np.zeros((len(data.state), 6), np.float32)
+    for number, episode in enumerate(data.episodes):
+        rows = np.arange(episode["from"], episode["to"])
+        start = np.array([0.2 + 0.01 * number, 0.05 * (number % 3 - 1), 0.02])
+        moved = np.clip(rows - rows[0] - 4, 0, None)[:, None] * np.array([0.0, 0.0, 0.01])
+        scene[rows, :3] = start + moved
+        scene[rows, 3:6] = start + [0.0, 0.0, 0.08]
+        episode["family"] = "lift"
+    data.environment = scene
+    data.stats[ENV_KEY] = {"mean": scene.mean(0), "std": scene.std(0) + 1e-3}
+    return data
+
+
+def test_training_a_latched_network_learns_the_scene_only_where_the_block_has_not_moved():
+    data = _moving_block_frames()
+    config = tiny_config(head_reads="scene", scene_latch=True, aux_dim=6)
+    prepared = prepare(data, config, val_episodes=2, seed=0, encoder=hash_encoder(8))
+    block = np.asarray(data.environment)[prepared.image_frames, :3]
+    starts = np.asarray(data.environment)[prepared.image_frames // 20 * 20, :3]
+    assert np.allclose(block, starts, atol=0.005)
+    assert len(prepared.image_frames) == 10 * 5  # five still frames of each training episode
+    assert len(prepared.train_frames) == 10 * 20  # the action head learns from every frame
+    late = prepared.train_frames[prepared.train_frames % 20 == 19]
+    assert np.allclose(prepared.environment[late], np.asarray(data.environment)[late - 19])
+
+
+def test_a_latched_policy_holds_its_first_estimate_until_reset_or_a_new_instruction(tmp_path):
+    data = _moving_block_frames()
+    run = TrainSettings(
+        steps=30, batch_size=8, device="cpu", progress=False, log_every=10, val_every=15,
+        checkpoint_every=15, augment=AugmentConfig(shift=0),
+        model=tiny_config(head_reads="scene", scene_latch=True, grounding=True),
+        optim=OptimConfig(lr=3e-3, warmup_steps=5, scene_forcing=1.0, motor_batch=32),
+    )  # fmt: skip
+    train_vla(data, tmp_path, run, encoder=hash_encoder(8))
+    assert json.loads((tmp_path / "config.json").read_text())["scene_latch"] is True
+    policy = VLAPolicy.load(tmp_path, encoder=hash_encoder(8))
+    frame = {c: data.images[c][0] for c in ("front", "wrist")}
+    other = {c: data.images[c][7] for c in ("front", "wrist")}
+    state, words = data.state[0], data.tasks[0]
+    first = policy.act_chunk(frame, state, words)
+    seen = policy.last_scene.copy()
+    assert np.allclose(policy.act_chunk(other, state, words), first)  # the images are not read
+    assert np.allclose(policy.last_scene, seen)
+    policy.reset()
+    assert not np.allclose(policy.act_chunk(other, state, words), first)  # looks again
+    told = np.array([0.25, 0.0, 0.02, 0.25, 0.0, 0.1], np.float32)  # diagnosis: the truth
+    policy.reset()
+    assert np.isfinite(policy.act(frame, state, words, scene=told)).all()
+    from_truth = policy._predict(*policy._check(frame, state, words), scene=told)
+    assert np.allclose(policy.act_chunk(other, state, words), from_truth)  # the truth is held
+    assert not np.allclose(from_truth, first)
+    policy.act_chunk(frame, state, data.tasks[1])  # a new instruction: estimated again
+    assert not np.allclose(policy.act_chunk(frame, state, words), from_truth)
+
+
+def test_latching_needs_the_bottleneck_and_the_command_line_asks_for_it():
+    with pytest.raises(ConfigError, match="--head-reads scene"):
+        VLAConfig(scene_latch=True)
+    parser = train_command.argparse.ArgumentParser()
+    train_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        ["train", "vla", "--dataset", "d", "--out", "o", "--head-reads", "scene",
+         "--scene-latch", "--cameras", "front"]
+    )  # fmt: skip
+    config = train_command.model_config_from_args(args)
+    assert config.scene_latch and config.cameras == ("front",)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--cameras", "top"])
