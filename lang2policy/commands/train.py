@@ -99,6 +99,9 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
                      "gripper opening); none by default")
     vla.add_argument("--grounding-weight", type=float, default=1.0,
                      help="weight of the heatmaps' loss beside the action L1")
+    vla.add_argument("--scene-noise", type=float, default=0.1,
+                     help="std of the noise added to the recorded scene state the action head "
+                     "reads in training (normalised units; 0: none)")
     vla.add_argument("--scene-latch", action="store_true",
                      help="look once, then act (needs --head-reads scene): the action head "
                      "reads the scene estimated on the episode's first frame, held")
@@ -181,6 +184,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         raise Lang2PolicyError(f"--aux-weight must be in [0, 100], got {args.aux_weight}")
     if not 0.0 <= args.scene_forcing <= 1.0:
         raise Lang2PolicyError(f"--scene-forcing must be in [0, 1], got {args.scene_forcing}")
+    if not 0.0 <= args.scene_noise <= 10.0:
+        raise Lang2PolicyError(f"--scene-noise must be in [0, 10], got {args.scene_noise}")
     if not 0.0 <= args.grounding_weight <= 100.0:
         raise Lang2PolicyError(
             f"--grounding-weight must be in [0, 100], got {args.grounding_weight}"
@@ -188,6 +193,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     optim = OptimConfig(
         lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
         scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
+        scene_noise=args.scene_noise,
         motor_batch=args.motor_batch, motor_steps=args.motor_steps, motor_lr=args.motor_lr,
         grounding_weight=args.grounding_weight,
     )  # fmt: skip
@@ -271,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
-    data = _load(load_dataset, args.dataset)
+    data = _load(load_dataset, args.dataset, args.cameras)
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),
@@ -294,13 +300,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(load_dataset: Any, paths: list[Path]) -> Any:
-    """One dataset, or several (demonstrations and scene views) combined into one."""
+def _load(load_dataset: Any, paths: list[Path], cameras: tuple[str, ...] | None) -> Any:
+    """One dataset, or several (demonstrations and scene views) combined into one; only the
+    ``cameras`` asked for are decoded (all when None)."""
     if len(paths) == 1:
-        return load_dataset(paths[0])
+        return load_dataset(paths[0], cameras)
     from lang2policy.vla.dataset.combine import concat_datasets
 
-    parts = [load_dataset(path) for path in paths]
+    parts = [load_dataset(path, cameras) for path in paths]
     for number, part in enumerate(parts):  # which dataset each episode came from (--mix)
         for episode in part.episodes:
             episode["source"] = number

@@ -126,8 +126,9 @@ class CorrectedRunner(RolloutRunner):
             block = world.object_pose(task.block).position
             said = self._correct(measured, block, shaper, result)
             images = {c: self.renderer.render(world.data, c) for c in CAMERAS}
+            seen = {c: images[c] for c in policy.cameras}  # all are recorded
             target = np.asarray(
-                policy.act(images, shaper.policy_state(measured), spec.instruction), np.float32
+                policy.act(seen, shaper.policy_state(measured), spec.instruction), np.float32
             )
             executed = shaper.shape(target, measured)
             self._keep(result, images, measured, executed, target, shaper, said)

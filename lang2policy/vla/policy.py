@@ -104,6 +104,11 @@ class VLAPolicy:
         return self.model.config
 
     @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras ``act`` takes images of (exactly these)."""
+        return tuple(self.config.cameras)
+
+    @property
     def holds_scene(self) -> bool:
         """Whether the network looks once: its scene estimate is of an episode's first frame,
         held (``VLAConfig.scene_latch``)."""

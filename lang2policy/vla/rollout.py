@@ -88,8 +88,9 @@ class RolloutRunner:
         done_since: float | None = None
         policy.reset()
         first_scene: np.ndarray | None = None
+        cameras = getattr(policy, "cameras", CAMERAS)  # only what the policy reads is rendered
         while world.time - began < limit:
-            images = {c: self.renderer.render(world.data, c) for c in CAMERAS}
+            images = {c: self.renderer.render(world.data, c) for c in cameras}
             if video and self.video_renderer is not None:
                 result.video.append(self.video_renderer.render(world.data, "front"))
             state = robot.get_observation().position
