@@ -130,3 +130,49 @@ def test_latching_needs_the_bottleneck_and_the_command_line_asks_for_it():
     assert config.scene_latch and config.cameras == ("front",)
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--cameras", "top"])
+
+
+def _slots_encoder():
+    """A cheap sentence vector of MiniLM's size with the real slots appended."""
+    from lang2policy.vla.language import MINILM_DIM
+    from lang2policy.vla.slots import slot_vectors
+
+    sentence = hash_encoder(MINILM_DIM)
+
+    def encode(texts):
+        return np.concatenate([sentence(texts), slot_vectors(texts)], axis=1).astype(np.float32)
+
+    return encode
+
+
+def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
+    import torch
+
+    from lang2policy.vla.language import MINILM_DIM, MINILM_SLOTS, language_dim
+    from lang2policy.vla.model import VLANet
+
+    with pytest.raises(ConfigError, match="--slots"):
+        tiny_config(perception_words="slots")
+    config = tiny_config(
+        language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS), aux_dim=6,
+        grounding=True, head_reads="scene", perception_words="slots",
+    )  # fmt: skip
+    net = VLANet(config).eval()
+    for film in net.encoder.films:  # FiLM starts as the identity: give the words some say
+        torch.nn.init.normal_(film.weight, std=0.5)
+    encode = _slots_encoder()
+    lift, nudge = encode(["lift the red block", "push the red block to the left"])
+    size = config.image_size
+    images, state = torch.rand(1, 2, 3, size, size), torch.zeros(1, config.state_dim)
+    with torch.no_grad():
+        seen = [net.grounded_points(images, state, torch.from_numpy(v)[None]) for v in (lift,)]
+        other_sentence = lift.copy()
+        other_sentence[:MINILM_DIM] = nudge[:MINILM_DIM]  # same slots, another sentence
+        same = net.grounded_points(images, state, torch.from_numpy(other_sentence)[None])
+        other_colour = encode(["lift the blue block"])[0]
+        moved = net.grounded_points(images, state, torch.from_numpy(other_colour)[None])
+        with_sentence = net(images, state, torch.from_numpy(lift)[None])
+        other = net(images, state, torch.from_numpy(other_sentence)[None])
+    assert torch.allclose(seen[0], same)  # where it looks ignores the sentence
+    assert not torch.allclose(seen[0], moved)  # ... but not the named colour
+    assert not torch.allclose(with_sentence, other)  # the action head reads the sentence

@@ -105,6 +105,9 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
     vla.add_argument("--scene-latch", action="store_true",
                      help="look once, then act (needs --head-reads scene): the action head "
                      "reads the scene estimated on the episode's first frame, held")
+    vla.add_argument("--perception-words", choices=("sentence", "slots"), default="sentence",
+                     help="what the perception part reads of the instruction: the whole "
+                     "sentence vector, or only its colour and side slots (needs --slots)")
     vla.add_argument("--cameras", type=_cameras, default=None,
                      help="cameras the network reads, comma-separated (default: front,wrist)")
 
@@ -233,7 +236,8 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
     return VLAConfig(
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
         head_layers=args.head_layers, grounding=args.grounding,
-        grounding_state=args.grounding_state, scene_latch=args.scene_latch, **chosen,
+        grounding_state=args.grounding_state, scene_latch=args.scene_latch,
+        perception_words=args.perception_words, **chosen,
     )  # fmt: skip
 
 

@@ -38,9 +38,11 @@ from lang2policy.vla.grounding import (
     GroundingHead,
     soft_argmax,
 )
-from lang2policy.vla.language import MINILM, MINILM_DIM, language_dim
+from lang2policy.vla.language import MINILM, MINILM_DIM, MINILM_SLOTS, language_dim
+from lang2policy.vla.slots import SLOT_DIM
 
 HEAD_READS = ("features", "scene")
+PERCEPTION_WORDS = ("sentence", "slots")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,12 @@ class VLAConfig:
     # reads the scene state estimated on an episode's first frame, held until the episode or
     # the instruction changes, and the scene head learns from frames whose block has not moved
     scene_latch: bool = False
+    # What the perception part (the encoder's FiLM, the grounding and scene heads) reads of the
+    # instruction: the whole "sentence" vector, or only its "slots" (the named colours and
+    # side, ``vla/slots.py``; needs the MiniLM+slots encoder). With slots, where the named
+    # block is does not depend on the task family, so a held-out family x colour combination
+    # is seen as its colour was seen in the other families; the action head reads the sentence
+    perception_words: str = "sentence"
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -111,6 +119,15 @@ class VLAConfig:
             self._check_grounding()
         if self.head_reads not in HEAD_READS:
             raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
+        if self.perception_words not in PERCEPTION_WORDS:
+            raise ConfigError(
+                f"perception_words must be one of {PERCEPTION_WORDS}, got {self.perception_words!r}"
+            )
+        if self.perception_words == "slots" and self.language_model != MINILM_SLOTS:
+            raise ConfigError(
+                f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends "
+                f"(--slots); this model's encoder is {self.language_model}"
+            )
         if self.scene_latch and self.head_reads != "scene":
             raise ConfigError(
                 "scene_latch holds the scene state the action head reads: it needs "
@@ -225,6 +242,9 @@ class VLANet(nn.Module):
         super().__init__()
         self.config = config = config or VLAConfig()
         self.language = _mlp([config.language_dim, config.film_dim, config.film_dim])
+        self.perception_language = None  # the slots' own MLP (perception_words="slots")
+        if config.perception_words == "slots":
+            self.perception_language = _mlp([SLOT_DIM, config.film_dim, config.film_dim])
         self.camera_embedding = nn.Parameter(torch.zeros(len(config.cameras), config.film_dim))
         self.encoder = FiLMEncoder(config)
         head_in = len(config.cameras) * self.encoder.out_dim + config.state_dim + config.film_dim
@@ -279,7 +299,8 @@ class VLANet(nn.Module):
         or None) (the logits are what the heatmap loss trains)."""
         batch = images.shape[0]
         words = torch.relu(self.language(language))
-        condition = words[:, None, :] + self.camera_embedding[None, :, :]
+        seen_words = self._perception_words(language, words)
+        condition = seen_words[:, None, :] + self.camera_embedding[None, :, :]
         keep = STAGES if self.grounding is not None else ()
         keypoints, maps = self.encoder(images.flatten(0, 1), condition.flatten(0, 1), keep)
         features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
@@ -289,7 +310,7 @@ class VLANet(nn.Module):
             scene_input = features
             if logits is not None:
                 seen_state = state[:, list(self.config.grounding_state)]
-                scene_input = torch.cat([soft_argmax(logits), seen_state, words], dim=1)
+                scene_input = torch.cat([soft_argmax(logits), seen_state, seen_words], dim=1)
             aux = self.aux_head(scene_input)
             read = aux
             if aux_input is not None:
@@ -302,6 +323,13 @@ class VLANet(nn.Module):
         if with_grounding:
             return actions, aux, logits
         return (actions, aux) if with_aux else actions
+
+    def _perception_words(self, language: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        """What the perception part reads of the instruction: the sentence's features, or the
+        features of its slots alone (the last ``SLOT_DIM`` values of the MiniLM+slots vector)."""
+        if self.perception_language is None:
+            return words
+        return torch.relu(self.perception_language(language[:, -SLOT_DIM:]))
 
     def _grounding_logits(self, maps: list[torch.Tensor], batch: int) -> torch.Tensor | None:
         """The grounding head's logits on the front camera's kept maps (None without one)."""
