@@ -239,7 +239,7 @@ def parse(*words: str) -> argparse.Namespace:
 def fake_modules(monkeypatch):
     """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
     dataset = types.ModuleType("lang2policy.vla.dataset")
-    dataset.load_dataset = lambda root: synthetic_frames(episodes=6)
+    dataset.load_dataset = lambda root, cameras=None: synthetic_frames(episodes=6)
     monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset", dataset)
     monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
     rollout = types.ModuleType("lang2policy.vla.rollout")

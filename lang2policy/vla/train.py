@@ -365,7 +365,8 @@ class _Run:
         counts = describe(self.data)
         episodes, frames = counts["episodes"], counts["frames"]
         return (
-            f"training on {episodes['train']} episodes ({frames['train']} frames; "
+            f"training on {episodes['train']} episodes ({frames['train']} frames, "
+            f"{frames['images']} of them with images; "
             f"{episodes['failed_excluded']} failed left out), validating on {episodes['val']}, "
             f"{counts['instructions']} instructions; {parameter_count(self.trainer.net):,} "
             f"params on {self.context.device} x{self.context.world_size}, from step {self.step}"

@@ -257,6 +257,10 @@ def describe(data: TrainData) -> dict[str, Any]:
             "failed_excluded": split.failed,
             "other_split_excluded": split.other_split,
         },
-        "frames": {"train": len(data.train_frames), "val": len(data.val_frames)},
+        "frames": {
+            "train": len(data.train_frames),
+            "val": len(data.val_frames),
+            "images": len(data.image_frames),  # fewer with a latched scene (block not moved)
+        },
         "instructions": len(data.task_vectors),
     }
