@@ -124,10 +124,10 @@ def test_latching_needs_the_bottleneck_and_the_command_line_asks_for_it():
     train_command.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
         ["train", "vla", "--dataset", "d", "--out", "o", "--head-reads", "scene",
-         "--scene-latch", "--cameras", "front"]
+         "--scene-latch", "--cameras", "front", "--keyframes"]
     )  # fmt: skip
     config = train_command.model_config_from_args(args)
-    assert config.scene_latch and config.cameras == ("front",)
+    assert config.scene_latch and config.cameras == ("front",) and config.keyframes
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--cameras", "top"])
 

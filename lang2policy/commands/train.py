@@ -105,6 +105,9 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
     vla.add_argument("--scene-latch", action="store_true",
                      help="look once, then act (needs --head-reads scene): the action head "
                      "reads the scene estimated on the episode's first frame, held")
+    vla.add_argument("--keyframes", action="store_true",
+                     help="--scene-latch: the action head also reads the held scene lifted into "
+                     "joints by the arm's IK (above the block, its grasp, the drop, the push)")
     vla.add_argument("--perception-words", choices=("sentence", "slots"), default="sentence",
                      help="what the perception part reads of the instruction: the whole "
                      "sentence vector, or only its colour and side slots (needs --slots)")
@@ -237,7 +240,7 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
         head_layers=args.head_layers, grounding=args.grounding,
         grounding_state=args.grounding_state, scene_latch=args.scene_latch,
-        perception_words=args.perception_words, **chosen,
+        perception_words=args.perception_words, keyframes=args.keyframes, **chosen,
     )  # fmt: skip
 
 

@@ -21,16 +21,12 @@ latency of one forward pass and the training throughput.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
 from lang2policy.errors import ConfigError
-from lang2policy.vla import schema
 from lang2policy.vla.grounding import (
     GROUNDING_CAMERA,
     POINT_DIM,
@@ -38,135 +34,10 @@ from lang2policy.vla.grounding import (
     GroundingHead,
     soft_argmax,
 )
-from lang2policy.vla.language import MINILM, MINILM_DIM, MINILM_SLOTS, language_dim
+from lang2policy.vla.net_config import HEAD_READS, PERCEPTION_WORDS, VLAConfig
 from lang2policy.vla.slots import SLOT_DIM
 
-HEAD_READS = ("features", "scene")
-PERCEPTION_WORDS = ("sentence", "slots")
-
-
-@dataclass(frozen=True)
-class VLAConfig:
-    """Every size of the network; saved next to the weights as ``config.json``."""
-
-    image_size: int = schema.IMAGE_SIZE
-    cameras: tuple[str, ...] = schema.CAMERAS
-    state_dim: int = schema.STATE_DIM
-    action_dim: int = schema.ACTION_DIM
-    chunk: int = 10  # future actions predicted per step (1 s at 10 Hz)
-    channels: tuple[int, ...] = (32, 64, 128, 128)  # one stride-2 conv each
-    groups: int = 8  # GroupNorm groups (BatchNorm is a poor fit for small, correlated batches)
-    language_model: str = MINILM
-    language_dim: int = MINILM_DIM
-    film_dim: int = 256  # the language MLP's width, source of every (γ, β)
-    head_dim: int = 512
-    head_layers: int = 2
-    aux_dim: int = 0  # auxiliary scene-state outputs (0: none)
-    # What the action head reads: "features" (the encoder's keypoints, the state, the words and
-    # the scene prediction) or "scene" (only the state, the words and the scene state: a
-    # perception/motor bottleneck, so the motor part can learn from the recorded scene state)
-    head_reads: str = "features"
-    # Earlier conv stages (0-based) whose maps give spatial-softmax keypoints too, beside the
-    # last one's: a finer map (stage 1: 24 x 24 at 96 px) places small objects more precisely
-    # than the last map's 16-pixel cells, at almost no cost
-    fine_keypoints: tuple[int, ...] = ()
-    # Heatmaps of the named block and the goal in the front camera (``vla/grounding.py``): the
-    # scene-state head then reads their image positions, the state and the words
-    grounding: bool = False
-    # With grounding: the state dimensions the scene head reads beside the grounded points and
-    # the words (e.g. (5,): the gripper opening). Not the arm's joints by default: with them it
-    # learns "the block is where the gripper is" from the demonstrations' grasps, and follows
-    # the arm when the arm heads elsewhere (measured in closed loop)
-    grounding_state: tuple[int, ...] = ()
-    # Look once, then act (``vla/scene_latch.py``; needs head_reads="scene"): the action head
-    # reads the scene state estimated on an episode's first frame, held until the episode or
-    # the instruction changes, and the scene head learns from frames whose block has not moved
-    scene_latch: bool = False
-    # What the perception part (the encoder's FiLM, the grounding and scene heads) reads of the
-    # instruction: the whole "sentence" vector, or only its "slots" (the named colours and
-    # side, ``vla/slots.py``; needs the MiniLM+slots encoder). With slots, where the named
-    # block is does not depend on the task family, so a held-out family x colour combination
-    # is seen as its colour was seen in the other families; the action head reads the sentence
-    perception_words: str = "sentence"
-    fps: int = schema.FPS
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "cameras", tuple(self.cameras))
-        object.__setattr__(self, "channels", tuple(self.channels))
-        object.__setattr__(self, "fine_keypoints", tuple(self.fine_keypoints))
-        object.__setattr__(self, "grounding_state", tuple(self.grounding_state))
-        earlier = range(len(self.channels) - 1)
-        fine = self.fine_keypoints
-        if len(set(fine)) != len(fine) or any(stage not in earlier for stage in fine):
-            raise ConfigError(
-                f"fine_keypoints must be distinct conv stages before the last "
-                f"({list(earlier)}), got {list(fine)}"
-            )
-        if not self.cameras or len(set(self.cameras)) != len(self.cameras):
-            raise ConfigError(f"cameras must be distinct names, got {self.cameras}")
-        bad = [c for c in self.channels if c % self.groups]
-        if bad or not self.channels:
-            raise ConfigError(f"every channel count must divide by groups={self.groups}: {bad}")
-        known = language_dim(self.language_model)
-        if known is not None and self.language_dim != known:
-            raise ConfigError(
-                f"{self.language_model} embeddings are {known}-d, not {self.language_dim}"
-            )
-        small = {k: v for k, v in self.sizes().items() if v < 1}
-        if self.aux_dim < 0:
-            small["aux_dim"] = self.aux_dim
-        if self.grounding:
-            self._check_grounding()
-        if self.head_reads not in HEAD_READS:
-            raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
-        if self.perception_words not in PERCEPTION_WORDS:
-            raise ConfigError(
-                f"perception_words must be one of {PERCEPTION_WORDS}, got {self.perception_words!r}"
-            )
-        if self.perception_words == "slots" and self.language_model != MINILM_SLOTS:
-            raise ConfigError(
-                f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends "
-                f"(--slots); this model's encoder is {self.language_model}"
-            )
-        if self.scene_latch and self.head_reads != "scene":
-            raise ConfigError(
-                "scene_latch holds the scene state the action head reads: it needs "
-                "head_reads='scene' (--head-reads scene)"
-            )
-        if small:
-            raise ConfigError(f"sizes must be positive: {small}")
-
-    def _check_grounding(self) -> None:
-        if GROUNDING_CAMERA not in self.cameras or len(self.channels) <= max(STAGES):
-            raise ConfigError(
-                f"grounding needs the '{GROUNDING_CAMERA}' camera and at least "
-                f"{max(STAGES) + 1} conv stages; got cameras {list(self.cameras)} and "
-                f"{len(self.channels)} stages"
-            )
-        state = self.grounding_state
-        if len(set(state)) != len(state) or any(not 0 <= d < self.state_dim for d in state):
-            raise ConfigError(
-                f"grounding_state must be distinct state dimensions 0..{self.state_dim - 1}, "
-                f"got {list(state)}"
-            )
-
-    def sizes(self) -> dict[str, int]:
-        """The integer sizes (for validation and reports)."""
-        names = ("image_size", "state_dim", "action_dim", "chunk", "groups", "language_dim")
-        return {n: getattr(self, n) for n in (*names, "film_dim", "head_dim", "head_layers")}
-
-    def to_dict(self) -> dict[str, Any]:
-        items = dataclasses.asdict(self).items()
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VLAConfig:
-        """The config from ``to_dict``'s output; an unknown key is an error, not ignored."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown VLA config keys {unknown}; known: {sorted(known)}")
-        return cls(**data)
+__all__ = ["HEAD_READS", "PERCEPTION_WORDS", "VLAConfig", "VLANet"]  # the config: re-exported
 
 
 class SpatialSoftmax(nn.Module):
@@ -268,7 +139,7 @@ class VLANet(nn.Module):
                 "observation.environment_state, with the auxiliary head on (--aux-weight > 0)"
             )
         if self.bottleneck:
-            head_in = config.state_dim + config.film_dim
+            head_in = config.state_dim + config.film_dim + config.keyframe_dim
         self.head = _mlp([head_in + config.aux_dim, *hidden, config.chunk * config.action_dim])
 
     def forward(
@@ -279,8 +150,9 @@ class VLANet(nn.Module):
         with_aux: bool = False,
         aux_input: torch.Tensor | None = None,
         aux_mask: torch.Tensor | None = None,
-        motor_rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        motor_rows: tuple[torch.Tensor, ...] | None = None,
         with_grounding: bool = False,
+        keyframes: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """``images [B, cameras, 3, H, W]`` in 0..1, ``state [B, state_dim]`` normalised,
         ``language [B, language_dim]`` → ``[B, chunk, action_dim]`` normalised actions
@@ -291,38 +163,74 @@ class VLANet(nn.Module):
         it the recorded scene state, noised, for part of each batch, so the head learns the
         mapping from scene to motion while the encoder is still learning to see.
 
-        ``motor_rows`` (training only, ``head_reads="scene"``): (state, language, scene state)
-        of more frames, whose action chunks are predicted without images and appended to the
-        batch's; the motor part learns from many more frames than the encoder can afford.
+        ``motor_rows`` (training only, ``head_reads="scene"``): (state, language, scene state
+        [, keyframes]) of more frames, whose action chunks are predicted without images and
+        appended to the batch's; the motor part learns from many more frames than the encoder
+        can afford.
+
+        ``keyframes [B, keyframe_dim]`` (normalised): what a keyframes network's action head
+        reads beside the scene state (``vla/keyframes.py``).
 
         ``with_grounding``: return (actions, scene prediction, grounding logits ``[B, 2, G, G]``
         or None) (the logits are what the heatmap loss trains)."""
-        batch = images.shape[0]
         words = torch.relu(self.language(language))
-        seen_words = self._perception_words(language, words)
-        condition = seen_words[:, None, :] + self.camera_embedding[None, :, :]
-        keep = STAGES if self.grounding is not None else ()
-        keypoints, maps = self.encoder(images.flatten(0, 1), condition.flatten(0, 1), keep)
-        features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
-        logits = self._grounding_logits(maps, batch)
-        aux = None
-        if self.aux_head is not None:
-            scene_input = features
-            if logits is not None:
-                seen_state = state[:, list(self.config.grounding_state)]
-                scene_input = torch.cat([soft_argmax(logits), seen_state, seen_words], dim=1)
-            aux = self.aux_head(scene_input)
+        features, aux, logits = self._perceive(images, state, language, words)
+        if aux is not None:
             read = aux
             if aux_input is not None:
                 read = aux_input if aux_mask is None else torch.where(aux_mask, aux_input, aux)
-            head_input = [state, words, read] if self.bottleneck else [features, read]
-            features = torch.cat(head_input, dim=1)
+            if self.bottleneck:
+                features = self._head_input(state, words, read, keyframes)
+            else:
+                features = torch.cat([features, read], dim=1)
         if motor_rows is not None:
             features = torch.cat([features, self.motor_features(*motor_rows)], dim=0)
         actions = self.head(features).view(-1, self.config.chunk, self.config.action_dim)
         if with_grounding:
             return actions, aux, logits
         return (actions, aux) if with_aux else actions
+
+    def _perceive(
+        self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor,
+        words: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """(the encoder's features with the state and words, the scene-state prediction or
+        None, the grounding logits or None)."""
+        batch = images.shape[0]
+        seen_words = self._perception_words(language, words)
+        condition = seen_words[:, None, :] + self.camera_embedding[None, :, :]
+        keep = STAGES if self.grounding is not None else ()
+        keypoints, maps = self.encoder(images.flatten(0, 1), condition.flatten(0, 1), keep)
+        features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
+        logits = self._grounding_logits(maps, batch)
+        if self.aux_head is None:
+            return features, None, logits
+        scene_input = features
+        if logits is not None:
+            seen_state = state[:, list(self.config.grounding_state)]
+            scene_input = torch.cat([soft_argmax(logits), seen_state, seen_words], dim=1)
+        return features, self.aux_head(scene_input), logits
+
+    def perceive(
+        self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(the normalised scene-state prediction, the grounding logits), each None where the
+        network has no such head; the action head does not run (a latched network's look)."""
+        words = torch.relu(self.language(language))
+        _, aux, logits = self._perceive(images, state, language, words)
+        return aux, logits
+
+    def _head_input(
+        self, state: torch.Tensor, words: torch.Tensor, scene: torch.Tensor,
+        keyframes: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """A bottleneck's action-head input: the state, the words, the scene (and keyframes)."""
+        parts = [state, words, scene]
+        if self.config.keyframes:
+            if keyframes is None:
+                raise ConfigError("this network's action head reads keyframes: pass them")
+            parts.append(keyframes)
+        return torch.cat(parts, dim=1)
 
     def _perception_words(self, language: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """What the perception part reads of the instruction: the sentence's features, or the
@@ -346,24 +254,26 @@ class VLANet(nn.Module):
         normalised (u, v) of each (None without a grounding head); for videos and checks."""
         if self.grounding is None:
             return None
-        _, _, logits = self.forward(images, state, language, with_grounding=True)
+        _, logits = self.perceive(images, state, language)
         return soft_argmax(logits)
 
     def actions_from_scene(
-        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor
+        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor,
+        keyframes: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The action chunks ``[B, chunk, action_dim]`` of a bottleneck's head for a known
-        (normalised) scene state, without images: a latched network's steps after its first."""
-        features = self.motor_features(state, language, scene)
+        (normalised) scene state, without images: a latched network's steps."""
+        features = self.motor_features(state, language, scene, keyframes)
         return self.head(features).view(-1, self.config.chunk, self.config.action_dim)
 
     def motor_features(
-        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor
+        self, state: torch.Tensor, language: torch.Tensor, scene: torch.Tensor,
+        keyframes: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The action head's input for frames known by their scene state alone (bottleneck)."""
         if not self.bottleneck:
             raise ConfigError("motor rows need head_reads='scene'")
-        return torch.cat([state, torch.relu(self.language(language)), scene], dim=1)
+        return self._head_input(state, torch.relu(self.language(language)), scene, keyframes)
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -23,6 +23,7 @@ from lang2policy.errors import ConfigError
 from lang2policy.vla.checkpoint import load_model_dir
 from lang2policy.vla.ensemble import DEFAULT_M, TemporalEnsembler
 from lang2policy.vla.grounding import image_fractions, soft_argmax
+from lang2policy.vla.keyframes import KeyframePlanner, normalize_keyframes, planner_for_robot
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
 from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import Normalizer, images_to_float
@@ -71,7 +72,9 @@ class VLAPolicy:
         # a latched network's held scene state (normalised, ``[1, aux_dim]``) and the
         # instruction it was estimated for (``VLAConfig.scene_latch``)
         self._latched: torch.Tensor | None = None
+        self._latched_keyframes: torch.Tensor | None = None
         self._latched_for: str | None = None
+        self._planner: KeyframePlanner | None = None
 
     @classmethod
     def load(
@@ -128,7 +131,7 @@ class VLAPolicy:
         self._step = 0
         self._instruction = None
         self.last_grounded = self.last_scene = None
-        self._latched = self._latched_for = None
+        self._latched = self._latched_keyframes = self._latched_for = None
 
     def act(
         self,
@@ -168,7 +171,8 @@ class VLAPolicy:
     def _hold_scene_for(self, instruction: str) -> None:
         """A latched network estimates the scene again for a new instruction."""
         if instruction != self._latched_for:
-            self._latched, self._latched_for = None, instruction
+            self._latched, self._latched_keyframes = None, None
+            self._latched_for = instruction
 
     def _check(
         self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
@@ -192,22 +196,48 @@ class VLAPolicy:
             image_tensor = images_to_float(torch.from_numpy(images).to(self.device))
             state_tensor = self.normalizer.normalize_state(torch.from_numpy(state).to(self.device))
             language_tensor = torch.from_numpy(language).to(self.device)
-            if self._latched is not None:  # look once: the held scene, no images
+            if self.config.scene_latch:  # look once, then the held scene: no images
+                if self._latched is None:
+                    self._look(image_tensor, state_tensor, language_tensor, scene)
                 chunk = self.model.actions_from_scene(
-                    state_tensor[None], language_tensor[None], self._latched
-                )[0]
+                    state_tensor[None], language_tensor[None], self._latched,
+                    self._latched_keyframes,
+                )[0]  # fmt: skip
             else:
-                true_scene = self._true_scene(scene)
                 chunk, aux, logits = self.model(
                     image_tensor[None], state_tensor[None], language_tensor[None],
-                    aux_input=true_scene, with_grounding=True,
+                    aux_input=self._true_scene(scene), with_grounding=True,
                 )  # fmt: skip
                 chunk = chunk[0]
                 self._keep_estimates(aux, logits)
-                if self.config.scene_latch:
-                    self._latched = true_scene if true_scene is not None else aux
         actions = self.normalizer.denormalize_chunk(chunk.float().cpu().numpy(), state)
         return self._clip_gripper(actions.astype(np.float32))
+
+    def _look(
+        self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor,
+        scene: np.ndarray | None,
+    ) -> None:
+        """A latched network's one look: its scene estimate (or the true ``scene``, for
+        diagnosis), held with its keyframes until ``reset`` or a new instruction."""
+        aux, logits = self.model.perceive(images[None], state[None], language[None])
+        self._keep_estimates(aux, logits)
+        true_scene = self._true_scene(scene)
+        self._latched = true_scene if true_scene is not None else aux
+        self._latched_keyframes = None
+        if self.config.keyframes:
+            held = self._latched[0].float().cpu().numpy()
+            raw = held * self.normalizer.env_std + self.normalizer.env_mean
+            frames = self._keyframe_planner().keyframes(raw)
+            normalized = normalize_keyframes(
+                frames, self.normalizer.state_mean, self.normalizer.state_std
+            )
+            self._latched_keyframes = torch.from_numpy(normalized).to(self.device)[None]
+
+    def _keyframe_planner(self) -> KeyframePlanner:
+        """The SO-101's keyframe planner, built on first use (its scene model takes ~1 s)."""
+        if self._planner is None:
+            self._planner = planner_for_robot("so101")
+        return self._planner
 
     def _true_scene(self, scene: np.ndarray | None) -> torch.Tensor | None:
         """``scene`` normalised for the action head (None: the head reads the estimate)."""

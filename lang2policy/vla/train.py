@@ -153,6 +153,7 @@ def _build_run(
         action_mode=settings.action_mode,
         view_repeat=settings.view_repeat,
         mix=settings.mix,
+        progress=settings.progress and context.is_main,
     )
     torch.manual_seed(settings.seed)
     net = start_net if start_net is not None else VLANet(config)
@@ -175,6 +176,7 @@ def _build_run(
         device=context.device,
         grounding=grounding_targets_for(frames, config),
         environment=data.environment,
+        keyframes=data.keyframes,
     )
     outputs = None
     if context.is_main:

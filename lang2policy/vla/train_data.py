@@ -153,6 +153,7 @@ class MotorBatch:
     actions: torch.Tensor  # [B, chunk, action_dim]
     mask: torch.Tensor  # [B, chunk]
     environment: torch.Tensor | None  # [B, env_dim], the recorded scene state
+    keyframes: torch.Tensor | None  # [B, keyframe_dim] (``vla/keyframes.py``), or None
 
     def __len__(self) -> int:
         return len(self.state)
@@ -180,10 +181,12 @@ class BatchMaker:
         device: torch.device,
         grounding: np.ndarray | None = None,
         environment: np.ndarray | None = None,
+        keyframes: np.ndarray | None = None,
     ) -> None:
         """``grounding``: per frame, the heatmap targets (``grounding.grounding_targets``);
         ``environment``: per frame, the scene state to learn and read in place of the
-        dataset's own (a latched scene: its episode's first frame's)."""
+        dataset's own (a latched scene: its episode's first frame's); ``keyframes``: per
+        frame, the normalised keyframes its action head reads."""
         missing = [c for c in cameras if c not in data.images]
         if missing:
             raise ConfigError(f"the dataset has no images of cameras {missing}")
@@ -206,6 +209,7 @@ class BatchMaker:
         self.offsets = np.arange(chunk)
         self.device = device
         self.grounding = grounding
+        self.keyframes = keyframes
 
     def __call__(self, frames: np.ndarray) -> Batch:
         motor = self.motor(frames, need_environment=False)
@@ -228,6 +232,7 @@ class BatchMaker:
             actions=self._put(actions.astype(np.float32)),
             mask=self._put(mask.astype(np.float32)),
             environment=None if self.environment is None else self._put(self.environment[frames]),
+            keyframes=None if self.keyframes is None else self._put(self.keyframes[frames]),
         )
 
     def _put(self, array: np.ndarray) -> torch.Tensor:

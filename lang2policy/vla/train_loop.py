@@ -138,7 +138,7 @@ class Trainer:
         rows = None if motor is None else self._motor_rows(motor, generator)
         predicted, aux, logits = self.model(
             images, batch.state, batch.language, aux_input=forced, aux_mask=mask,
-            motor_rows=rows, with_grounding=True,
+            motor_rows=rows, with_grounding=True, keyframes=batch.keyframes,
         )  # fmt: skip
         targets, masks = batch.actions, batch.mask
         if motor is not None:
@@ -220,12 +220,14 @@ class Trainer:
 
     def _motor_rows(
         self, motor: MotorBatch, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The motor frames' (state, language, recorded scene state plus the forcing noise)."""
+    ) -> tuple[torch.Tensor, ...]:
+        """The motor frames' (state, language, recorded scene state plus the forcing noise,
+        keyframes or None)."""
         env = motor.environment
         assert env is not None  # BatchMaker.motor refuses a dataset without it
         noise = torch.randn(env.shape, generator=generator).to(env.device)
-        return motor.state, motor.language, env + self.optim.scene_noise * noise
+        noised = env + self.optim.scene_noise * noise
+        return motor.state, motor.language, noised, motor.keyframes
 
     def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
         """The mean masked action L1 of the exported weights over ``batches`` (no
@@ -245,7 +247,8 @@ class Trainer:
         with torch.inference_mode():
             for batch in batches:
                 predicted, aux, logits = net(
-                    batch.images, batch.state, batch.language, with_grounding=True
+                    batch.images, batch.state, batch.language, with_grounding=True,
+                    keyframes=batch.keyframes,
                 )
                 loss = masked_l1(predicted, batch.actions, batch.mask)
                 total += loss.item() * batch.mask.sum().item()

@@ -12,6 +12,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 from lang2policy.vla.checkpoint import load_model_dir
 from lang2policy.vla.grounding import GROUNDING_CAMERA, CameraProjection, grounding_targets
+from lang2policy.vla.keyframes import episode_keyframes, normalize_keyframes, planner_for_robot
 from lang2policy.vla.language import Encoder, InstructionEmbeddings, encoder_for
 from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import MIN_STD, Normalizer
@@ -52,6 +53,8 @@ class TrainData:
     # what the scene head learns and the action head reads per frame, when not the dataset's
     # own ``environment`` (a latched scene: the episode's first frame's)
     environment: np.ndarray | None = None
+    # per frame, the normalised keyframes of its episode's first scene (``config.keyframes``)
+    keyframes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.image_frames is None:
@@ -128,6 +131,7 @@ def prepare(
     action_mode: str = "delta",
     view_repeat: int = 1,
     mix: float = 0.0,
+    progress: bool = False,
 ) -> TrainData:
     """Split the episodes, embed every instruction once, and fix the normaliser (``normalizer``
     given: a resumed or fine-tuned run keeps its own). ``mix`` > 0: that fraction of the
@@ -168,10 +172,26 @@ def prepare(
         starts = _episode_starts(data)
         image_frames = unmoved_frames(recorded, starts, train_frames)
         val_frames = unmoved_frames(recorded, starts, val_frames)
+    keyframes = None
+    if config.keyframes:
+        moving = [p for p in (*split.train, *split.val) if not data.episodes[p].get("view")]
+        keyframes = _keyframes(data, latched, moving, normalizer, progress)
     return TrainData(
         split, train_frames, val_frames, frame_end, normalizer, language, task_vectors,
-        image_frames, latched,
+        image_frames, latched, keyframes,
     )  # fmt: skip
+
+
+def _keyframes(
+    data: Frames, latched: np.ndarray, positions: list[int], normalizer: Normalizer,
+    progress: bool,
+) -> np.ndarray:
+    """Per frame, the normalised keyframes of its episode's first scene (the episodes at
+    ``positions``; zeros elsewhere), solved by the simulated SO-101's IK."""
+    planner = planner_for_robot("so101")
+    spans = [episode_span(data, position) for position in positions]
+    frames = episode_keyframes(planner, latched, spans, progress=progress)
+    return normalize_keyframes(frames, normalizer.state_mean, normalizer.state_std)
 
 
 def _episode_starts(data: Frames) -> np.ndarray:

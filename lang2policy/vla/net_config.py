@@ -1,0 +1,156 @@
+"""The VLA network's configuration (``VLAConfig``): every size and choice of the network, saved
+next to its weights as ``config.json`` and checked when a model directory is read."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from lang2policy.errors import ConfigError
+from lang2policy.vla import schema
+from lang2policy.vla.grounding import GROUNDING_CAMERA, STAGES
+from lang2policy.vla.keyframes import NAMES as KEYFRAME_NAMES
+from lang2policy.vla.language import MINILM, MINILM_DIM, MINILM_SLOTS, language_dim
+
+HEAD_READS = ("features", "scene")
+PERCEPTION_WORDS = ("sentence", "slots")
+
+
+@dataclass(frozen=True)
+class VLAConfig:
+    """Every size of the network; saved next to the weights as ``config.json``."""
+
+    image_size: int = schema.IMAGE_SIZE
+    cameras: tuple[str, ...] = schema.CAMERAS
+    state_dim: int = schema.STATE_DIM
+    action_dim: int = schema.ACTION_DIM
+    chunk: int = 10  # future actions predicted per step (1 s at 10 Hz)
+    channels: tuple[int, ...] = (32, 64, 128, 128)  # one stride-2 conv each
+    groups: int = 8  # GroupNorm groups (BatchNorm is a poor fit for small, correlated batches)
+    language_model: str = MINILM
+    language_dim: int = MINILM_DIM
+    film_dim: int = 256  # the language MLP's width, source of every (γ, β)
+    head_dim: int = 512
+    head_layers: int = 2
+    aux_dim: int = 0  # auxiliary scene-state outputs (0: none)
+    # What the action head reads: "features" (the encoder's keypoints, the state, the words and
+    # the scene prediction) or "scene" (only the state, the words and the scene state: a
+    # perception/motor bottleneck, so the motor part can learn from the recorded scene state)
+    head_reads: str = "features"
+    # Earlier conv stages (0-based) whose maps give spatial-softmax keypoints too, beside the
+    # last one's: a finer map (stage 1: 24 x 24 at 96 px) places small objects more precisely
+    # than the last map's 16-pixel cells, at almost no cost
+    fine_keypoints: tuple[int, ...] = ()
+    # Heatmaps of the named block and the goal in the front camera (``vla/grounding.py``): the
+    # scene-state head then reads their image positions, the state and the words
+    grounding: bool = False
+    # With grounding: the state dimensions the scene head reads beside the grounded points and
+    # the words (e.g. (5,): the gripper opening). Not the arm's joints by default: with them it
+    # learns "the block is where the gripper is" from the demonstrations' grasps, and follows
+    # the arm when the arm heads elsewhere (measured in closed loop)
+    grounding_state: tuple[int, ...] = ()
+    # Look once, then act (``vla/scene_latch.py``; needs head_reads="scene"): the action head
+    # reads the scene state estimated on an episode's first frame, held until the episode or
+    # the instruction changes, and the scene head learns from frames whose block has not moved
+    scene_latch: bool = False
+    # What the perception part (the encoder's FiLM, the grounding and scene heads) reads of the
+    # instruction: the whole "sentence" vector, or only its "slots" (the named colours and
+    # side, ``vla/slots.py``; needs the MiniLM+slots encoder). With slots, where the named
+    # block is does not depend on the task family, so a held-out family x colour combination
+    # is seen as its colour was seen in the other families; the action head reads the sentence
+    perception_words: str = "sentence"
+    # The action head also reads the latched scene lifted into joint space by the arm's IK
+    # (``vla/keyframes.py``: above the block, its grasp, the drop, the push's start and end);
+    # needs scene_latch (solved once per episode, about 0.1-0.3 s)
+    keyframes: bool = False
+    fps: int = schema.FPS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cameras", tuple(self.cameras))
+        object.__setattr__(self, "channels", tuple(self.channels))
+        object.__setattr__(self, "fine_keypoints", tuple(self.fine_keypoints))
+        object.__setattr__(self, "grounding_state", tuple(self.grounding_state))
+        earlier = range(len(self.channels) - 1)
+        fine = self.fine_keypoints
+        if len(set(fine)) != len(fine) or any(stage not in earlier for stage in fine):
+            raise ConfigError(
+                f"fine_keypoints must be distinct conv stages before the last "
+                f"({list(earlier)}), got {list(fine)}"
+            )
+        if not self.cameras or len(set(self.cameras)) != len(self.cameras):
+            raise ConfigError(f"cameras must be distinct names, got {self.cameras}")
+        bad = [c for c in self.channels if c % self.groups]
+        if bad or not self.channels:
+            raise ConfigError(f"every channel count must divide by groups={self.groups}: {bad}")
+        known = language_dim(self.language_model)
+        if known is not None and self.language_dim != known:
+            raise ConfigError(
+                f"{self.language_model} embeddings are {known}-d, not {self.language_dim}"
+            )
+        small = {k: v for k, v in self.sizes().items() if v < 1}
+        if self.aux_dim < 0:
+            small["aux_dim"] = self.aux_dim
+        if self.grounding:
+            self._check_grounding()
+        if self.head_reads not in HEAD_READS:
+            raise ConfigError(f"head_reads must be one of {HEAD_READS}, got {self.head_reads!r}")
+        if self.perception_words not in PERCEPTION_WORDS:
+            raise ConfigError(
+                f"perception_words must be one of {PERCEPTION_WORDS}, got {self.perception_words!r}"
+            )
+        if self.perception_words == "slots" and self.language_model != MINILM_SLOTS:
+            raise ConfigError(
+                f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends "
+                f"(--slots); this model's encoder is {self.language_model}"
+            )
+        if self.keyframes and not self.scene_latch:
+            raise ConfigError(
+                "keyframes are solved once per episode from the latched scene: they need "
+                "scene_latch (--scene-latch)"
+            )
+        if self.scene_latch and self.head_reads != "scene":
+            raise ConfigError(
+                "scene_latch holds the scene state the action head reads: it needs "
+                "head_reads='scene' (--head-reads scene)"
+            )
+        if small:
+            raise ConfigError(f"sizes must be positive: {small}")
+
+    def _check_grounding(self) -> None:
+        if GROUNDING_CAMERA not in self.cameras or len(self.channels) <= max(STAGES):
+            raise ConfigError(
+                f"grounding needs the '{GROUNDING_CAMERA}' camera and at least "
+                f"{max(STAGES) + 1} conv stages; got cameras {list(self.cameras)} and "
+                f"{len(self.channels)} stages"
+            )
+        state = self.grounding_state
+        if len(set(state)) != len(state) or any(not 0 <= d < self.state_dim for d in state):
+            raise ConfigError(
+                f"grounding_state must be distinct state dimensions 0..{self.state_dim - 1}, "
+                f"got {list(state)}"
+            )
+
+    @property
+    def keyframe_dim(self) -> int:
+        """Keyframe values the action head reads: the arm's joints (the state without the
+        gripper) per keyframe; 0 without keyframes."""
+        return len(KEYFRAME_NAMES) * (self.state_dim - 1) if self.keyframes else 0
+
+    def sizes(self) -> dict[str, int]:
+        """The integer sizes (for validation and reports)."""
+        names = ("image_size", "state_dim", "action_dim", "chunk", "groups", "language_dim")
+        return {n: getattr(self, n) for n in (*names, "film_dim", "head_dim", "head_layers")}
+
+    def to_dict(self) -> dict[str, Any]:
+        items = dataclasses.asdict(self).items()
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VLAConfig:
+        """The config from ``to_dict``'s output; an unknown key is an error, not ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown VLA config keys {unknown}; known: {sorted(known)}")
+        return cls(**data)
