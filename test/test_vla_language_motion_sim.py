@@ -37,6 +37,7 @@ class CorrectedPolicy:
 
     def __init__(self, policy: VLAPolicy, tool, text: str) -> None:
         self.policy, self.tool, self.text = policy, tool, text
+        self.cameras = policy.cameras  # what the rollout renders for it
         self.shaper = TargetShaper(tool, SkillLimits(1.5, WIDE), 10.0)
         self.cycle = 0
 

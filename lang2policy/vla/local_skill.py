@@ -25,7 +25,7 @@ from lang2policy.sandbox.policy_zones import workspace_box
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.rollout import SUCCESS_HOLD
-from lang2policy.vla.schema import FPS, JOINT_NAMES
+from lang2policy.vla.schema import CAMERAS, FPS, JOINT_NAMES
 from lang2policy.vla.skill_limits import SkillLimits, TargetLimiter, ToolKinematics
 from lang2policy.vla.skill_message import Box
 from lang2policy.vla.skill_parse import parse_skill
@@ -107,8 +107,9 @@ class LocalSkillRunner:
         start, began, budget = start_positions(world, skill.task), world.time, limiter.limits
         substeps = max(1, round(1.0 / (FPS * robot.control_period)))
         done_since, steps, why = None, 0, "not judged yet"
+        cameras = getattr(policy, "cameras", CAMERAS)  # only what the policy reads is rendered
         while world.time - began < budget.time_budget_s:
-            images = {c: renderer.render(world.data, c) for c in policy.cameras}
+            images = {c: renderer.render(world.data, c) for c in cameras}
             state = robot.get_observation().position
             target = np.asarray(policy.act(images, state, skill.instruction), float)
             self._move_towards(target, substeps, limiter)

@@ -44,6 +44,7 @@ from lang2policy.vla.train_loop import OptimConfig, Trainer, grounding_pixels, s
 from lang2policy.vla.train_outputs import RunOutputs, flat_metrics, resume_state, short_number
 from lang2policy.vla.train_setup import (
     TrainData,
+    check_choices,
     describe,
     finetune_start,
     grounding_targets_for,
@@ -157,7 +158,7 @@ def _build_run(
     )
     torch.manual_seed(settings.seed)
     net = start_net if start_net is not None else VLANet(config)
-    _check_choices(net, settings)
+    check_choices(net, settings.optim, settings.augment.shift)
     trainer = Trainer(net, settings.optim, settings.steps, context)
     generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
     start = 0
@@ -182,20 +183,6 @@ def _build_run(
     if context.is_main:
         outputs = RunOutputs(out_dir, start if state is not None else None)
     return _Run(settings, context, data, trainer, make_batch, generator, outputs, evaluate, start)
-
-
-def _check_choices(net: VLANet, settings: TrainSettings) -> None:
-    """Refuse training choices the network (fresh, resumed or fine-tuned) cannot take."""
-    optim = settings.optim
-    if net.config.grounding and settings.augment.shift:  # also a resumed or fine-tuned one
-        raise ConfigError("this model grounds image positions: train it with --shift 0")
-    if (optim.motor_batch or optim.motor_steps) and not net.bottleneck:
-        raise ConfigError(
-            "a motor batch needs a bottleneck network (--head-reads scene): only its action "
-            "head can learn from frames without images"
-        )
-    if optim.motor_steps and not optim.motor_batch:
-        raise ConfigError("motor steps need a motor batch size (--motor-batch N)")
 
 
 @dataclass

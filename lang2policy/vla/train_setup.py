@@ -284,3 +284,17 @@ def describe(data: TrainData) -> dict[str, Any]:
         },
         "instructions": len(data.task_vectors),
     }
+
+
+def check_choices(net: VLANet, optim: Any, shift: int) -> None:
+    """Refuse training choices (``OptimConfig`` ``optim``, the random ``shift``) the network,
+    fresh, resumed or fine-tuned, cannot take."""
+    if net.config.grounding and shift:  # also a resumed or fine-tuned one
+        raise ConfigError("this model grounds image positions: train it with --shift 0")
+    if (optim.motor_batch or optim.motor_steps) and not net.bottleneck:
+        raise ConfigError(
+            "a motor batch needs a bottleneck network (--head-reads scene): only its action "
+            "head can learn from frames without images"
+        )
+    if optim.motor_steps and not optim.motor_batch:
+        raise ConfigError("motor steps need a motor batch size (--motor-batch N)")
