@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lang2policy.vla.episodes import EpisodeSpec
 from lang2policy.vla.rollout import EVAL_SEED_BASE, RolloutRunner
@@ -23,12 +24,13 @@ def test_the_checkpoint_is_complete_small_and_documented():
     size = sum(p.stat().st_size for p in shipped)  # checkpoint.pt: a local run's, not shipped
     assert size <= 20 * 2**20, f"{size / 2**20:.1f} MB"
     config = json.loads((MODEL / "config.json").read_text())
-    assert config["cameras"] == ["front", "wrist"] and config["image_size"] == 96
+    assert config["cameras"] == ["front"] and config["image_size"] == 96
+    assert config["scene_latch"] and config["keyframes"] and config["grounding"]
     card = (MODEL / "MODEL_CARD.md").read_text()
     assert "lang2policy record demos" in card and "lang2policy train vla" in card
 
 
-def test_the_checkpoint_drives_the_arm_in_a_short_closed_loop_episode(monkeypatch):
+def test_the_checkpoint_lifts_the_named_block_in_a_closed_loop_episode(monkeypatch):
     from lang2policy.vla.policy import VLAPolicy
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # loading needs no network
@@ -36,11 +38,13 @@ def test_the_checkpoint_drives_the_arm_in_a_short_closed_loop_episode(monkeypatc
     runner = RolloutRunner()
     spec = EpisodeSpec(0, Task("lift", "red block"), 0, seed=EVAL_SEED_BASE + 17)
     start = runner.session.robot.get_observation().position.copy()
-    result = runner.run(policy, spec, max_seconds=3.0)
+    short = runner.run(policy, spec, max_seconds=3.0)
     moved = np.abs(runner.session.robot.get_observation().position - start)[:-1].max()
-    assert 30 <= len(result.act_seconds) <= 31  # 10 actions per simulated second
+    assert 30 <= len(short.act_seconds) <= 31  # 10 actions per simulated second
     assert moved > 0.05, f"the arm moved only {moved:.3f} rad in 3 s"
-    assert result.detail  # judged
+    result = runner.run(policy, spec)  # the same scene again, to the end
+    assert result.success, result.detail
+    assert np.linalg.norm(result.block_errors_mm[0]) < 20.0  # its look found the red block
 
 
 def test_bench_vla_reports_policy_and_oracle_per_split_with_latency_and_a_video(tmp_path):
@@ -71,3 +75,17 @@ def test_bench_vla_can_feed_the_action_head_the_true_scene_for_diagnosis(tmp_pat
     report = vla.run_args(args)
     assert report["true_scene"] and len(report["episodes"]) == 3
     assert "action head fed the TRUE scene state" in vla.format_text(report)
+
+
+def test_bench_vla_takes_an_mp4_video_or_none_and_refuses_anything_else():
+    import argparse
+
+    from lang2policy.bench import vla
+
+    parser = argparse.ArgumentParser()
+    vla.add_arguments(parser)
+    assert parser.parse_args(["--video", "none"]).video is None
+    assert parser.parse_args(["--video", ""]).video is None
+    assert str(parser.parse_args(["--video", "out/a.mp4"]).video) == "out/a.mp4"
+    with pytest.raises(SystemExit):  # a folder: refused before any episode runs
+        parser.parse_args(["--video", "out"])

@@ -197,11 +197,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated (default: all)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation layouts")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--video", type=Path, default=Path("out/vla_bench.mp4"),
-                        help="video of the first episode of each family")  # fmt: skip
+    parser.add_argument("--video", type=video_path, default=Path("out/vla_bench.mp4"),
+                        help="video of the first episode of each family (.mp4; 'none': no "
+                        "video)")  # fmt: skip
     parser.add_argument("--true-scene", action="store_true",
                         help="diagnosis: the action head reads the true scene state instead of "
                         "the network's estimate (the motor part alone, without perception)")
+
+
+def video_path(text: str) -> Path | None:
+    """``--video``: an .mp4 path, or none ("" or "none"); checked before any episode runs."""
+    if text.strip().lower() in ("", "none"):
+        return None
+    if not text.lower().endswith(".mp4"):
+        raise argparse.ArgumentTypeError(f"the video must be an .mp4 file or 'none', got {text!r}")
+    return Path(text)
 
 
 def format_text(report: dict) -> str:
