@@ -2,15 +2,19 @@
 models/vla-so101-tiny) and planner nodes, each in its own process as deployed, and a plain
 rclpy client in a private context, on a ROS domain of their own on loopback.
 
-The client says "lift the red block" on /lang2policy/instruction. The planner node (``vla``
-on; its LLM is a replay file that the skill route never asks) routes it to a skill plan, gates
-it and publishes the JSON start on /lang2policy/skill with a plan id and the gate's limits;
-the VLA node runs it and reports with that plan id; the planner relays that; the arm moves; a
-correction is forwarded to the VLA as a language motion; ``stop`` ends it: the planner's final
-status is ``failed`` (stopped or cancelled), the VLA's terminal status carries the plan id,
-and the arm holds. The shipped policy rarely succeeds, so success is not asked for.
-Nodes read the sim's ground-truth objects (``/sim/objects`` remapped onto
-``/lang2policy/objects``: no perception node needed).
+First the client says "lift the red block" on /lang2policy/instruction and waits for the end:
+the planner node (``vla`` on; its LLM is a replay file that the skill route never asks)
+routes it to a skill plan, the VLA node runs the shipped policy until the skill's success
+check holds, and the planner reports ``done`` with outcome ``success``.
+
+Then, on a fresh layout (the sim's reset), "put the red block in the blue bowl": the planner
+gates it and publishes the JSON start on /lang2policy/skill with a plan id and the gate's
+limits; the VLA node runs it and reports with that plan id; the planner relays that; the arm
+moves; a correction is forwarded to the VLA as a language motion; ``stop`` ends it: the
+planner's final status is ``failed`` (stopped or cancelled), the VLA's terminal status
+carries the plan id, and the arm holds. A pick-and-place takes long enough (about 12 s) for
+the stop to come before its end. Nodes read the sim's ground-truth objects (``/sim/objects``
+remapped onto ``/lang2policy/objects``: no perception node needed).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import ros_env, spinning  # noqa: E402
+from ros_support import call_trigger, ros_env, spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
@@ -47,7 +52,8 @@ pytestmark = pytest.mark.ros
 
 DOMAIN_ID = 1 + (os.getpid() + 157) % 200
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
-SKILL = "lift the red block"
+LIFT = "lift the red block"
+SKILL = "put the red block in the blue bowl"  # stopped part-way
 # s: torch, the instruction encoder and the planner load on 2 busy cores (a loaded CI run: > 120)
 START_TIMEOUT = 240.0
 OBJECTS = ["-r", f"{topics.OBJECTS.name}:={topics.SIM_OBJECTS.name}"]
@@ -71,6 +77,7 @@ class Client:
         self.node.create_subscription(String, topics.SKILL.name, self._on_skill, 10)
         self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
         self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
+        self.reset = self.node.create_client(Trigger, topics.RESET.name)
         self.correction = self.node.create_publisher(String, topics.CORRECTION.name, 10)
 
     def _on_status(self, msg: String) -> None:
@@ -192,19 +199,45 @@ def graph():
                 process.stop()
 
 
-def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
+def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(graph):
     client = graph
     start_position = client.latest_position()
+    client.instruction.publish(String(data=LIFT))
+    received = client.line(topics.PLANNER_NODE, "received", 30.0, instruction=LIFT)
+    assert received["detail"] == {"route": "skill"}
+    running = client.line(topics.VLA_NODE, "running", 30.0, instruction=LIFT)
+    plan_id = running["detail"]["plan_id"]
+    # the budget is 20 s of sim time; the sim runs slower than the clock on a loaded machine
+    done = client.line(topics.PLANNER_NODE, "done", 90.0, instruction=LIFT)
+    assert done["detail"]["outcome"] == "success", done["detail"]
+    assert _has(client, topics.VLA_NODE, "success", plan_id)
+    moved = np.abs(client.latest_position() - start_position).max()
+    print(f"\n{LIFT!r}: {done['detail'].get('message')} (the arm moved up to {moved:.2f} rad)")
+    answer = call_trigger(client.reset, "sim reset", 20.0)  # the next test starts at rest
+    assert answer.success, answer.message
+
+
+def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
+    client = graph
+    wait_for(lambda: _at_rest(client), 20.0, "the arm at rest after the reset")
+    start_position = client.latest_position()
+    with client.lock:
+        before = len(client.skill_messages)  # the lift's, before this test
+
+    def messages() -> list[str]:
+        with client.lock:
+            return client.skill_messages[before:]
+
     client.instruction.publish(String(data=SKILL))
     received = client.line(topics.PLANNER_NODE, "received", 30.0, instruction=SKILL)
     assert received["detail"] == {"route": "skill"}
 
-    message = wait_for(lambda: list(client.skill_messages), 30.0, "the skill start")[0]
+    message = wait_for(messages, 30.0, "the skill start")[0]
     start = json.loads(message)
     plan_id = start["plan_id"]
     assert start["skill"] == SKILL and "motions" not in start
     limits = start["limits"]
-    assert (limits["time_budget_s"], limits["max_joint_speed"]) == (20.0, 1.0)  # lift: 20 s
+    assert (limits["time_budget_s"], limits["max_joint_speed"]) == (30.0, 1.0)  # pick_place
     box = limits["workspace"]  # the SO-101's workspace zone (the policy's rule vla-skill)
     assert box == {"min": [0.05, -0.25, 0.0], "max": [0.35, 0.25, 0.45]}
 
@@ -222,9 +255,9 @@ def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
     client.correction.publish(String(data="a bit to the left"))
     forwarded = client.line(topics.PLANNER_NODE, "correction", 10.0, action="forwarded")
     assert forwarded["detail"]["kind"] == "offset"
-    wait_for(lambda: any(json.loads(m).get("motion") for m in client.skill_messages[1:]),
+    wait_for(lambda: any(json.loads(m).get("motion") for m in messages()[1:]),
              10.0, "the language motion")  # fmt: skip
-    motion = json.loads(client.skill_messages[1])
+    motion = json.loads(messages()[1])
     assert motion == {"motion": "a bit to the left", "plan_id": plan_id}
     answer = client.line(topics.VLA_NODE, "motion", 10.0, plan_id=plan_id)
     print(f"the VLA's answer to 'a bit to the left': {answer['detail']}")
