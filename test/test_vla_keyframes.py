@@ -38,7 +38,7 @@ def test_the_pick_keyframes_put_the_tool_above_and_at_the_blocks_grasp_point(pla
 
 def test_the_push_keyframes_start_behind_the_block_and_end_toward_the_goal(planner):
     block = np.array([0.22, 0.0, 0.012])
-    goal = block + [0.0, 0.07, 0.0]  # push left (+y)
+    goal = block + np.array([0.0, 0.07, 0.0])  # push left (+y)
     tool = _tool_points(planner, planner.keyframes(np.array([*block, *goal, 1.0, 0.0])))
     assert tool["push_start"][1] < block[1] - 0.01  # behind the block, seen from the goal
     assert tool["push_end"][1] > tool["push_start"][1] + 0.06

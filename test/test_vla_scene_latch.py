@@ -67,7 +67,7 @@ def _moving_block_frames():
         start = np.array([0.2 + 0.01 * number, 0.05 * (number % 3 - 1), 0.02])
         moved = np.clip(rows - rows[0] - 4, 0, None)[:, None] * np.array([0.0, 0.0, 0.01])
         scene[rows, :3] = start + moved
-        scene[rows, 3:6] = start + [0.0, 0.0, 0.08]
+        scene[rows, 3:6] = start + np.array([0.0, 0.0, 0.08])
         episode["family"] = "lift"
     data.environment = scene
     data.stats[ENV_KEY] = {"mean": scene.mean(0), "std": scene.std(0) + 1e-3}
