@@ -66,18 +66,45 @@ def test_the_corrector_says_what_a_person_would():
         CorrectorSettings(tolerance=0.0)
 
 
+def test_the_push_corrector_brings_the_tool_behind_the_block_and_pushes_on():
+    from lang2policy.vla.push_corrector import PushCorrector
+
+    settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
+    start = BLOCK + np.array([0.0, -0.03, 0.0])  # the plan's start: behind it, for a push left
+
+    def corrector() -> PushCorrector:
+        return PushCorrector(BLOCK, "left", start, settings)
+
+    # the jaws still open, low beside the start: close them
+    assert _settled(corrector(), start + np.array([0.0, 0.0, 0.01])) == "close the gripper"
+    # closed, settled 3 cm in front of the start (x larger): "a bit back"
+    assert _settled(corrector(), start + np.array([0.03, 0.0, 0.01]), 0.0) == "a bit back"
+    # closed, over the start but 5 cm up: "a lot lower"
+    assert _settled(corrector(), start + np.array([0.0, 0.0, 0.05]), 0.0) == "a lot lower"
+    # the block pushed only 3 of 7 cm to the left and the tool settled: on to the left
+    pushed = BLOCK + np.array([0.0, 0.03, 0.0])
+    said = _settled(corrector(), pushed + np.array([0.0, -0.03, 0.0]), 0.0, pushed)
+    assert said == "a bit to the left"
+    # pushed far enough (6.5 cm, within the 2 cm tolerance of 7): nothing to say
+    done = BLOCK + np.array([0.0, 0.065, 0.0])
+    assert _settled(corrector(), done + np.array([0.0, -0.03, 0.0]), 0.0, done) is None
+    top = PushCorrector(BLOCK, "top", start, settings)  # toward the far side: forward
+    ahead = BLOCK + np.array([0.02, 0.0, 0.0])
+    assert _settled(top, ahead - np.array([0.03, 0.0, 0.0]), 0.0, ahead) == "a lot forward"
+
+
 @pytest.fixture(scope="module")
 def corrected(tmp_path_factory):
-    """One corrected lift episode of the shipped checkpoint, written and read back."""
+    """One corrected push episode of the shipped checkpoint, written and read back."""
     pytest.importorskip("mujoco")
     from lang2policy.vla.corrected import record_corrections
     from lang2policy.vla.dataset import load_dataset
     from lang2policy.vla.demos import training_specs
     from lang2policy.vla.policy import VLAPolicy
 
-    out = tmp_path_factory.mktemp("corrections") / "lift"
+    out = tmp_path_factory.mktemp("corrections") / "push"
     policy = VLAPolicy.load(MODEL, threads=1)
-    rollouts = record_corrections(policy, training_specs(["lift"], 1, 1), out)
+    rollouts = record_corrections(policy, training_specs(["push"], 1, 2), out)  # corrected: ok
     return rollouts[0], load_dataset(out), out
 
 
@@ -123,7 +150,8 @@ def test_a_corrected_episode_is_recorded_with_its_corrections(corrected):
 
 
 def _l1(model_dir: Path, data) -> float:
-    """The model's masked action L1 (normalised) on every frame of ``data``."""
+    """The model's masked action L1 (normalised) on every frame of ``data``, its action head
+    reading the recorded first scene and its keyframes (what the latched policy holds)."""
     from lang2policy.vla.checkpoint import load_model_dir
     from lang2policy.vla.train_data import BatchMaker
     from lang2policy.vla.train_loop import masked_l1
@@ -133,14 +161,19 @@ def _l1(model_dir: Path, data) -> float:
     ready = prepare(data, loaded.config, val_episodes=0, seed=0, normalizer=loaded.normalizer)
     batch = BatchMaker(
         data, loaded.config.cameras, loaded.config.chunk, ready.frame_end, ready.task_vectors,
-        ready.normalizer, torch.device("cpu"),
+        ready.normalizer, torch.device("cpu"), environment=ready.environment,
+        keyframes=ready.keyframes,
     )(np.arange(len(data)))  # fmt: skip
     with torch.inference_mode():
-        predicted = loaded.model(batch.images, batch.state, batch.language)
+        predicted = loaded.model(
+            batch.images, batch.state, batch.language, aux_input=batch.environment,
+            keyframes=batch.keyframes,
+        )  # fmt: skip
     return float(masked_l1(predicted, batch.actions, batch.mask))
 
 
 def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_path):
+    from lang2policy.vla.augment import AugmentConfig
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.train import TrainSettings, train_vla
     from lang2policy.vla.train_loop import OptimConfig
@@ -149,6 +182,7 @@ def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_
     settings = TrainSettings(
         steps=15, batch_size=16, val_episodes=0, checkpoint_every=15, progress=False,
         finetune=str(MODEL), optim=OptimConfig(lr=3e-4, warmup_steps=0),
+        augment=AugmentConfig(shift=0),  # the model grounds image positions
     )  # fmt: skip
     out = tmp_path / "finetuned"
     summary = train_vla(data, out, settings)

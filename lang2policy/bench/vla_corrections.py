@@ -32,7 +32,7 @@ GOAL_POINTS = 15.0  # the issue's acceptance: success up by at least 15 points
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=Path("models/vla-so101-tiny"))
-    parser.add_argument("--family", default="lift", help="task family (the corrector's: lift)")
+    parser.add_argument("--family", default="lift", help="lift or push (the scripted person's)")
     parser.add_argument("--corrected", type=int, default=20, help="corrected episodes (N)")
     parser.add_argument("--eval", type=int, default=15, help="evaluation episodes, unseen layouts")
     parser.add_argument("--steps", type=int, default=300, help="fine-tuning steps")

@@ -52,7 +52,7 @@ def add_parser(commands) -> None:
     )
     fixes.add_argument("--model", type=Path, default=Path("models/vla-so101-tiny"),
                        help="VLA model directory")
-    fixes.add_argument("--task-family", default="lift", help="task family (the corrector's: lift)")
+    fixes.add_argument("--task-family", default="lift", help="lift or push (the scripted person's)")
     fixes.add_argument("--episodes", type=int, default=20, help="corrected episodes")
     fixes.add_argument("--out", type=Path, required=True, help="new dataset directory")
     fixes.add_argument("--seed", type=int, default=1,

@@ -39,6 +39,8 @@ from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
 from lang2policy.vla.environment_state import ENV_NAMES, environment_state, task_goal
 from lang2policy.vla.episodes import EpisodeSpec
 from lang2policy.vla.judge import judge, start_positions
+from lang2policy.vla.oracle import push_target
+from lang2policy.vla.push_corrector import PushCorrector
 from lang2policy.vla.rollout import SUCCESS_HOLD, Policy, Rollout, RolloutRunner
 from lang2policy.vla.schema import CAMERAS, FPS, JOINT_NAMES, ROBOT_TYPE, STATE_NAMES
 from lang2policy.vla.skill_limits import SkillLimits, ToolKinematics
@@ -115,7 +117,7 @@ class CorrectedRunner(RolloutRunner):
         start, began = start_positions(world, task), world.time
         goal = task_goal(world, task)
         grasp = self.session.world.description.grasp
-        self.corrector = ScriptedCorrector(start[task.block], grasp.grasp_offset, self.settings)
+        self.corrector = self._corrector(task, start[task.block], grasp.grasp_offset)
         shaper = TargetShaper(self.tool, self.limits, float(FPS))
         result = CorrectedRollout(spec, False, "", 0.0, images={c: [] for c in CAMERAS})
         steps = max(1, round(1.0 / (FPS * robot.control_period)))
@@ -141,6 +143,14 @@ class CorrectedRunner(RolloutRunner):
                 break
         result.sim_seconds = world.time - began
         return result
+
+    def _corrector(self, task, block: np.ndarray, grasp_offset: float):
+        """The scripted person of ``task``'s family; a push's follows the oracle's push plan
+        for this scene (IK only: the arm does not move)."""
+        if task.family != "push":
+            return ScriptedCorrector(block, grasp_offset, self.settings)
+        plan = self.session.primitives.plan_push(task.block, push_target(self.session, task))
+        return PushCorrector(block, task.side, plan.start, self.settings)
 
     def _correct(
         self, measured: np.ndarray, block: np.ndarray, shaper: TargetShaper, result

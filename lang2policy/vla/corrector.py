@@ -21,8 +21,8 @@ above the named block, down to its grasp point, the jaws close, and the arm lift
 The size word follows the error: "slightly" 1 cm, "a little" 1.5 cm, "a bit" 2 cm, "a lot"
 5 cm, the largest not beyond the error, one axis at a time (the largest error first). After a
 correction the corrector waits ``cooldown_frames`` for it to blend in and the policy to react,
-and says at most ``max_corrections`` per episode. Only the lift family is scripted: lifting is
-the first half of pick-and-place, and a push needs other phases.
+and says at most ``max_corrections`` per episode. This module scripts the lift (lifting is the
+first half of pick-and-place); ``push_corrector`` scripts the push with the same settings.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 from lang2policy.vla.tasks import LIFT_HEIGHT
 
-FAMILIES = ("lift",)  # the task families the corrector has phases for
+FAMILIES = ("lift", "push")  # the families a scripted person corrects (push: push_corrector)
 SIZES = ((0.05, "a lot"), (0.02, "a bit"), (0.015, "a little"), (0.01, "slightly"))  # m, words
 _AXES = (("forward", "back"), ("to the left", "to the right"), ("higher", "lower"))
 CLOSED_BELOW = 0.15  # gripper opening (0 closed .. 1 open) that counts as closed

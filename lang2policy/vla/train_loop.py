@@ -179,8 +179,13 @@ class Trainer:
         """What the action head reads this step in place of its own scene prediction:
         (the recorded scene state with noise, the rows that read it), or (None, None). A
         ``scene_forcing`` fraction of the rows read it; the rest read the prediction, so the
-        head also learns from what it will get at run time."""
+        head also learns from what it will get at run time. A latched network's head reads
+        the recorded first scene in every row, without noise: at run time it reads one held
+        estimate, never a prediction of the frame (``--scene-forcing``, ``--scene-noise``
+        apply to per-frame networks)."""
         optim = self.optim
+        if self.net.config.scene_latch and batch.environment is not None:
+            return batch.environment, None  # every row reads the held scene, as at run time
         started = self.scheduler.last_epoch >= optim.scene_forcing_from  # steps taken so far
         active = started and optim.scene_forcing > 0 and self.net.aux_head is not None
         if batch.environment is None or not active:
@@ -225,6 +230,8 @@ class Trainer:
         keyframes or None)."""
         env = motor.environment
         assert env is not None  # BatchMaker.motor refuses a dataset without it
+        if self.net.config.scene_latch:  # the held scene is read exactly, as at run time
+            return motor.state, motor.language, env, motor.keyframes
         noise = torch.randn(env.shape, generator=generator).to(env.device)
         noised = env + self.optim.scene_noise * noise
         return motor.state, motor.language, noised, motor.keyframes
