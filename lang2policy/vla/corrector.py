@@ -82,20 +82,15 @@ def direction(text: str) -> str:
     return text
 
 
-class ScriptedCorrector:
-    """The corrections of one episode of a lift task (see the module docstring)."""
+class SpokenCorrector:
+    """What every scripted person shares: a quiet start, a cool-down after each phrase, at
+    most ``max_corrections`` per episode, and no direction said again once refused. A family
+    says what it would in ``_choose``."""
 
-    def __init__(
-        self,
-        block_rest: np.ndarray,
-        grasp_offset: float,
-        settings: CorrectorSettings | None = None,
-    ) -> None:
+    def __init__(self, settings: CorrectorSettings | None = None) -> None:
         self.settings = settings or CorrectorSettings()
-        self.rest_z = float(block_rest[2])
-        self.grasp_offset = float(grasp_offset)
         self._tools: deque[np.ndarray] = deque(maxlen=self.settings.settle_frames)
-        self._quiet = settings.start_frames if settings else CorrectorSettings().start_frames
+        self._quiet = self.settings.start_frames
         self.said: list[str] = []
         self.refused_directions: set[str] = set()  # motions refused at their bound
 
@@ -128,6 +123,23 @@ class ScriptedCorrector:
         if len(window) < window.maxlen:
             return False
         return float(np.linalg.norm(window[-1] - window[0])) < self.settings.settled_motion
+
+    def _choose(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:
+        raise NotImplementedError
+
+
+class ScriptedCorrector(SpokenCorrector):
+    """The corrections of one episode of a lift task (see the module docstring)."""
+
+    def __init__(
+        self,
+        block_rest: np.ndarray,
+        grasp_offset: float,
+        settings: CorrectorSettings | None = None,
+    ) -> None:
+        super().__init__(settings)
+        self.rest_z = float(block_rest[2])
+        self.grasp_offset = float(grasp_offset)
 
     def _choose(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:
         settings = self.settings

@@ -22,22 +22,20 @@ of ``CorrectorSettings``; a direction the residual's bound refused is not said a
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from lang2policy.vla.corrector import (
     CLOSED_BELOW,
     CorrectorSettings,
+    SpokenCorrector,
     axis_phrase,
-    direction,
 )
 from lang2policy.vla.tasks import PUSH_DISTANCE, SIDE_DIRECTIONS
 
 MOVED = 0.005  # m: the block has begun to move
 
 
-class PushCorrector:
+class PushCorrector(SpokenCorrector):
     """The corrections of one episode of a push task (see the module docstring)."""
 
     def __init__(
@@ -50,43 +48,10 @@ class PushCorrector:
         """``push_start``: where the oracle's push plan puts the tool centre point before it
         pushes (``PushPlan.start``: behind the block, offset to the side by where the closed
         jaws' pushing face lies)."""
-        self.settings = settings or CorrectorSettings()
+        super().__init__(settings)
         self.start = np.asarray(block_start, float).copy()
         self.heading = np.array([*SIDE_DIRECTIONS[side], 0.0])
         self.push_start = np.asarray(push_start, float).copy()
-        self._tools: deque[np.ndarray] = deque(maxlen=self.settings.settle_frames)
-        self._quiet = self.settings.start_frames
-        self.said: list[str] = []
-        self.refused_directions: set[str] = set()
-
-    def observe(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:
-        """The correction to say this frame (None: nothing), from the tool centre point (m),
-        the gripper's commanded opening (0..1) and the block's position now (m)."""
-        tool = np.asarray(tool, float)
-        self._tools.append(tool)
-        if self._quiet > 0:
-            self._quiet -= 1
-            return None
-        if len(self.said) >= self.settings.max_corrections:
-            return None
-        text = self._choose(tool, gripper, np.asarray(block, float))
-        if text is not None and direction(text) in self.refused_directions:
-            text = None
-        if text is not None:
-            self.said.append(text)
-            self._quiet = self.settings.cooldown_frames
-        return text
-
-    def refused(self, text: str) -> None:
-        """``text`` was refused (its offset bound is reached): say its direction no more."""
-        self.refused_directions.add(direction(text))
-
-    def settled(self) -> bool:
-        """Whether the tool moved less than ``settled_motion`` over the last frames."""
-        window = self._tools
-        if len(window) < window.maxlen:
-            return False
-        return float(np.linalg.norm(window[-1] - window[0])) < self.settings.settled_motion
 
     def _choose(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:
         moved = block - self.start
