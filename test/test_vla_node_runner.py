@@ -257,10 +257,13 @@ def test_settings_and_states_are_checked():
 def test_the_actor_ensembles_like_the_policy_it_wraps():
     """``EnsembledActor`` over ``LocalBackend.act_chunk`` == ``VLAPolicy.act`` (rollouts)."""
     from lang2policy.vla.backends.local import LocalBackend, default_model_dir
+    from lang2policy.vla.checkpoint import load_model_dir
     from lang2policy.vla.policy import VLAPolicy
 
+    dim = load_model_dir(default_model_dir()).config.language_dim
+
     def encode(texts):
-        return np.stack([np.random.default_rng(len(t)).normal(size=384) for t in texts])
+        return np.stack([np.random.default_rng(len(t)).normal(size=dim) for t in texts])
 
     reference = VLAPolicy.load(default_model_dir(), encoder=encode)
     actor = EnsembledActor(LocalBackend(VLAPolicy.load(default_model_dir(), encoder=encode)))
@@ -268,7 +271,7 @@ def test_the_actor_ensembles_like_the_policy_it_wraps():
     reference.reset()
     rng = np.random.default_rng(0)
     for _ in range(12):
-        images = {c: rng.integers(0, 255, (96, 96, 3), np.uint8) for c in ("front", "wrist")}
+        images = {c: rng.integers(0, 255, (96, 96, 3), np.uint8) for c in reference.config.cameras}
         state = rng.normal(scale=0.3, size=6).astype(np.float32)
         expected = reference.act(images, state, "lift the red block")
         np.testing.assert_allclose(

@@ -24,8 +24,11 @@ from trajectory_msgs.msg import JointTrajectory
 from waiting import wait_for
 
 from lang2policy.graph import topics
+from lang2policy.vla.backends.local import default_model_dir
 
 CAMERA_TOPICS = ("/camera/front/image_raw", "/camera/wrist/image_raw")
+# the cameras the shipped checkpoint reads: the node subscribes to these and no others
+SHIPPED_CAMERAS = tuple(json.loads((default_model_dir() / "config.json").read_text())["cameras"])
 START_TIMEOUT = 90.0  # s: torch and the instruction encoder load on a busy 2-core machine
 
 
