@@ -152,7 +152,7 @@ def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
     from lang2policy.vla.model import VLANet
 
     with pytest.raises(ConfigError, match="--slots"):
-        tiny_config(perception_words="slots")
+        tiny_config(perception_words="slots", grounding=True, aux_dim=6, head_reads="scene")
     config = tiny_config(
         language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS), aux_dim=6,
         grounding=True, head_reads="scene", perception_words="slots",
@@ -176,3 +176,89 @@ def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
     assert torch.allclose(seen[0], same)  # where it looks ignores the sentence
     assert not torch.allclose(seen[0], moved)  # ... but not the named colour
     assert not torch.allclose(with_sentence, other)  # the action head reads the sentence
+
+
+def test_a_latched_head_learns_from_every_frame_even_without_a_motor_batch(tmp_path):
+    from lang2policy.vla import distributed
+    from lang2policy.vla.train import _build_run
+
+    data = _moving_block_frames()
+    run = TrainSettings(
+        steps=2, batch_size=8, device="cpu", progress=False, augment=AugmentConfig(shift=0),
+        model=tiny_config(head_reads="scene", scene_latch=True, aux_dim=6),
+        optim=OptimConfig(motor_batch=0),
+    )  # fmt: skip
+    context = distributed.start("cpu")
+    built = _build_run(data, tmp_path, run, context, hash_encoder(8), None)
+    motor = built._motor_batch()
+    assert motor is not None and len(motor) == 8  # a batch's worth of all training frames
+    assert set(built.data.image_frames) < set(built.data.train_frames)
+    # validation: the action loss on every held-out frame, the scene error where it is taught
+    assert len(built.data.val_frames) == 2 * 20 and len(built.data.val_scene_frames) == 2 * 5
+
+
+def test_latched_grounding_needs_each_episodes_family_and_slots_need_grounding():
+    from lang2policy.vla.language import MINILM_SLOTS, language_dim
+    from lang2policy.vla.train_setup import grounding_targets_for
+
+    data = _moving_block_frames()
+    del data.episodes[3]["family"]
+    config = tiny_config(head_reads="scene", scene_latch=True, grounding=True, aux_dim=6)
+    with pytest.raises(ConfigError, match="'family' column"):
+        grounding_targets_for(data, config)
+    with pytest.raises(ConfigError, match="needs grounding"):
+        tiny_config(
+            language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS), aux_dim=6,
+            head_reads="scene", perception_words="slots",
+        )  # fmt: skip
+
+
+def test_a_points_only_network_skips_the_unread_stages():
+    import torch
+
+    from lang2policy.vla.model import VLANet
+
+    net = VLANet(tiny_config(head_reads="scene", grounding=True, aux_dim=6))
+    assert net.points_only
+    size = net.config.image_size
+    images, state = torch.rand(2, 2, 3, size, size), torch.zeros(2, net.config.state_dim)
+    actions, aux, logits = net(images, state, torch.zeros(2, 8), with_grounding=True)
+    (actions.sum() + aux.sum() + logits.sum()).backward()
+    last = net.encoder.convs[-1]
+    assert last.weight.grad is None  # never run, never trained
+    assert net.encoder.convs[1].weight.grad is not None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _latched_ddp_worker(rank: int, out: str, port: int) -> None:
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    run = TrainSettings(
+        steps=4, batch_size=8, device="cpu", progress=False, log_every=2, val_every=4,
+        checkpoint_every=4, augment=AugmentConfig(shift=0),
+        model=tiny_config(head_reads="scene", scene_latch=True, grounding=True),
+        optim=OptimConfig(lr=3e-3, warmup_steps=1, motor_batch=16),
+    )  # fmt: skip
+    train_vla(_moving_block_frames(), out, run, encoder=hash_encoder(8))
+
+
+def test_a_latched_grounding_network_trains_data_parallel_with_its_unread_stages():
+    """Its last conv stage never runs: DistributedDataParallel must be told (two processes on
+    the CPU, gloo), or its second step fails waiting for their gradients."""
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as out:
+        torch.multiprocessing.spawn(_latched_ddp_worker, args=(out, _free_port()), nprocs=2)
+        summary = json.loads((__import__("pathlib").Path(out) / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["steps"] == 4

@@ -34,7 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from lang2policy.safety.config import load_safety_config
-from lang2policy.vla.corrector import FAMILIES, CorrectorSettings, ScriptedCorrector
+from lang2policy.vla.corrector import (
+    FAMILIES,
+    CorrectorSettings,
+    ScriptedCorrector,
+    SpokenCorrector,
+)
 from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
 from lang2policy.vla.environment_state import ENV_NAMES, environment_state, task_goal
 from lang2policy.vla.episodes import EpisodeSpec
@@ -97,7 +102,7 @@ class CorrectedRunner(RolloutRunner):
         self.settings = settings or CorrectorSettings()
         self.tool = ToolKinematics(self.session.kinematics, JOINT_NAMES)
         self.limits = node_limits()
-        self.corrector: ScriptedCorrector | None = None
+        self.corrector: SpokenCorrector | None = None
 
     def run(
         self, policy: Policy, spec: EpisodeSpec, video: bool = False, max_seconds: float = 0.0

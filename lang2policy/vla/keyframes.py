@@ -36,11 +36,13 @@ NAMES = (
 PUSH_MIN = 0.01  # m: a goal this close to the block horizontally is not a push (a lift)
 LIFT = 0.08  # m above the grasp point for the "lifted" keyframe (``tasks.LIFT_HEIGHT``)
 DROP_CLEARANCE = 0.02  # m: the held block is let go this far above its resting height
+BOWL_FLOOR = 0.008  # m: a bowl's floor above its pose (``MotionPrimitives.drop_point``)
 
 
 @dataclass(frozen=True)
 class _Objects:
-    """A ``SceneQuery`` of two objects: the named block at its estimated pose and a goal."""
+    """A ``SceneQuery`` holding one object, "block": the named block at its estimated pose
+    (what the push planner asks about)."""
 
     block: Pose
     half_size: float
@@ -91,7 +93,7 @@ class KeyframePlanner:
         grasp_point = above(block, self.grasp.grasp_offset)
         above_block, grasp = self._vertical(grasp_point, grasp_yaw)
         lifted = self._solve(above(grasp_point, LIFT), grasp_yaw, grasp)
-        drop = above(goal, 0.008 + self.half + DROP_CLEARANCE)
+        drop = above(goal, BOWL_FLOOR + self.half + DROP_CLEARANCE)
         drop_yaw = self.kin.grasp_yaw(drop, self.kin.natural_yaw(drop), math.pi / 2)
         above_drop, at_drop = self._vertical(drop, drop_yaw)
         push = self._push(block, yaw, goal)

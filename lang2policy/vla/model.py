@@ -80,10 +80,13 @@ class FiLMEncoder(nn.Module):
         self.out_dim = sum(2 * config.channels[stage] for stage in stages)
 
     def forward(
-        self, images: torch.Tensor, condition: torch.Tensor, keep: tuple[int, ...] = ()
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        self, images: torch.Tensor, condition: torch.Tensor, keep: tuple[int, ...] = (),
+        maps_only: bool = False,
+    ) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
         """``images [B, 3, H, W]`` in 0..1, ``condition [B, film_dim]`` → ``[B, out_dim]``
-        keypoints, and the feature maps of the ``keep`` stages (for the grounding head)."""
+        keypoints, and the feature maps of the ``keep`` stages (for the grounding head).
+        ``maps_only``: stop after the last kept stage and give no keypoints (a network that
+        reads only its grounded points: the later stages would run for nothing)."""
         h = images - 0.5
         points, maps = [], []
         layers = zip(self.convs, self.norms, self.films, strict=True)
@@ -94,6 +97,8 @@ class FiLMEncoder(nn.Module):
                 points.append(self.fine_keypoints[self.fine_stages.index(stage)](h))
             if stage in keep:
                 maps.append(h)
+            if maps_only and keep and stage == max(keep):
+                return None, maps
         return torch.cat([*points, self.keypoints(h)], dim=1), maps
 
 
@@ -140,6 +145,9 @@ class VLANet(nn.Module):
             )
         if self.bottleneck:
             head_in = config.state_dim + config.film_dim + config.keyframe_dim
+        # the scene head reads the grounded points and the action head the scene: the
+        # encoder's last stages and keypoints are not read (nor trained)
+        self.points_only = self.bottleneck and self.grounding is not None
         self.head = _mlp([head_in + config.aux_dim, *hidden, config.chunk * config.action_dim])
 
     def forward(
@@ -193,15 +201,19 @@ class VLANet(nn.Module):
     def _perceive(
         self, images: torch.Tensor, state: torch.Tensor, language: torch.Tensor,
         words: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """(the encoder's features with the state and words, the scene-state prediction or
-        None, the grounding logits or None)."""
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """(the encoder's features with the state and words, or None where nothing reads
+        them; the scene-state prediction or None; the grounding logits or None)."""
         batch = images.shape[0]
         seen_words = self._perception_words(language, words)
         condition = seen_words[:, None, :] + self.camera_embedding[None, :, :]
         keep = STAGES if self.grounding is not None else ()
-        keypoints, maps = self.encoder(images.flatten(0, 1), condition.flatten(0, 1), keep)
-        features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
+        keypoints, maps = self.encoder(
+            images.flatten(0, 1), condition.flatten(0, 1), keep, maps_only=self.points_only
+        )
+        features = None
+        if keypoints is not None:
+            features = torch.cat([keypoints.view(batch, -1), state, words], dim=1)
         logits = self._grounding_logits(maps, batch)
         if self.aux_head is None:
             return features, None, logits

@@ -99,6 +99,11 @@ class VLAConfig:
             raise ConfigError(
                 f"perception_words must be one of {PERCEPTION_WORDS}, got {self.perception_words!r}"
             )
+        if self.perception_words == "slots" and not self.grounding:
+            raise ConfigError(
+                "perception_words='slots' conditions the grounding heatmaps and the scene head "
+                "that reads them: it needs grounding (--grounding)"
+            )
         if self.perception_words == "slots" and self.language_model != MINILM_SLOTS:
             raise ConfigError(
                 f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,16 +32,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from lang2policy.errors import ConfigError
 from lang2policy.vla import distributed
-from lang2policy.vla.augment import AugmentConfig
 from lang2policy.vla.language import Encoder
 from lang2policy.vla.model import VLAConfig, VLANet, parameter_count
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.train_data import BatchMaker, Frames, MotorBatch, batch_indices
-from lang2policy.vla.train_loop import OptimConfig, Trainer, grounding_pixels, scene_millimetres
+from lang2policy.vla.train_data import Batch, BatchMaker, Frames, MotorBatch, batch_indices
+from lang2policy.vla.train_loop import Trainer, grounding_pixels, scene_millimetres
 from lang2policy.vla.train_outputs import RunOutputs, flat_metrics, resume_state, short_number
+from lang2policy.vla.train_settings import TrainSettings
 from lang2policy.vla.train_setup import (
     TrainData,
     check_choices,
@@ -53,52 +52,6 @@ from lang2policy.vla.train_setup import (
 )
 
 Evaluate = Callable[[VLAPolicy], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """One training run: how long, how, and how often to log, validate, evaluate and save."""
-
-    steps: int = 10_000
-    batch_size: int = 64  # per process
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    augment: AugmentConfig = field(default_factory=AugmentConfig)
-    model: VLAConfig = field(default_factory=VLAConfig)
-    val_episodes: int = 2  # successful episodes held out for the validation loss
-    action_mode: str = "delta"  # actions relative to the frame's state, or "absolute"
-    auxiliary: bool = True  # predict the scene state too, when the dataset records it
-    view_repeat: int = 1  # times each scene view is drawn per epoch
-    val_every: int = 500
-    eval_every: int = 0  # 0: no closed-loop evaluation during training
-    checkpoint_every: int = 1000
-    log_every: int = 50
-    seed: int = 0
-    threads: int = 1  # torch CPU threads: more thrash on a busy 2-core machine
-    device: str = "auto"
-    resume: bool = False
-    progress: bool = True  # the tqdm bar
-    finetune: str | None = None  # a model directory to start from (weights and normaliser)
-    mix: float = 0.0  # > 0: the fraction of training frames from the first dataset
-
-    def __post_init__(self) -> None:
-        small = {k: v for k, v in asdict(self).items() if k in _POSITIVE and v < 1}
-        if small:
-            raise ConfigError(f"these training settings must be at least 1: {small}")
-        if self.finetune and self.resume:
-            raise ConfigError(
-                "finetune and resume exclude each other: --finetune starts a new run from a "
-                "model's weights, --resume continues a run's checkpoint.pt"
-            )
-        if not 0.0 <= self.mix <= 1.0:
-            raise ConfigError(f"mix must be in [0, 1] (0: no mixing), got {self.mix}")
-        if self.model.grounding and self.augment.shift:
-            raise ConfigError(
-                f"grounding is taught image positions, which a random shift would move: "
-                f"train it with --shift 0 (got {self.augment.shift})"
-            )
-
-
-_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads", "view_repeat")
 
 
 def train_vla(
@@ -281,8 +234,12 @@ class _Run:
         )
 
     def _motor_batch(self) -> MotorBatch | None:
-        """Image-free training frames for a bottleneck's action head (``motor_batch``)."""
+        """Image-free training frames for a bottleneck's action head (``motor_batch``; a
+        latched network's image batches hold only frames whose block has not moved, so its
+        head gets a batch's worth of all frames even when none is asked for)."""
         size = self.settings.optim.motor_batch
+        if not size and self.trainer.net.config.scene_latch:
+            size = self.settings.batch_size
         if not size:
             return None
         frames = self.data.train_frames
@@ -322,9 +279,12 @@ class _Run:
             )  # fmt: skip
 
     def _validate(self, bar: tqdm) -> None:
-        frames = self.data.val_frames
-        pieces = np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size))
-        loss, aux = self.trainer.validation_loss(self.make_batch(p) for p in pieces)
+        """The action L1 on every validation frame (a latched head reading the recorded first
+        scene, as it holds its look at run time); the scene and grounding errors on the
+        frames they are taught on (``val_scene_frames``)."""
+        loss, aux = self.trainer.validation_loss(self._batches(self.data.val_frames))
+        if self.data.val_scene_frames is not self.data.val_frames:
+            _, aux = self.trainer.validation_loss(self._batches(self.data.val_scene_frames))
         extra = {} if aux is None else {
             "val_aux_loss": aux,
             **scene_millimetres(self.trainer.last_scene_error, self.data.normalizer.env_std),
@@ -337,6 +297,10 @@ class _Run:
         seen = extra.get("val_grounding_px")
         seen = "" if seen is None else f", grounding off by {seen} px (block u, v, goal u, v)"
         bar.write(f"step {self.step}: validation L1 {loss:.4f}{scene}{block}{seen}")
+
+    def _batches(self, frames: np.ndarray) -> Iterator[Batch]:
+        for piece in np.array_split(frames, math.ceil(len(frames) / self.settings.batch_size)):
+            yield self.make_batch(piece)
 
     def _evaluate(self, bar: tqdm) -> None:
         """Closed-loop evaluation of the current (EMA) weights through the runtime policy."""

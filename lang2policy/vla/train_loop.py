@@ -98,7 +98,9 @@ class Trainer:
         self.model: nn.Module = self.net
         if context.distributed:
             ids = [context.device.index] if context.device.type == "cuda" else None
-            self.model = DistributedDataParallel(self.net, device_ids=ids)
+            self.model = DistributedDataParallel(  # points-only nets leave stages unused
+                self.net, device_ids=ids, find_unused_parameters=self.net.points_only
+            )
         self.optim = optim
         self.optimizer = torch.optim.AdamW(
             self.net.parameters(), lr=optim.lr, weight_decay=optim.weight_decay
@@ -238,7 +240,9 @@ class Trainer:
 
     def validation_loss(self, batches: Iterable[Batch]) -> tuple[float, float | None]:
         """The mean masked action L1 of the exported weights over ``batches`` (no
-        augmentation), and the mean scene-state L1 when the network predicts it (else None;
+        augmentation; a latched network's head reading the recorded first scene, as it reads
+        its held look at run time), and the mean scene-state L1 when the network predicts it
+        (else None;
         its mean per dimension, normalised, is kept in ``last_scene_error``, and the grounding
         points' mean absolute error in ``last_grounding_error``)."""
         net = self.export_net
@@ -253,9 +257,10 @@ class Trainer:
 
         with torch.inference_mode():
             for batch in batches:
+                held = batch.environment if net.config.scene_latch else None
                 predicted, aux, logits = net(
                     batch.images, batch.state, batch.language, with_grounding=True,
-                    keyframes=batch.keyframes,
+                    keyframes=batch.keyframes, aux_input=held,
                 )
                 loss = masked_l1(predicted, batch.actions, batch.mask)
                 total += loss.item() * batch.mask.sum().item()

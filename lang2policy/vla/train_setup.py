@@ -55,10 +55,15 @@ class TrainData:
     environment: np.ndarray | None = None
     # per frame, the normalised keyframes of its episode's first scene (``config.keyframes``)
     keyframes: np.ndarray | None = None
+    # the validation frames the scene and grounding errors are measured on (``val_frames``
+    # unless the scene is latched: then those whose block has not moved)
+    val_scene_frames: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.image_frames is None:
             self.image_frames = self.train_frames
+        if self.val_scene_frames is None:
+            self.val_scene_frames = self.val_frames
 
 
 def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLAConfig:
@@ -166,19 +171,19 @@ def prepare(
     encode = encoder or encoder_for(config.language_model)
     language = InstructionEmbeddings(encode, config.language_dim)
     task_vectors = language.embed_many(list(data.tasks))
-    image_frames = None
+    image_frames = val_scene_frames = None
     if latched is not None:  # the scene head learns only where the block has not moved yet
         recorded = np.asarray(data.environment)
         starts = _episode_starts(data)
         image_frames = unmoved_frames(recorded, starts, train_frames)
-        val_frames = unmoved_frames(recorded, starts, val_frames)
+        val_scene_frames = unmoved_frames(recorded, starts, val_frames)
     keyframes = None
     if config.keyframes:
         moving = [p for p in (*split.train, *split.val) if not data.episodes[p].get("view")]
         keyframes = _keyframes(data, latched, moving, normalizer, progress)
     return TrainData(
         split, train_frames, val_frames, frame_end, normalizer, language, task_vectors,
-        image_frames, latched, keyframes,
+        image_frames, latched, keyframes, val_scene_frames,
     )  # fmt: skip
 
 
@@ -227,7 +232,14 @@ def grounding_targets_for(frames: Frames, config: VLAConfig) -> np.ndarray | Non
         raise ConfigError("grounding needs a dataset that records the scene state")
     camera = CameraProjection.of_robot("so101", GROUNDING_CAMERA)
     if config.scene_latch:  # the goal heatmap on the object the goal is defined by
-        environment = anchor_environment(environment, frame_families(frames))
+        families = frame_families(frames)
+        if any(family is None for family in families):
+            raise ConfigError(
+                "a latched grounding network anchors its goal heatmap by the task family: "
+                "every episode needs a 'family' column (recorded demonstrations and views "
+                "have one; converted recordings do not)"
+            )
+        environment = anchor_environment(environment, families)
     return grounding_targets(environment, config.image_size, camera)
 
 
