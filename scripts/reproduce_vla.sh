@@ -6,7 +6,7 @@
 #       DATA_DIR   new dataset directory   (default: data/vla-repro; must not exist)
 #       MODEL_DIR  new model directory     (default: out/vla-repro)
 #
-# About 65 minutes on a 2-core CPU (the model card has the measured times of each phase).
+# 44 minutes measured on a 2-core CPU (commit 78576a8; the model card has each phase's time).
 # Each phase prints its wall time; the benchmark's table ends the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
