@@ -70,6 +70,7 @@ class Client:
         self.skill_messages: list[str] = []
         self.states: list[tuple[float, float, dict]] = []  # (received, sim stamp, arm q, v)
         self.positions: list[np.ndarray] = []
+        self.joint_names: list[str] = []  # of ``positions``' entries
         self.objects_heard = 0
         self.node.create_subscription(String, topics.STATUS.name, self._on_status, 100)
         self.node.create_subscription(String, topics.SAFETY.name, self._on_status, 100)
@@ -78,6 +79,8 @@ class Client:
         self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
         self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
         self.reset = self.node.create_client(Trigger, topics.RESET.name)
+        self.resume = self.node.create_client(Trigger, topics.RESUME.name)
+        self.since = 0  # ``line`` reads the status lines from this index on (``fresh_start``)
         self.correction = self.node.create_publisher(String, topics.CORRECTION.name, 10)
 
     def _on_status(self, msg: String) -> None:
@@ -99,14 +102,28 @@ class Client:
                if n != "gripper"}  # fmt: skip
         with self.lock:
             self.positions.append(np.array(msg.position))
+            self.joint_names = list(msg.name)
             self.states.append((time.monotonic(), stamp, arm))
+
+    def fresh_start(self) -> None:
+        """Resume the safety node, reset the sim and forget the status lines heard so far: a
+        test (or its re-run after a failure part-way) starts at rest, unstopped, and reads
+        only its own lines."""
+        for client, what in ((self.resume, "resume"), (self.reset, "sim reset")):
+            answer = call_trigger(client, what, 20.0)
+            assert answer.success, f"{what}: {answer.message}"
+        with self.lock:
+            self.since, heard = len(self.lines), len(self.positions)
+        # joint states sent before the reset answered may still be on their way
+        wait_for(lambda: len(self.positions) >= heard + 5, 10.0, "joint states after the reset")
+        wait_for(lambda: _at_rest(self), 20.0, "the arm at rest after the reset")
 
     def line(self, node: str, state: str, timeout: float, **matching) -> dict:
         """The first status line of ``node`` in ``state`` whose keys match ``matching``."""
 
         def find():
             with self.lock:
-                for line in self.lines:
+                for line in self.lines[self.since :]:
                     fits = all(_field(line, k) == v for k, v in matching.items())
                     if line.get("node") == node and line.get("state") == state and fits:
                         return line
@@ -201,6 +218,7 @@ def graph():
 
 def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(graph):
     client = graph
+    client.fresh_start()
     start_position = client.latest_position()
     client.instruction.publish(String(data=LIFT))
     received = client.line(topics.PLANNER_NODE, "received", 30.0, instruction=LIFT)
@@ -213,13 +231,11 @@ def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(graph):
     assert _has(client, topics.VLA_NODE, "success", plan_id)
     moved = np.abs(client.latest_position() - start_position).max()
     print(f"\n{LIFT!r}: {done['detail'].get('message')} (the arm moved up to {moved:.2f} rad)")
-    answer = call_trigger(client.reset, "sim reset", 20.0)  # the next test starts at rest
-    assert answer.success, answer.message
 
 
 def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
     client = graph
-    wait_for(lambda: _at_rest(client), 20.0, "the arm at rest after the reset")
+    client.fresh_start()  # a fresh layout
     start_position = client.latest_position()
     with client.lock:
         before = len(client.skill_messages)  # the lift's, before this test
@@ -277,8 +293,11 @@ def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
     client.line(topics.PLANNER_NODE, "stopped", 5.0)
     halted = wait_for(lambda: _at_rest(client), 10.0, "the arm at rest after the stop")[0]
     time.sleep(1.0)  # and it stays there: nothing moves it after the stop
-    drift = np.abs(client.latest_position() - halted).max()
-    print(f"after the stop the arm drifted {drift:.4f} rad in 1 s")
+    moved = dict(zip(client.joint_names, client.latest_position() - halted, strict=True))
+    drift = max(abs(q) for name, q in moved.items() if name != "gripper")
+    # the jaws may still settle on a block they were closing on when the stop came
+    print(f"after the stop the arm drifted {drift:.4f} rad in 1 s "
+          f"(the gripper {moved['gripper']:+.4f} rad)")  # fmt: skip
     assert drift < 0.005
     _assert_halted_in_time(client, called, called_stamp, moving)
 
@@ -351,5 +370,5 @@ def _has(client: Client, node: str, state: str, plan_id: str) -> bool:
         return any(
             line.get("node") == node and line.get("state") == state
             and _field(line, "plan_id") == plan_id
-            for line in client.lines
+            for line in client.lines[client.since :]
         )  # fmt: skip
