@@ -174,11 +174,13 @@ def _l1(model_dir: Path, data) -> float:
 
 def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_path):
     from lang2policy.vla.augment import AugmentConfig
+    from lang2policy.vla.dataset import load_dataset
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.train import TrainSettings, train_vla
     from lang2policy.vla.train_loop import OptimConfig
 
-    _, data, _ = corrected
+    _, _, path = corrected
+    data = load_dataset(path, ("front",))  # the model's one camera: its config, not a default's
     settings = TrainSettings(
         steps=15, batch_size=16, val_episodes=0, checkpoint_every=15, progress=False,
         finetune=str(MODEL), optim=OptimConfig(lr=3e-4, warmup_steps=0),

@@ -42,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="new directory for the corrected dataset and the fine-tuned model")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the evaluation layouts (training: seed + 1)")
+    parser.add_argument("--replay", type=Path, nargs="*", default=[],
+                        help="datasets the model was trained on, replayed beside the corrections")
+    parser.add_argument("--mix", type=float, default=0.5,
+                        help="with --replay: the fraction of frames from the corrections")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -51,6 +55,11 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--family must be one of {FAMILIES}, got {args.family!r}")
     if min(args.corrected, args.eval, args.steps, args.batch_size) < 1 or not 0 < args.lr < 1:
         raise ConfigError("--corrected, --eval, --steps, --batch-size must be >= 1; 0 < --lr < 1")
+    if not 0 < args.mix <= 1:
+        raise ConfigError(f"--mix must be in (0, 1], got {args.mix}")
+    missing = [str(path) for path in args.replay if not (path / "meta" / "info.json").exists()]
+    if missing:
+        raise ConfigError(f"--replay: not a dataset directory (no meta/info.json): {missing}")
     if args.out.exists():
         raise ConfigError(f"{args.out} exists; the bench writes a new directory (--out)")
 
@@ -98,6 +107,7 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
+    from lang2policy.commands.train import _load as load_datasets
     from lang2policy.vla.augment import AugmentConfig
     from lang2policy.vla.dataset import load_dataset
     from lang2policy.vla.train import TrainSettings, train_vla
@@ -112,8 +122,11 @@ def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
         optim=OptimConfig(lr=args.lr, warmup_steps=min(30, args.steps // 10),
                           scene_forcing=0.5),
         progress=not args.json, augment=AugmentConfig(shift=shift),
+        mix=args.mix if args.replay else 0.0,
     )  # fmt: skip
-    summary = train_vla(load_dataset(dataset), out, settings, source={"bench": "vla-corrections"})
+    cameras = tuple(config["cameras"])  # the corrections first: --mix counts its frames
+    data = load_datasets(load_dataset, [dataset, *args.replay], cameras)
+    summary = train_vla(data, out, settings, source={"bench": "vla-corrections"})
     keys = ("steps", "wall_time_s", "final_train_loss", "final_val_loss", "episodes")
     return out, {key: summary.get(key) for key in keys}
 
@@ -137,6 +150,7 @@ def run_args(args: argparse.Namespace) -> dict:
     return {
         "benchmark": "vla-corrections", "family": args.family, "model": str(args.model),
         "corrected_episodes": args.corrected, "eval_episodes": len(specs), "seed": args.seed,
+        "replay": [str(path) for path in args.replay], "mix": args.mix if args.replay else None,
         "before": rate_before, "after": rate_after,
         "points": round(100 * (rate_after - rate_before), 1), "goal_points": GOAL_POINTS,
         "recording": recorded, "finetuning": tuned, "dataset": str(dataset),
@@ -154,7 +168,10 @@ def format_text(report: dict) -> str:
         f"  corrected episodes: {recorded['succeeded_with_corrections']}/{n} succeeded with "
         f"{recorded['corrections']} corrections ({recorded['frames']} frames, "
         f"{recorded['seconds']} s)",
-        f"  fine-tuning: {tuned['steps']} steps from {report['model']}, {tuned['wall_time_s']} s, "
+        f"  fine-tuning: {tuned['steps']} steps from {report['model']}"
+        + (f" (replaying {', '.join(report['replay'])}, {report['mix']:g} of the frames "
+           "from the corrections)" if report.get("replay") else "")
+        + f", {tuned['wall_time_s']} s, "
         f"final L1 train {tuned['final_train_loss']}, validation {tuned['final_val_loss']}",
         f"  unseen layouts ({total} episodes, seed {report['seed']}): before {wins[0]}/{total} "
         f"({100 * report['before']:.0f} %), after {wins[1]}/{total} ({100 * report['after']:.0f} %)"

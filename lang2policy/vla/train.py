@@ -90,13 +90,15 @@ def _build_run(
 ) -> _Run:
     """Set up a fresh run, or the saved one when resuming (its config and normaliser win)."""
     state = resume_state(out_dir, settings.resume, context.device)
-    config = model_config(frames, settings.model, auxiliary=settings.auxiliary)
     normalizer, start_net = None, None
     if state is not None:
         config = VLAConfig.from_dict(state["config"])
+        model_config(frames, config, auxiliary=bool(config.aux_dim))  # its cameras are there
         normalizer = Normalizer.from_dict(state["normalizer"])
-    elif settings.finetune:  # the model's own config, weights and normaliser
+    elif settings.finetune:  # the model's own config (cameras too), weights and normaliser
         start_net, config, normalizer = finetune_start(Path(settings.finetune), frames)
+    else:
+        config = model_config(frames, settings.model, auxiliary=settings.auxiliary)
     data = prepare(
         frames,
         config,
