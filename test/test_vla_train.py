@@ -238,9 +238,9 @@ def parse(*words: str) -> argparse.Namespace:
 @pytest.fixture
 def fake_modules(monkeypatch):
     """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
-    dataset = types.ModuleType("lang2policy.vla.dataset")
-    dataset.load_dataset = lambda root, cameras=None: synthetic_frames(episodes=6)
-    monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset", dataset)
+    combine = types.ModuleType("lang2policy.vla.dataset.combine")
+    combine.load_datasets = lambda paths, cameras=None: synthetic_frames(episodes=6)
+    monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset.combine", combine)
     monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
     rollout = types.ModuleType("lang2policy.vla.rollout")
     rollout.calls = []

@@ -107,9 +107,8 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
-    from lang2policy.commands.train import _load as load_datasets
     from lang2policy.vla.augment import AugmentConfig
-    from lang2policy.vla.dataset import load_dataset
+    from lang2policy.vla.dataset.combine import load_datasets
     from lang2policy.vla.train import TrainSettings, train_vla
     from lang2policy.vla.train_loop import OptimConfig
 
@@ -125,7 +124,7 @@ def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
         mix=args.mix if args.replay else 0.0,
     )  # fmt: skip
     cameras = tuple(config["cameras"])  # the corrections first: --mix counts its frames
-    data = load_datasets(load_dataset, [dataset, *args.replay], cameras)
+    data = load_datasets([dataset, *args.replay], cameras)
     summary = train_vla(data, out, settings, source={"bench": "vla-corrections"})
     keys = ("steps", "wall_time_s", "final_train_loss", "final_val_loss", "episodes")
     return out, {key: summary.get(key) for key in keys}

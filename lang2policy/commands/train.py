@@ -279,12 +279,12 @@ def run(args: argparse.Namespace) -> int:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch starts its thread pool
     settings = settings_from_args(args)
     try:
-        from lang2policy.vla.dataset import load_dataset
+        from lang2policy.vla.dataset.combine import load_datasets
     except ImportError as exc:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
-    data = _load(load_dataset, args.dataset, args.cameras)
+    data = load_datasets(args.dataset, args.cameras)
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),
@@ -305,20 +305,6 @@ def run(args: argparse.Namespace) -> int:
     if summary:  # rank 0 of a distributed run, or a plain run
         print(format_summary(summary, args.out))
     return 0
-
-
-def _load(load_dataset: Any, paths: list[Path], cameras: tuple[str, ...] | None) -> Any:
-    """One dataset, or several (demonstrations and scene views) combined into one; only the
-    ``cameras`` asked for are decoded (all when None)."""
-    if len(paths) == 1:
-        return load_dataset(paths[0], cameras)
-    from lang2policy.vla.dataset.combine import concat_datasets
-
-    parts = [load_dataset(path, cameras) for path in paths]
-    for number, part in enumerate(parts):  # which dataset each episode came from (--mix)
-        for episode in part.episodes:
-            episode["source"] = number
-    return concat_datasets(parts)
 
 
 def format_summary(summary: dict[str, Any], out: Path) -> str:

@@ -3,14 +3,30 @@ views recorded separately (``lang2policy train vla --dataset A B``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.dataset.reader import DemoDataset
+from lang2policy.vla.dataset.reader import DemoDataset, load_dataset
 
 _ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
+
+
+def load_datasets(paths: Sequence[Path], cameras: Sequence[str] | None = None) -> DemoDataset:
+    """One dataset, or several (demonstrations and scene views, corrections and replayed
+    demonstrations) combined into one, each episode marked with the position of the dataset
+    it came from (``source``, which ``--mix`` counts); only ``cameras`` are decoded (all when
+    None)."""
+    if len(paths) == 1:
+        return load_dataset(paths[0], cameras)
+    parts = [load_dataset(path, cameras) for path in paths]
+    for number, part in enumerate(parts):
+        for episode in part.episodes:
+            episode["source"] = number
+    return concat_datasets(parts)
 
 
 def concat_datasets(parts: list[DemoDataset]) -> DemoDataset:
