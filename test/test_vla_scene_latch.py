@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from ddp_support import free_port, rank_environment
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError
@@ -229,19 +230,9 @@ def test_a_points_only_network_skips_the_unread_stages():
     assert net.encoder.convs[1].weight.grad is not None
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _latched_ddp_worker(rank: int, out: str, port: int) -> None:
-    import os
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    rank_environment(rank, port)
     run = TrainSettings(
         steps=4, batch_size=8, device="cpu", progress=False, log_every=2, val_every=4,
         checkpoint_every=4, augment=AugmentConfig(shift=0),
@@ -259,6 +250,6 @@ def test_a_latched_grounding_network_trains_data_parallel_with_its_unread_stages
     import torch
 
     with tempfile.TemporaryDirectory() as out:
-        torch.multiprocessing.spawn(_latched_ddp_worker, args=(out, _free_port()), nprocs=2)
+        torch.multiprocessing.spawn(_latched_ddp_worker, args=(out, free_port()), nprocs=2)
         summary = json.loads((__import__("pathlib").Path(out) / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 4

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import types
 
 import numpy as np
 import pytest
 import torch
+from ddp_support import free_port, rank_environment
 from safetensors.torch import load_file
 
 from lang2policy.commands import train as train_command
@@ -207,22 +207,14 @@ def test_a_fresh_run_does_not_overwrite_another(tmp_path):
         train_vla(data, tmp_path, settings(2, val_episodes=0), encoder=hash_encoder(8))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _ddp_worker(rank: int, out: str, port: int) -> None:
-    import os
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    rank_environment(rank, port)
     train_vla(synthetic_frames(), out, settings(10, log_every=5), encoder=hash_encoder(8))
 
 
 def test_data_parallel_training_on_cpu_with_two_processes(tmp_path):
-    torch.multiprocessing.spawn(_ddp_worker, args=(str(tmp_path), _free_port()), nprocs=2)
+    torch.multiprocessing.spawn(_ddp_worker, args=(str(tmp_path), free_port()), nprocs=2)
     summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 10
     assert all((tmp_path / name).is_file() for name in MODEL_FILES)
