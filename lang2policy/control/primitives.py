@@ -182,8 +182,8 @@ class MotionPrimitives:
         """Slide ``obj`` along the table so its centre ends at ``target_xy`` (world x, y).
 
         Closes the gripper, moves (clear of the table) behind the object, lowers to about its
-        mid-height, pushes in a straight line at most ``push_speed`` fast, backs off 1 cm and
-        lifts straight up. All IK is planned before the arm moves (see ``pusher.plan_push``)."""
+        mid-height, pushes in a straight line at most ``push_speed`` fast and lifts
+        straight up. All IK is planned before the arm moves (see ``pusher.plan_push``)."""
         if self.holding is not None:
             raise InvalidIntentError(
                 f"push('{obj}'): the gripper holds '{self.holding}'; allowed: place it first"
@@ -199,7 +199,6 @@ class MotionPrimitives:
         self.tcp_speed = self.push_speed if cap is None else min(cap, self.push_speed)
         try:
             self._follow(plan.along)
-            self._follow(plan.back)
         finally:
             self.tcp_speed = cap
         self._follow(plan.up)
