@@ -140,3 +140,44 @@ def test_place_at_xy_sets_the_block_down_at_that_spot(so101):
     position = so101.world.object_pose("red block").position
     assert np.linalg.norm(position[:2] - [0.2, 0.05]) < 0.01
     assert position[2] == pytest.approx(so101.world.description.objects.block_half, abs=0.003)
+
+
+def test_a_far_push_leaves_the_block_where_it_pushed_it(so101):
+    """Demonstration 277 of ``record demos --seed 0``: a 7 cm push toward the far side, where
+    the block jams under the jaw's overhang. Backing off before lifting dragged it back from
+    5.5 to 2.5 cm (a failed demonstration); lifting straight up leaves it pushed."""
+    from lang2policy.vla.demos import training_specs
+    from lang2policy.vla.episodes import set_up_scene
+    from lang2policy.vla.judge import judge, start_positions
+    from lang2policy.vla.oracle import run_oracle
+
+    spec = training_specs(["pick_place", "push", "lift"], 250, 0)[277]
+    assert (spec.task.family, spec.task.side) == ("push", "top")
+    appearance = set_up_scene(so101, spec)
+    try:
+        start = start_positions(so101.world, spec.task)
+        run_oracle(so101, spec.task)
+        success, detail = judge(so101.world, spec.task, start)
+    finally:
+        appearance.restore(so101.world)
+    assert success, detail
+
+
+def test_the_pushing_face_is_centred_behind_the_block_at_the_push_start(so101):
+    """``face_centre`` at the plan's start: on the block's centre line, the clearance behind
+    its near face, although the tool centre point is about 2 cm to one side of it."""
+    from lang2policy.control.pusher import _PUSH_CLEARANCE, face_centre, gripper_geoms
+
+    so101.reset(1, ["red block", "blue bowl"])
+    block = so101.world.object_pose("red block").position
+    target = push_target(so101, "red block", 0.05)
+    plan = so101.primitives.plan_push("red block", target)
+    heading = (target - block[:2]) / 0.05
+    half = so101.world.description.objects.block_half
+    kin = so101.primitives.kin
+    face = face_centre(kin, gripper_geoms(kin), plan.down[-1], heading, 2 * half)
+    across = np.array([-heading[1], heading[0]])
+    assert abs((face[:2] - block[:2]) @ across) < 0.005
+    assert (block[:2] - face[:2]) @ heading == pytest.approx(half + _PUSH_CLEARANCE, abs=0.005)
+    assert abs((plan.start[:2] - block[:2]) @ across) > 0.01  # the tool is off to one side
+    assert face[2] == pytest.approx(plan.start[2], abs=1e-4)  # the IK solution's height

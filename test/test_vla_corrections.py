@@ -79,8 +79,11 @@ def test_the_push_corrector_brings_the_tool_behind_the_block_and_pushes_on():
     assert _settled(corrector(), start + np.array([0.0, 0.0, 0.01])) == "close the gripper"
     # closed, settled 3 cm in front of the start (x larger): "a bit back"
     assert _settled(corrector(), start + np.array([0.03, 0.0, 0.01]), 0.0) == "a bit back"
-    # closed, over the start but 5 cm up: "a lot lower"
-    assert _settled(corrector(), start + np.array([0.0, 0.0, 0.05]), 0.0) == "a lot lower"
+    # closed, over the start but 5 cm up: said once the policy has stalled there ("a lot
+    # lower"), not while it has not moved yet (it may still be looking)
+    up = start + np.array([0.0, 0.0, 0.05])
+    assert _settled(corrector(), up, 0.0) is None
+    assert _settled(_started(corrector(), up), up, 0.0) == "a lot lower"
     # the block pushed only 3 of 7 cm to the left and the tool settled: on to the left
     pushed = BLOCK + np.array([0.0, 0.03, 0.0])
     said = _settled(corrector(), pushed + np.array([0.0, -0.03, 0.0]), 0.0, pushed)
@@ -91,6 +94,31 @@ def test_the_push_corrector_brings_the_tool_behind_the_block_and_pushes_on():
     top = PushCorrector(BLOCK, "top", start, settings)  # toward the far side: forward
     ahead = BLOCK + np.array([0.02, 0.0, 0.0])
     assert _settled(top, ahead - np.array([0.03, 0.0, 0.0]), 0.0, ahead) == "a lot forward"
+    # the block pushed 3 cm short, but the tool has lifted off it: too late for a nudge
+    lifted = pushed + np.array([0.0, -0.03, 0.05])
+    assert _settled(_started(corrector(), lifted), lifted, 0.0, pushed) is None
+
+
+def _started(corrector, tool, frames: int = 6):
+    """``corrector`` after watching the tool come to ``tool`` from 10 cm away (the policy has
+    begun to move)."""
+    for fraction in np.linspace(0.0, 1.0, frames):
+        corrector.observe(np.asarray(tool) + (1 - fraction) * np.array([0.0, 0.0, 0.1]), 0.0, BLOCK)
+    return corrector
+
+
+def test_the_push_corrector_waits_while_the_tool_moves():
+    """A correction is a lasting offset: a tool still on its way down, 3 cm off the push's
+    line, is left alone until it settles there."""
+    from lang2policy.vla.push_corrector import PushCorrector
+
+    settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
+    start = BLOCK + np.array([0.0, -0.03, 0.0])
+    corrector = PushCorrector(BLOCK, "left", start, settings)
+    off_line = start + np.array([0.03, 0.0, 0.0])
+    descent = [off_line + np.array([0.0, 0.0, z]) for z in np.linspace(0.1, 0.0, 12)]
+    assert [corrector.observe(tool, 0.0, BLOCK) for tool in descent] == [None] * 12
+    assert _settled(corrector, off_line, 0.0) == "a bit back"
 
 
 @pytest.fixture(scope="module")

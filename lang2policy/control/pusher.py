@@ -153,6 +153,22 @@ def pusher_face(
     return PusherFace(front, lateral, width, depth)
 
 
+def face_centre(
+    kin: Kinematics, geoms: list[int], q: np.ndarray, direction: np.ndarray, top: float
+) -> np.ndarray:
+    """Where the closed gripper's face leading in ``direction`` is centred at arm joints
+    ``q`` (world x, y; z: the tool centre point's height): what lines up with a pushed object,
+    wherever the gripper's turn puts it beside the tool centre point."""
+    face = pusher_face(kin, geoms, q, direction, top)
+    data, site = kin.scratch, kin.arm.ee_site_id
+    tool = data.site_xpos[site] + data.site_xmat[site].reshape(3, 3) @ kin.center_offset
+    if face is None:
+        return tool.copy()
+    along = np.asarray(direction, float)[:2]
+    side = np.array([-along[1], along[0]])
+    return np.array([*(tool[:2] + along * face.front + side * face.lateral), tool[2]])
+
+
 def push_height(motion: PushContext, obj: str) -> float:
     """Tool centre point height for pushing ``obj``: its mid-height (``plan_push`` raises it
     where the closed gripper would otherwise touch the table)."""

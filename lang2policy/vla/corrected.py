@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lang2policy.control.pusher import face_centre, gripper_geoms, object_top
 from lang2policy.safety.config import load_safety_config
 from lang2policy.vla.corrector import (
     FAMILIES,
@@ -51,6 +52,7 @@ from lang2policy.vla.schema import CAMERAS, FPS, JOINT_NAMES, ROBOT_TYPE, STATE_
 from lang2policy.vla.skill_limits import SkillLimits, ToolKinematics
 from lang2policy.vla.skill_message import Box
 from lang2policy.vla.skill_shaping import TargetShaper
+from lang2policy.vla.tasks import SIDE_DIRECTIONS
 
 NO_CORRECTION = -1
 # The dataset's columns beyond the demonstrations' (a reader without them loads it all the same).
@@ -103,6 +105,7 @@ class CorrectedRunner(RolloutRunner):
         self.tool = ToolKinematics(self.session.kinematics, JOINT_NAMES)
         self.limits = node_limits()
         self.corrector: SpokenCorrector | None = None
+        self._watch: Callable[[np.ndarray], np.ndarray] | None = None
 
     def run(
         self, policy: Policy, spec: EpisodeSpec, video: bool = False, max_seconds: float = 0.0
@@ -150,12 +153,23 @@ class CorrectedRunner(RolloutRunner):
         return result
 
     def _corrector(self, task, block: np.ndarray, grasp_offset: float):
-        """The scripted person of ``task``'s family; a push's follows the oracle's push plan
-        for this scene (IK only: the arm does not move)."""
+        """The scripted person of ``task``'s family. A push's watches the gripper's pushing
+        face (``_point``) and follows the oracle's push plan for this scene (IK only: the arm
+        does not move): where that face is when the push starts."""
+        self._watch = None
         if task.family != "push":
             return ScriptedCorrector(block, grasp_offset, self.settings)
-        plan = self.session.primitives.plan_push(task.block, push_target(self.session, task))
-        return PushCorrector(block, task.side, plan.start, self.settings)
+        primitives = self.session.primitives
+        plan = primitives.plan_push(task.block, push_target(self.session, task))
+        heading = np.array(SIDE_DIRECTIONS[task.side], float)
+        geoms, top = gripper_geoms(primitives.kin), object_top(primitives, task.block)
+        self._watch = lambda q: face_centre(primitives.kin, geoms, q, heading, top)
+        return PushCorrector(block, task.side, self._watch(plan.down[-1]), self.settings)
+
+    def _point(self, q: np.ndarray) -> np.ndarray:
+        """What the person watches at arm joints ``q``: the tool centre point, or for a push
+        the centre of the gripper's pushing face."""
+        return self.tool.point(q) if self._watch is None else self._watch(q)
 
     def _correct(
         self, measured: np.ndarray, block: np.ndarray, shaper: TargetShaper, result
@@ -163,7 +177,7 @@ class CorrectedRunner(RolloutRunner):
         """What the corrector says this frame, handed to the shaper: its index, or -1."""
         dof = self.tool.dof
         gripper = result.action[-1][dof] if result.action else measured[dof]
-        text = self.corrector.observe(self.tool.point(measured[:dof]), gripper, block)
+        text = self.corrector.observe(self._point(measured[:dof]), gripper, block)
         if text is None:
             return NO_CORRECTION
         outcome = shaper.motion(text)

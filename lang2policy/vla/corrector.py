@@ -53,11 +53,12 @@ class CorrectorSettings:
     cooldown_frames: int = 8
     max_corrections: int = 12
     start_frames: int = 15  # the policy's first 1.5 s go uncorrected: it is on its way
+    stall_frames: int = 20  # settled this long (2 s) away from the work: the policy is stuck
 
     def __post_init__(self) -> None:
         lengths = (self.tolerance, self.settled_motion, self.near_height)
         counts = (self.settle_frames, self.cooldown_frames, self.max_corrections,
-                  self.start_frames)
+                  self.start_frames, self.stall_frames)
         if min(lengths) <= 0 or min(counts) < 1:
             raise ConfigError(
                 f"corrector settings: lengths must be > 0 m and counts >= 1, got {self}"
@@ -90,6 +91,9 @@ class SpokenCorrector:
     def __init__(self, settings: CorrectorSettings | None = None) -> None:
         self.settings = settings or CorrectorSettings()
         self._tools: deque[np.ndarray] = deque(maxlen=self.settings.settle_frames)
+        self._recent: deque[np.ndarray] = deque(maxlen=self.settings.stall_frames)
+        self._first: np.ndarray | None = None  # the tool where the episode began
+        self.started = False  # the policy has moved the tool
         self._quiet = self.settings.start_frames
         self.said: list[str] = []
         self.refused_directions: set[str] = set()  # motions refused at their bound
@@ -100,6 +104,11 @@ class SpokenCorrector:
         block never close fully) and the block's position now (m)."""
         tool = np.asarray(tool, float)
         self._tools.append(tool)
+        self._recent.append(tool)
+        if self._first is None:
+            self._first = tool
+        moved = float(np.linalg.norm(tool - self._first)) > 2 * self.settings.settled_motion
+        self.started = self.started or moved
         if self._quiet > 0:
             self._quiet -= 1
             return None
@@ -123,6 +132,16 @@ class SpokenCorrector:
         if len(window) < window.maxlen:
             return False
         return float(np.linalg.norm(window[-1] - window[0])) < self.settings.settled_motion
+
+    def stalled(self) -> bool:
+        """Whether the tool, once the policy has moved it, stayed within ``settled_motion``
+        of where it was ``stall_frames`` ago, at every frame since: the policy is stuck, not
+        pausing (nor still looking, at the start)."""
+        window = self._recent
+        if not self.started or len(window) < window.maxlen:
+            return False
+        spread = np.linalg.norm(np.asarray(window) - window[0], axis=1)
+        return float(spread.max()) < self.settings.settled_motion
 
     def _choose(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:
         raise NotImplementedError
