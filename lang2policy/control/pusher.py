@@ -12,9 +12,10 @@ median 2.0 mm, worst 6.5 mm (3 of 20 out of reach for an upright gripper); Panda
 worst 12.5 mm.
 
 After the push the tool lifts straight up. It used to back off 1 cm first, but a block jammed
-under the SO-101's jaw (whose body overhangs the pad) was dragged back with it: of the first 80
-push demonstrations of ``lang2policy record demos --seed 0`` (7 cm pushes), 71 succeeded with
-the back-off and 77 lifting straight up.
+under the SO-101's jaw (whose body overhangs the pad) was dragged back with it. Of the 250
+push demonstrations of ``lang2policy record demos --task-family pick_place,push,lift
+--episodes 250 --seed 0`` (7 cm pushes), 225 succeeded with the back-off and 240 lifting
+straight up; most of the rest are far pushes toward the top where the block jams.
 """
 
 from __future__ import annotations
