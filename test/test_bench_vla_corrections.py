@@ -24,6 +24,9 @@ def test_defaults_pass_and_bad_values_say_what_was_wrong(tmp_path: Path):
         _check(parse("--family", "pick_place", "--out", str(tmp_path / "new")))
     with pytest.raises(ConfigError, match="exists"):
         _check(parse("--out", str(tmp_path)))
+    with pytest.raises(ConfigError, match=r"--start must be one of \('rest', 'away'\)"):
+        _check(parse("--start", "home", "--out", str(tmp_path / "new")))
+    _check(parse("--start", "away", "--out", str(tmp_path / "new")))
     with pytest.raises(ConfigError, match="--mix must be in"):
         _check(parse("--mix", "0", "--out", str(tmp_path / "new")))
     with pytest.raises(ConfigError, match="not a dataset directory"):
@@ -49,3 +52,4 @@ def test_the_report_names_the_replayed_data_and_the_change_in_points():
     text = format_text(report)
     assert "replaying data/demos, 0.5 of the frames from the corrections" in text
     assert "before 2/3 (67 %), after 1/3 (33 %): -33.3 points (goal +15)" in text
+    assert "arm starting at rest" in text  # reports made before --start: the rest start

@@ -46,13 +46,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="datasets the model was trained on, replayed beside the corrections")
     parser.add_argument("--mix", type=float, default=0.5,
                         help="with --replay: the fraction of frames from the corrections")
+    parser.add_argument("--start", default="rest",
+                        help="where the arm starts each episode, corrected and evaluated: rest "
+                        "(as in the demonstrations) or away (above the table, as after an "
+                        "earlier skill)")
 
 
 def _check(args: argparse.Namespace) -> None:
     from lang2policy.vla.corrector import FAMILIES
+    from lang2policy.vla.start_pose import STARTS
 
     if args.family not in FAMILIES:
         raise ConfigError(f"--family must be one of {FAMILIES}, got {args.family!r}")
+    if args.start not in STARTS:
+        raise ConfigError(f"--start must be one of {STARTS}, got {args.start!r}")
     if min(args.corrected, args.eval, args.steps, args.batch_size) < 1 or not 0 < args.lr < 1:
         raise ConfigError("--corrected, --eval, --steps, --batch-size must be >= 1; 0 < --lr < 1")
     if not 0 < args.mix <= 1:
@@ -64,11 +71,11 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"{args.out} exists; the bench writes a new directory (--out)")
 
 
-def _evaluate(model: Path, specs: list, label: str, quiet: bool) -> list[dict]:
+def _evaluate(model: Path, specs: list, label: str, quiet: bool, start: str) -> list[dict]:
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.rollout import RolloutRunner
 
-    policy, runner, results = VLAPolicy.load(model, threads=1), RolloutRunner(), []
+    policy, runner, results = VLAPolicy.load(model, threads=1), RolloutRunner(start=start), []
     for spec in specs:
         rollout = runner.run(policy, spec)
         results.append({"split": spec.split, "success": rollout.success, "detail": rollout.detail})
@@ -96,7 +103,7 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
                   file=sys.stderr, flush=True)
 
     policy = VLAPolicy.load(args.model, threads=1)
-    done = record_corrections(policy, specs, path, progress=show)
+    done = record_corrections(policy, specs, path, progress=show, start=args.start)
     return path, {
         "episodes": len(done),
         "succeeded_with_corrections": sum(r.success for r in done),
@@ -140,15 +147,16 @@ def run_args(args: argparse.Namespace) -> dict:
     per_split = math.ceil(args.eval / 3)
     specs = evaluation_specs((args.family,), per_split, args.seed)
     specs = sorted(specs, key=lambda s: s.index % per_split)[: args.eval]  # the splits in turn
-    before = _evaluate(args.model, specs, "before", args.json)
+    before = _evaluate(args.model, specs, "before", args.json, args.start)
     dataset, recorded = _record(args)
     model, tuned = _finetune(args, dataset)
-    after = _evaluate(model, specs, "after", args.json)
+    after = _evaluate(model, specs, "after", args.json, args.start)
     rate_before = sum(r["success"] for r in before) / len(specs)
     rate_after = sum(r["success"] for r in after) / len(specs)
     return {
         "benchmark": "vla-corrections", "family": args.family, "model": str(args.model),
         "corrected_episodes": args.corrected, "eval_episodes": len(specs), "seed": args.seed,
+        "start": args.start,
         "replay": [str(path) for path in args.replay], "mix": args.mix if args.replay else None,
         "before": rate_before, "after": rate_after,
         "points": round(100 * (rate_after - rate_before), 1), "goal_points": GOAL_POINTS,
@@ -163,7 +171,8 @@ def format_text(report: dict) -> str:
     n, total = report["corrected_episodes"], report["eval_episodes"]
     wins = [sum(r["success"] for r in report[k]) for k in ("episodes_before", "episodes_after")]
     lines = [
-        f"VLA fine-tuned on corrections: {report['family']}, N = {n} corrected episodes",
+        f"VLA fine-tuned on corrections: {report['family']}, N = {n} corrected episodes, "
+        f"arm starting at {report.get('start', 'rest')}",
         f"  corrected episodes: {recorded['succeeded_with_corrections']}/{n} succeeded with "
         f"{recorded['corrections']} corrections ({recorded['frames']} frames, "
         f"{recorded['seconds']} s)",

@@ -57,6 +57,8 @@ def add_parser(commands) -> None:
     fixes.add_argument("--out", type=Path, required=True, help="new dataset directory")
     fixes.add_argument("--seed", type=int, default=1,
                        help="seed of the layouts (training range; 0: data/demos-v2's)")
+    fixes.add_argument("--start", default="rest",
+                       help="where the arm starts each episode: rest or away (above the table)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,12 +74,14 @@ def run_corrections(args: argparse.Namespace) -> int:
     from lang2policy.vla.corrector import FAMILIES
     from lang2policy.vla.demos import training_specs
     from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.start_pose import check_start
 
     if args.task_family not in FAMILIES or args.episodes < 1:
         raise ConfigError(
             f"--task-family must be one of {FAMILIES} (the scripted corrector's) and "
             f"--episodes at least 1; got {args.task_family!r}, {args.episodes}"
         )
+    check_start(args.start)
     policy = VLAPolicy.load(args.model, threads=1)
     specs = training_specs([args.task_family], args.episodes, args.seed)
     started = time.monotonic()
@@ -89,7 +93,7 @@ def run_corrections(args: argparse.Namespace) -> int:
               f"({rollout.detail}); {len(rollout.corrections)} corrections: {said}",
               file=sys.stderr)  # fmt: skip
 
-    done = record_corrections(policy, specs, args.out, progress=show)
+    done = record_corrections(policy, specs, args.out, progress=show, start=args.start)
     said = sum(len(r.corrections) for r in done)
     print(f"wrote {args.out}: {len(done)} corrected episodes ({sum(r.success for r in done)} "
           f"succeeded), {said} corrections, {time.monotonic() - started:.0f} s")  # fmt: skip

@@ -99,8 +99,8 @@ def node_limits(robot: str = ROBOT_TYPE) -> SkillLimits:
 class CorrectedRunner(RolloutRunner):
     """``RolloutRunner`` whose episodes a ``ScriptedCorrector`` corrects (module docstring)."""
 
-    def __init__(self, settings: CorrectorSettings | None = None) -> None:
-        super().__init__()
+    def __init__(self, settings: CorrectorSettings | None = None, start: str = "rest") -> None:
+        super().__init__(start=start)
         self.settings = settings or CorrectorSettings()
         self.tool = ToolKinematics(self.session.kinematics, JOINT_NAMES)
         self.limits = node_limits()
@@ -240,10 +240,12 @@ def record_corrections(
     out: Path,
     settings: CorrectorSettings | None = None,
     progress: Callable[[CorrectedRollout], None] | None = None,
+    start: str = "rest",
 ) -> list[CorrectedRollout]:
     """Run and correct every spec in this process, write them to a new dataset ``out``, and
-    return the rollouts (their frames dropped once written)."""
-    runner, done = CorrectedRunner(settings), []
+    return the rollouts (their frames dropped once written). ``start``: where the arm is when
+    each episode starts (``start_pose``)."""
+    runner, done = CorrectedRunner(settings, start), []
     with corrections_writer(out) as writer:
         for spec in specs:
             rollout = runner.run(policy, spec)

@@ -25,6 +25,7 @@ from lang2policy.vla.grounding import draw_grounding
 from lang2policy.vla.judge import judge, start_positions
 from lang2policy.vla.oracle import run_oracle
 from lang2policy.vla.schema import CAMERAS, FPS
+from lang2policy.vla.start_pose import check_start, move_to_start
 from lang2policy.vla.tasks import FAMILIES, sample_task, seen_phrasings, unseen_phrasings
 
 SUCCESS_HOLD = 1.0  # s the task must stay done
@@ -56,9 +57,11 @@ class Rollout:
 class RolloutRunner:
     """A simulation and a renderer, kept for many episodes (building them takes seconds)."""
 
-    def __init__(self, video_size: int = 0, true_scene: bool = False) -> None:
-        """``true_scene`` (diagnosis): the policy's action head reads the true scene state."""
+    def __init__(self, video_size: int = 0, true_scene: bool = False, start: str = "rest") -> None:
+        """``true_scene`` (diagnosis): the policy's action head reads the true scene state.
+        ``start``: where the arm is when each episode starts (``start_pose.STARTS``)."""
         self.true_scene = true_scene
+        self.start = check_start(start)
         self.session = SimSession("so101")
         self.renderer = frame_renderer(self.session.world)
         self.video_renderer = frame_renderer(self.session.world, video_size) if video_size else None
@@ -73,6 +76,7 @@ class RolloutRunner:
         for renderer in filter(None, (self.renderer, self.video_renderer)):
             renderer.sync_look()
         try:
+            move_to_start(session, spec.seed, self.start)
             limit = max_seconds or MAX_SECONDS[spec.task.family]
             return self._loop(policy, spec, video, limit)
         finally:
@@ -135,6 +139,7 @@ class RolloutRunner:
         session = self.session
         appearance = set_up_scene(session, spec)
         try:
+            move_to_start(session, spec.seed, self.start)
             start = start_positions(session.world, spec.task)
             try:
                 run_oracle(session, spec.task)
