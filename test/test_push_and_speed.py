@@ -166,7 +166,7 @@ def test_a_far_push_leaves_the_block_where_it_pushed_it(so101):
 def test_the_pushing_face_is_centred_behind_the_block_at_the_push_start(so101):
     """``face_centre`` at the plan's start: on the block's centre line, the clearance behind
     its near face, although the tool centre point is about 2 cm to one side of it."""
-    from lang2policy.control.pusher import _PUSH_CLEARANCE, face_centre, gripper_geoms
+    from lang2policy.control.pusher import PUSH_CLEARANCE, face_centre, gripper_geoms
 
     so101.reset(1, ["red block", "blue bowl"])
     block = so101.world.object_pose("red block").position
@@ -178,6 +178,6 @@ def test_the_pushing_face_is_centred_behind_the_block_at_the_push_start(so101):
     face = face_centre(kin, gripper_geoms(kin), plan.down[-1], heading, 2 * half)
     across = np.array([-heading[1], heading[0]])
     assert abs((face[:2] - block[:2]) @ across) < 0.005
-    assert (block[:2] - face[:2]) @ heading == pytest.approx(half + _PUSH_CLEARANCE, abs=0.005)
+    assert (block[:2] - face[:2]) @ heading == pytest.approx(half + PUSH_CLEARANCE, abs=0.005)
     assert abs((plan.start[:2] - block[:2]) @ across) > 0.01  # the tool is off to one side
     assert face[2] == pytest.approx(plan.start[2], abs=1e-4)  # the IK solution's height

@@ -32,7 +32,7 @@ from lang2policy.control.scene_query import SceneQuery, require_object
 from lang2policy.control.tool_paths import ToolPaths, above
 from lang2policy.errors import UnreachableError
 
-_PUSH_CLEARANCE = 0.025  # gap between the tool and the object before a push starts
+PUSH_CLEARANCE = 0.025  # gap between the tool and the object before a push starts
 _PUSH_TABLE_GAP = 0.003  # least gap (metres) between the pushing gripper and the table
 # The tool rises this much per metre pushed (at most a quarter of the object's height): the
 # pad then slides up the object's face instead of down it, which would press the object into
@@ -191,7 +191,7 @@ def nominal_push_points(motion: PushContext, obj: str, target_xy) -> list[np.nda
     goal = np.asarray(target_xy, float)[:2]
     direction = _unit(goal - center[:2], fallback=center[:2])
     half, height = motion.scene.object_size(obj), push_height(motion, obj)
-    start = np.array([*(center[:2] - direction * (half + _PUSH_CLEARANCE)), height])
+    start = np.array([*(center[:2] - direction * (half + PUSH_CLEARANCE)), height])
     end = np.array([*(goal - direction * half), height])
     lift = motion.kin.description.grasp.approach_height
     return [above(start, lift), start, end, above(end, lift)]
@@ -260,7 +260,7 @@ def _plan_one(motion, obj, goal, direction, heading, yaw) -> PushPlan | None:
     height, lift = probe[2], motion.kin.description.grasp.approach_height
     # the tool centre point relative to the object's centre when the face touches it
     touch = -normal * (half + face.front) - side * face.lateral
-    start = np.array([*(center[:2] + touch - direction * _PUSH_CLEARANCE), height])
+    start = np.array([*(center[:2] + touch - direction * PUSH_CLEARANCE), height])
     rise = min(_PUSH_RISE * float(np.linalg.norm(goal - center[:2])), top / 4)
     end = np.array([*(goal + touch + direction * _PUSH_FOLLOW_THROUGH), height + rise])
     q_above = motion.paths.solve(above(start, lift), yaw, 0.0, motion.joints(), what)

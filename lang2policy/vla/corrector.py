@@ -90,8 +90,8 @@ class SpokenCorrector:
 
     def __init__(self, settings: CorrectorSettings | None = None) -> None:
         self.settings = settings or CorrectorSettings()
-        self._tools: deque[np.ndarray] = deque(maxlen=self.settings.settle_frames)
-        self._recent: deque[np.ndarray] = deque(maxlen=self.settings.stall_frames)
+        frames = max(self.settings.settle_frames, self.settings.stall_frames)
+        self._recent: deque[np.ndarray] = deque(maxlen=frames)  # the latest tool points
         self._first: np.ndarray | None = None  # the tool where the episode began
         self.started = False  # the policy has moved the tool
         self._quiet = self.settings.start_frames
@@ -103,7 +103,6 @@ class SpokenCorrector:
         the gripper's commanded opening (0..1: what the arm was last told, since jaws on a
         block never close fully) and the block's position now (m)."""
         tool = np.asarray(tool, float)
-        self._tools.append(tool)
         self._recent.append(tool)
         if self._first is None:
             self._first = tool
@@ -127,20 +126,23 @@ class SpokenCorrector:
         self.refused_directions.add(direction(text))
 
     def settled(self) -> bool:
-        """Whether the tool moved less than ``settled_motion`` over the last frames."""
-        window = self._tools
-        if len(window) < window.maxlen:
+        """Whether the tool moved less than ``settled_motion`` over the last
+        ``settle_frames`` frames."""
+        frames = self.settings.settle_frames
+        if len(self._recent) < frames:
             return False
-        return float(np.linalg.norm(window[-1] - window[0])) < self.settings.settled_motion
+        moved = np.linalg.norm(self._recent[-1] - self._recent[-frames])
+        return float(moved) < self.settings.settled_motion
 
     def stalled(self) -> bool:
         """Whether the tool, once the policy has moved it, stayed within ``settled_motion``
         of where it was ``stall_frames`` ago, at every frame since: the policy is stuck, not
         pausing (nor still looking, at the start)."""
-        window = self._recent
-        if not self.started or len(window) < window.maxlen:
+        frames = self.settings.stall_frames
+        if not self.started or len(self._recent) < frames:
             return False
-        spread = np.linalg.norm(np.asarray(window) - window[0], axis=1)
+        window = np.asarray(self._recent)[-frames:]
+        spread = np.linalg.norm(window - window[0], axis=1)
         return float(spread.max()) < self.settings.settled_motion
 
     def _choose(self, tool: np.ndarray, gripper: float, block: np.ndarray) -> str | None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lang2policy.control.pusher import PUSH_CLEARANCE
 from lang2policy.vla.corrector import (
     CLOSED_BELOW,
     CorrectorSettings,
@@ -42,7 +43,6 @@ from lang2policy.vla.corrector import (
 from lang2policy.vla.tasks import PUSH_DISTANCE, SIDE_DIRECTIONS
 
 MOVED = 0.005  # m: the block has begun to move
-PAST_START = 0.025  # m past the push's start the pushing face meets the block (its clearance)
 
 
 class PushCorrector(SpokenCorrector):
@@ -98,7 +98,7 @@ class PushCorrector(SpokenCorrector):
             return "close the gripper"
         if abs(error[across]) > settings.tolerance:
             return axis_phrase(across, error[across])
-        if ahead < -settings.tolerance or ahead > PAST_START + settings.tolerance:
+        if ahead < -settings.tolerance or ahead > PUSH_CLEARANCE + settings.tolerance:
             return axis_phrase(along, error[along])
         if -error[2] > settings.tolerance:
             return axis_phrase(2, error[2])
