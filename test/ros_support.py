@@ -21,6 +21,7 @@ def spinning(context, nodes: Sequence, threads: int = 4) -> Iterator[MultiThread
     ("exception was never retrieved"), so they are waited for first.
     """
     import rclpy
+    from rclpy._rclpy_pybind11 import InvalidHandle
 
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
     for node in nodes:
@@ -29,7 +30,14 @@ def spinning(context, nodes: Sequence, threads: int = 4) -> Iterator[MultiThread
 
     def spin() -> None:
         while not stop.is_set():
-            executor.spin_once(timeout_sec=0.05)
+            try:
+                executor.spin_once(timeout_sec=0.05)
+            except InvalidHandle:
+                # The test thread destroyed an entity (a subscription it no longer needs)
+                # while this thread built the wait set: rclpy's executor is not safe against
+                # that and raises here. Its next spin_once builds a fresh wait set; without
+                # this the spinner died and the graph silently stopped (sim time froze).
+                continue
 
     spinner = threading.Thread(target=spin, daemon=True)
     spinner.start()
