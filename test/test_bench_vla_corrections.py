@@ -53,3 +53,23 @@ def test_the_report_names_the_replayed_data_and_the_change_in_points():
     assert "replaying data/demos, 0.5 of the frames from the corrections" in text
     assert "before 2/3 (67 %), after 1/3 (33 %): -33.3 points (goal +15)" in text
     assert "arm starting at rest" in text  # reports made before --start: the rest start
+
+
+def test_the_report_says_when_corrections_were_reused_and_trimmed():
+    episodes = [{"split": "seen", "success": True, "detail": ""}]
+    report = {
+        "family": "lift", "model": "models/m", "corrected_episodes": 300, "eval_episodes": 1,
+        "seed": 0, "before": 0.0, "after": 1.0, "points": 100.0, "goal_points": 15.0,
+        "replay": [], "mix": None, "dataset": "d", "finetuned_model": "m2", "start": "away",
+        "from_first_correction": True,
+        "episodes_before": [{**episodes[0], "success": False}], "episodes_after": episodes,
+        "recording": {"succeeded_with_corrections": 115, "corrections": 2223, "frames": 48375,
+                      "seconds": 0.0, "reused": "/tmp/c"},
+        "finetuning": {"steps": 10, "wall_time_s": 1.0, "final_train_loss": 0.1,
+                       "final_val_loss": 0.2},
+        "wall_s": 10.0,
+    }  # fmt: skip
+    text = format_text(report)
+    assert "recorded before: /tmp/c" in text
+    assert "each corrected episode from its first correction" in text
+    assert "arm starting at away" in text

@@ -4,6 +4,7 @@ episode of the shipped checkpoint written to and read from the dataset, and fine
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from lang2policy.errors import ConfigError
+from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.vla.corrector import SIZES, CorrectorSettings, ScriptedCorrector, axis_phrase
 from lang2policy.vla.language_motion import parse_motion
 
@@ -224,3 +225,53 @@ def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_
     assert policy.config == VLAPolicy.load(MODEL).config
     with pytest.raises(ConfigError, match="exclude each other"):
         TrainSettings(finetune=str(MODEL), resume=True)
+
+
+def test_corrected_episodes_are_kept_from_their_first_correction(corrected):
+    """HG-DAgger's intervention data: the frames before the person first spoke (the policy's
+    own mistake) are left out, every kept row stays aligned (state, action, images, scene,
+    the corrections' columns), and a dataset without corrections is refused."""
+    from dataclasses import replace
+
+    from lang2policy.vla.dataset.combine import load_datasets
+    from lang2policy.vla.dataset.interventions import CORRECTION, from_first_correction
+
+    rollout, data, path = corrected
+    first = rollout.corrections[0][0]
+    assert first > 0  # the policy ran alone for a while: there is a lead to drop
+    trimmed, dropped = from_first_correction(data)
+    assert dropped == first and len(trimmed) == len(data) - first
+    episode = trimmed.episodes[0]
+    assert (episode["from"], episode["to"], episode["length"]) == (0, len(trimmed), len(trimmed))
+    assert trimmed.frame_columns[CORRECTION][0] == 0  # it starts where the first was said
+    assert np.array_equal(trimmed.action, data.action[first:])
+    assert np.array_equal(trimmed.state, data.state[first:])
+    assert np.array_equal(trimmed.frame_index, data.frame_index[first:])
+    assert np.array_equal(trimmed.images["front"], data.images["front"][first:])
+    assert np.array_equal(trimmed.environment, data.environment[first:])
+    loaded = load_datasets([path], ("front",), from_first_correction=True)
+    assert len(loaded) == len(trimmed)
+    with pytest.raises(Lang2PolicyError, match=r"no 'correction\.index' column"):
+        from_first_correction(replace(data, frame_columns={}))
+
+
+def test_the_bench_reuses_a_recorded_corrected_dataset(corrected, tmp_path):
+    from lang2policy.bench.vla_corrections import _check, _recorded, add_arguments
+
+    rollout, data, path = corrected
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--family", "push", "--corrected", "1", "--corrections", str(path),
+                              "--out", str(tmp_path / "new")])  # fmt: skip
+    _check(args)
+    dataset, recorded = _recorded(args)
+    assert dataset == path
+    assert recorded["episodes"] == 1 and recorded["frames"] == len(data)
+    assert recorded["corrections"] == len(rollout.corrections)
+    assert recorded["succeeded_with_corrections"] == int(rollout.success)
+    args.corrected = 2
+    with pytest.raises(ConfigError, match="holds 1 episodes, --corrected says 2"):
+        _recorded(args)
+    args.corrections = tmp_path
+    with pytest.raises(ConfigError, match="--corrections: not a dataset directory"):
+        _check(args)

@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="datasets the model was trained on, replayed beside the corrections")
     parser.add_argument("--mix", type=float, default=0.5,
                         help="with --replay: the fraction of frames from the corrections")
+    parser.add_argument("--from-first-correction", action="store_true",
+                        help="fine-tune on each corrected episode from its first correction "
+                        "on (HG-DAgger's intervention data; episodes nobody corrected whole)")
+    parser.add_argument("--corrections", type=Path, default=None,
+                        help="fine-tune on this corrected dataset, recorded before by this "
+                        "bench (same --model, --family, --start, --seed), instead of "
+                        "recording --corrected new episodes")
     parser.add_argument("--start", default="rest",
                         help="where the arm starts each episode, corrected and evaluated: rest "
                         "(as in the demonstrations) or away (above the table, as after an "
@@ -67,6 +74,8 @@ def _check(args: argparse.Namespace) -> None:
     missing = [str(path) for path in args.replay if not (path / "meta" / "info.json").exists()]
     if missing:
         raise ConfigError(f"--replay: not a dataset directory (no meta/info.json): {missing}")
+    if args.corrections is not None and not (args.corrections / "meta" / "info.json").exists():
+        raise ConfigError(f"--corrections: not a dataset directory: {args.corrections}")
     if args.out.exists():
         raise ConfigError(f"{args.out} exists; the bench writes a new directory (--out)")
 
@@ -85,6 +94,27 @@ def _evaluate(model: Path, specs: list, label: str, quiet: bool, start: str) -> 
             print(f"[{label}] {len(results)}/{len(specs)} {spec.split}: {verdict} "
                   f"({rollout.detail}); {done}/{len(results)}", file=sys.stderr, flush=True)
     return results
+
+
+def _recorded(args: argparse.Namespace) -> tuple[Path, dict]:
+    """An earlier run's corrected dataset (``--corrections``): its episodes as recorded."""
+    from lang2policy.vla.dataset.reader import load_dataset
+
+    data = load_dataset(args.corrections, cameras=[])
+    episodes = data.episodes
+    if len(episodes) != args.corrected:
+        raise ConfigError(
+            f"--corrections {args.corrections} holds {len(episodes)} episodes, "
+            f"--corrected says {args.corrected}"
+        )
+    return args.corrections, {
+        "episodes": len(episodes),
+        "succeeded_with_corrections": sum(bool(e.get("success")) for e in episodes),
+        "corrections": sum(int(e.get("corrections", 0)) for e in episodes),
+        "frames": len(data),
+        "seconds": 0.0,
+        "reused": str(args.corrections),
+    }
 
 
 def _record(args: argparse.Namespace) -> tuple[Path, dict]:
@@ -131,7 +161,9 @@ def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
         mix=args.mix if args.replay else 0.0,
     )  # fmt: skip
     cameras = tuple(config["cameras"])  # the corrections first: --mix counts its frames
-    data = load_datasets([dataset, *args.replay], cameras)
+    data = load_datasets(
+        [dataset, *args.replay], cameras, from_first_correction=args.from_first_correction
+    )
     summary = train_vla(data, out, settings, source={"bench": "vla-corrections"})
     keys = ("steps", "wall_time_s", "final_train_loss", "final_val_loss", "episodes")
     return out, {key: summary.get(key) for key in keys}
@@ -148,7 +180,7 @@ def run_args(args: argparse.Namespace) -> dict:
     specs = evaluation_specs((args.family,), per_split, args.seed)
     specs = sorted(specs, key=lambda s: s.index % per_split)[: args.eval]  # the splits in turn
     before = _evaluate(args.model, specs, "before", args.json, args.start)
-    dataset, recorded = _record(args)
+    dataset, recorded = _record(args) if args.corrections is None else _recorded(args)
     model, tuned = _finetune(args, dataset)
     after = _evaluate(model, specs, "after", args.json, args.start)
     rate_before = sum(r["success"] for r in before) / len(specs)
@@ -156,7 +188,7 @@ def run_args(args: argparse.Namespace) -> dict:
     return {
         "benchmark": "vla-corrections", "family": args.family, "model": str(args.model),
         "corrected_episodes": args.corrected, "eval_episodes": len(specs), "seed": args.seed,
-        "start": args.start,
+        "start": args.start, "from_first_correction": args.from_first_correction,
         "replay": [str(path) for path in args.replay], "mix": args.mix if args.replay else None,
         "before": rate_before, "after": rate_after,
         "points": round(100 * (rate_after - rate_before), 1), "goal_points": GOAL_POINTS,
@@ -175,10 +207,13 @@ def format_text(report: dict) -> str:
         f"arm starting at {report.get('start', 'rest')}",
         f"  corrected episodes: {recorded['succeeded_with_corrections']}/{n} succeeded with "
         f"{recorded['corrections']} corrections ({recorded['frames']} frames, "
-        f"{recorded['seconds']} s)",
+        f"{recorded['seconds']} s"
+        + (f", recorded before: {recorded['reused']})" if recorded.get("reused") else ")"),
         f"  fine-tuning: {tuned['steps']} steps from {report['model']}"
         + (f" (replaying {', '.join(report['replay'])}, {report['mix']:g} of the frames "
            "from the corrections)" if report.get("replay") else "")
+        + (", each corrected episode from its first correction"
+           if report.get("from_first_correction") else "")
         + f", {tuned['wall_time_s']} s, "
         f"final L1 train {tuned['final_train_loss']}, validation {tuned['final_val_loss']}",
         f"  unseen layouts ({total} episodes, seed {report['seed']}): before {wins[0]}/{total} "

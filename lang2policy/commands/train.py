@@ -136,6 +136,9 @@ def add_parser(commands: Any) -> None:
                      help="start from this model directory's weights and normalisation")
     vla.add_argument("--mix", type=float, default=0.0,
                      help="fraction of training frames from the first --dataset (0: as they come)")
+    vla.add_argument("--from-first-correction", action="store_true",
+                     help="corrected datasets (record corrections): each episode from its "
+                     "first correction on, as HG-DAgger trains on the expert's interventions")
     vla.add_argument("--ema", type=float, default=0.0, help="EMA decay of the weights (0: off)")
     vla.add_argument(
         "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
@@ -284,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
-    data = load_datasets(args.dataset, args.cameras)
+    data = load_datasets(args.dataset, args.cameras, args.from_first_correction)
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),

@@ -3,6 +3,7 @@ views recorded separately (``lang2policy train vla --dataset A B``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,18 +16,45 @@ from lang2policy.vla.dataset.reader import DemoDataset, load_dataset
 _ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
 
 
-def load_datasets(paths: Sequence[Path], cameras: Sequence[str] | None = None) -> DemoDataset:
+def load_datasets(
+    paths: Sequence[Path],
+    cameras: Sequence[str] | None = None,
+    from_first_correction: bool = False,
+) -> DemoDataset:
     """One dataset, or several (demonstrations and scene views, corrections and replayed
     demonstrations) combined into one, each episode marked with the position of the dataset
     it came from (``source``, which ``--mix`` counts); only ``cameras`` are decoded (all when
-    None)."""
-    if len(paths) == 1:
-        return load_dataset(paths[0], cameras)
+    None). ``from_first_correction``: the corrected datasets among them keep each episode
+    from its first correction on (``interventions``); at least one must be corrections."""
     parts = [load_dataset(path, cameras) for path in paths]
+    if from_first_correction:
+        parts = _trim_corrections(parts)
+    if len(parts) == 1:
+        return parts[0]
     for number, part in enumerate(parts):
         for episode in part.episodes:
             episode["source"] = number
     return concat_datasets(parts)
+
+
+def _trim_corrections(parts: list[DemoDataset]) -> list[DemoDataset]:
+    """Each corrected dataset from its episodes' first corrections on; the others as they are."""
+    from lang2policy.vla.dataset.interventions import CORRECTION, from_first_correction
+
+    corrected = [part for part in parts if CORRECTION in part.frame_columns]
+    if not corrected:
+        raise Lang2PolicyError(
+            "--from-first-correction: none of the datasets has corrected episodes "
+            f"(a '{CORRECTION}' column): {[str(part.root) for part in parts]}"
+        )
+    trimmed = []
+    for part in parts:
+        if CORRECTION in part.frame_columns:
+            part, dropped = from_first_correction(part)
+            print(f"{part.root}: {dropped} frames before the first corrections left out",
+                  file=sys.stderr)  # fmt: skip
+        trimmed.append(part)
+    return trimmed
 
 
 def concat_datasets(parts: list[DemoDataset]) -> DemoDataset:
