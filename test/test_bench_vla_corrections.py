@@ -36,7 +36,8 @@ def test_defaults_pass_and_bad_values_say_what_was_wrong(tmp_path: Path):
     _check(parse("--replay", str(tmp_path / "demos"), "--out", str(tmp_path / "new")))
 
 
-def test_the_report_names_the_replayed_data_and_the_change_in_points():
+def _report(**changes) -> dict:
+    """A push report with 2/3 before and 1/3 after, replaying data/demos; ``changes`` on top."""
     episodes = [{"split": "seen", "success": s, "detail": ""} for s in (True, False, True)]
     report = {
         "family": "push", "model": "models/m", "corrected_episodes": 20, "eval_episodes": 3,
@@ -49,27 +50,23 @@ def test_the_report_names_the_replayed_data_and_the_change_in_points():
                        "final_val_loss": 0.26},
         "wall_s": 166.1,
     }  # fmt: skip
-    text = format_text(report)
+    return {**report, **changes}
+
+
+def test_the_report_names_the_replayed_data_and_the_change_in_points():
+    text = format_text(_report())
     assert "replaying data/demos, 0.5 of the frames from the corrections" in text
     assert "before 2/3 (67 %), after 1/3 (33 %): -33.3 points (goal +15)" in text
     assert "arm starting at rest" in text  # reports made before --start: the rest start
+    assert "recorded before" not in text and "first correction" not in text
 
 
 def test_the_report_says_when_corrections_were_reused_and_trimmed():
-    episodes = [{"split": "seen", "success": True, "detail": ""}]
-    report = {
-        "family": "lift", "model": "models/m", "corrected_episodes": 300, "eval_episodes": 1,
-        "seed": 0, "before": 0.0, "after": 1.0, "points": 100.0, "goal_points": 15.0,
-        "replay": [], "mix": None, "dataset": "d", "finetuned_model": "m2", "start": "away",
-        "from_first_correction": True,
-        "episodes_before": [{**episodes[0], "success": False}], "episodes_after": episodes,
-        "recording": {"succeeded_with_corrections": 115, "corrections": 2223, "frames": 48375,
-                      "seconds": 0.0, "reused": "/tmp/c"},
-        "finetuning": {"steps": 10, "wall_time_s": 1.0, "final_train_loss": 0.1,
-                       "final_val_loss": 0.2},
-        "wall_s": 10.0,
-    }  # fmt: skip
-    text = format_text(report)
-    assert "recorded before: /tmp/c" in text
-    assert "each corrected episode from its first correction" in text
+    recording = {**_report()["recording"], "seconds": 0.0, "reused": "/tmp/c"}
+    text = format_text(
+        _report(start="away", from_first_correction=True, recording=recording)
+    )
+    assert "(3546 frames, 0.0 s, recorded before: /tmp/c)" in text
+    assert "0.5 of the frames from the corrections), each corrected episode from its first " \
+        "correction" in text
     assert "arm starting at away" in text
