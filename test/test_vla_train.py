@@ -231,7 +231,9 @@ def parse(*words: str) -> argparse.Namespace:
 def fake_modules(monkeypatch):
     """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
     combine = types.ModuleType("lang2policy.vla.dataset.combine")
-    combine.load_datasets = lambda paths, cameras=None: synthetic_frames(episodes=6)
+    combine.load_datasets = lambda paths, cameras=None, from_first_correction=False: (
+        synthetic_frames(episodes=6)
+    )
     monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset.combine", combine)
     monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
     rollout = types.ModuleType("lang2policy.vla.rollout")

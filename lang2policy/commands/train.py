@@ -287,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
-    data = load_datasets(args.dataset, args.cameras, args.from_first_correction)
+    data = load_datasets(
+        args.dataset, args.cameras, from_first_correction=args.from_first_correction
+    )
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),
