@@ -42,6 +42,7 @@ from lang2policy.vla.corrector import (
     SpokenCorrector,
 )
 from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
+from lang2policy.vla.dataset.interventions import CORRECTION
 from lang2policy.vla.environment_state import ENV_NAMES, environment_state, task_goal
 from lang2policy.vla.episodes import EpisodeSpec
 from lang2policy.vla.judge import judge, start_positions
@@ -56,7 +57,7 @@ from lang2policy.vla.tasks import SIDE_DIRECTIONS
 
 NO_CORRECTION = -1
 # The dataset's columns beyond the demonstrations' (a reader without them loads it all the same).
-POLICY_ACTION, RESIDUAL, CORRECTION = "action.policy", "action.residual", "correction.index"
+POLICY_ACTION, RESIDUAL = "action.policy", "action.residual"
 EPISODE_COLUMNS = (
     "success", "family", "split", "seed", "phrasing", "combination", "detail", "view",
     "corrections", "corrections_applied", "correction_texts",

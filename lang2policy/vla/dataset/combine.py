@@ -41,8 +41,7 @@ def _trim_corrections(parts: list[DemoDataset]) -> list[DemoDataset]:
     """Each corrected dataset from its episodes' first corrections on; the others as they are."""
     from lang2policy.vla.dataset.interventions import CORRECTION, from_first_correction
 
-    corrected = [part for part in parts if CORRECTION in part.frame_columns]
-    if not corrected:
+    if not any(CORRECTION in part.frame_columns for part in parts):
         raise Lang2PolicyError(
             "--from-first-correction: none of the datasets has corrected episodes "
             f"(a '{CORRECTION}' column): {[str(part.root) for part in parts]}"

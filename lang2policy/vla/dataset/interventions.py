@@ -17,10 +17,9 @@ from dataclasses import replace
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.dataset.reader import DemoDataset
+from lang2policy.vla.dataset.reader import _ROW_ARRAYS, DemoDataset
 
-CORRECTION = "correction.index"  # per frame: the correction said there (-1: none); corrected.py
-_ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
+CORRECTION = "correction.index"  # per frame: the correction said there (-1: none)
 
 
 def first_correction(said: np.ndarray) -> int | None:
@@ -55,6 +54,6 @@ def from_first_correction(data: DemoDataset) -> tuple[DemoDataset, int]:
         images={camera: frames[kept] for camera, frames in data.images.items()},
         environment=None if data.environment is None else data.environment[kept],
         frame_columns={name: values[kept] for name, values in data.frame_columns.items()},
-        **{name: getattr(data, name)[kept] for name in _ROWS},
+        **{name: getattr(data, name)[kept] for name in _ROW_ARRAYS},
     )
     return trimmed, len(data) - len(kept)
