@@ -27,6 +27,12 @@ from lang2policy.rewards.spec import validate_spec
 CONFIG = MPCConfig(proposals=False)
 REPO = Path(__file__).resolve().parents[1]
 
+# The plant is stepped at wall speed beside the planning process, on CI's two cores beside the
+# rest of the suite: a starved planner can leave the tool short of a target it reaches in 1-2 s
+# on an idle machine (it timed out once in a fresh-clone CI run, passing alone and beside two
+# busy loops). Re-run like the graph tests (conftest).
+pytestmark = pytest.mark.flaky(reruns=2)
+
 
 class Lines(list):
     """A log sink that keeps the lines."""
@@ -66,7 +72,9 @@ def test_the_worker_plans_a_task_a_swap_retargets_and_success_holds(mpc):
         assert set(before.objects) == set(plant.objects) and before.plan_ms_mean > 0
         success = {"all": [{"term": "tool_to_point", "below": 0.015}], "hold": 0.2}
         mpc.set_spec(tool_spec(POINT_B, plant.objects, success=success))  # a swap
-        wait_for(lambda: mpc.status != "running", 20, "the end of task B")
+        wait_for(lambda: mpc.status != "running", 30, "the end of task B",
+                 detail=lambda: f"tool {np.linalg.norm(plant.tool() - POINT_B):.3f} m from B, "
+                                f"{mpc.stats()}")
         assert mpc.status == "success" and not mpc.active, mpc.stats()
         assert np.linalg.norm(plant.tool() - POINT_B) < 0.03
         held = mpc.action()
