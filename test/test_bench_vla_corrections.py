@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lang2policy.bench.vla_corrections import _check, add_arguments, format_text
+from lang2policy.bench.vla_corrections import (
+    _check,
+    add_arguments,
+    evaluation_layouts,
+    format_text,
+)
 from lang2policy.errors import ConfigError
 
 
@@ -34,6 +39,9 @@ def test_defaults_pass_and_bad_values_say_what_was_wrong(tmp_path: Path):
     (tmp_path / "demos" / "meta").mkdir(parents=True)
     (tmp_path / "demos" / "meta" / "info.json").write_text("{}")
     _check(parse("--replay", str(tmp_path / "demos"), "--out", str(tmp_path / "new")))
+    _check(parse("--eval-seeds", "0", "1", "2", "--out", str(tmp_path / "new")))
+    with pytest.raises(ConfigError, match=r"--eval-seeds: each seed once, got \[0, 1, 0\]"):
+        _check(parse("--eval-seeds", "0", "1", "0", "--out", str(tmp_path / "new")))
 
 
 def _report(**changes) -> dict:
@@ -70,3 +78,25 @@ def test_the_report_says_when_corrections_were_reused_and_trimmed():
     assert "0.5 of the frames from the corrections), each corrected episode from its first " \
         "correction" in text
     assert "arm starting at away" in text
+
+
+def test_each_evaluation_seed_draws_its_own_layouts_the_splits_in_turn():
+    specs, seeds = evaluation_layouts("lift", 6, [0, 1])
+    assert seeds == [0] * 6 + [1] * 6 and len(specs) == 12
+    assert [s.split for s in specs[:3]] == ["seen", "unseen combination", "unseen phrasing"]
+    assert not {s.seed for s in specs[:6]} & {s.seed for s in specs[6:]}  # other scenes
+    alone, _ = evaluation_layouts("lift", 6, [1])
+    assert [s.seed for s in alone] == [s.seed for s in specs[6:]]  # a seed's own, as alone
+
+
+def test_a_report_over_several_seeds_gives_each_seeds_result():
+    def run(seed, wins):
+        return [{"split": "seen", "success": w, "detail": "", "seed": seed} for w in wins]
+
+    before = run(0, (True, False)) + run(1, (False, False))
+    after = run(0, (True, True)) + run(1, (True, False))
+    text = format_text(_report(eval_seeds=[0, 1], eval_episodes=4, before=0.25, after=0.75,
+                               points=50.0, episodes_before=before, episodes_after=after))
+    assert "unseen layouts (4 episodes, seeds 0, 1): before 1/4 (25 %), after 3/4 (75 %)" in text
+    assert "seed 0: before 1/2, after 2/2" in text and "seed 1: before 0/2, after 1/2" in text
+    assert "seeds" not in format_text(_report())  # one seed: no breakdown

@@ -8,7 +8,8 @@
    and normaliser, ``--steps`` at ``--lr``), the new model under ``--out``;
 3. the policy before and after, uncorrected, on the same ``--eval`` layouts no training
    episode used (``rollout.evaluation_specs``: seen combinations, unseen combinations and
-   unseen phrasings in turn), in this process on one torch thread.
+   unseen phrasings in turn), in this process on one torch thread; ``--eval-seeds`` draws
+   ``--eval`` such layouts per seed, to see whether a gain holds beyond one set of scenes.
 
 The report gives both success rates, their difference in points, N and what the recording and
 the fine-tuning cost. The corrector's own success (the policy *with* corrections) is reported
@@ -42,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="new directory for the corrected dataset and the fine-tuned model")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the evaluation layouts (training: seed + 1)")
+    parser.add_argument("--eval-seeds", type=int, nargs="+", default=None,
+                        help="evaluate on --eval layouts of each of these seeds (default: "
+                        "--seed); the corrected episodes stay on --seed + 1's layouts")
     parser.add_argument("--replay", type=Path, nargs="*", default=[],
                         help="datasets the model was trained on, replayed beside the corrections")
     parser.add_argument("--mix", type=float, default=0.5,
@@ -69,6 +73,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--start must be one of {STARTS}, got {args.start!r}")
     if min(args.corrected, args.eval, args.steps, args.batch_size) < 1 or not 0 < args.lr < 1:
         raise ConfigError("--corrected, --eval, --steps, --batch-size must be >= 1; 0 < --lr < 1")
+    if args.eval_seeds is not None and len(set(args.eval_seeds)) != len(args.eval_seeds):
+        raise ConfigError(f"--eval-seeds: each seed once, got {args.eval_seeds}")
     if not 0 < args.mix <= 1:
         raise ConfigError(f"--mix must be in (0, 1], got {args.mix}")
     missing = [str(path) for path in args.replay if not (path / "meta" / "info.json").exists()]
@@ -80,14 +86,30 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"{args.out} exists; the bench writes a new directory (--out)")
 
 
-def _evaluate(model: Path, specs: list, label: str, quiet: bool, start: str) -> list[dict]:
+def evaluation_layouts(family: str, episodes: int, seeds: list[int]) -> tuple[list, list[int]]:
+    """``episodes`` unseen layouts of ``family`` per seed (seen combinations, unseen
+    combinations and unseen phrasings in turn), and the seed each one was drawn with."""
+    from lang2policy.vla.rollout import evaluation_specs
+
+    per_split, specs, drawn_with = math.ceil(episodes / 3), [], []
+    for seed in seeds:
+        drawn = evaluation_specs((family,), per_split, seed)
+        specs += sorted(drawn, key=lambda s: s.index % per_split)[:episodes]  # splits in turn
+        drawn_with += [seed] * min(episodes, len(drawn))
+    return specs, drawn_with
+
+
+def _evaluate(
+    model: Path, specs: list, label: str, quiet: bool, start: str, seeds: list[int]
+) -> list[dict]:
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.rollout import RolloutRunner
 
     policy, runner, results = VLAPolicy.load(model, threads=1), RolloutRunner(start=start), []
-    for spec in specs:
+    for spec, seed in zip(specs, seeds, strict=True):
         rollout = runner.run(policy, spec)
-        results.append({"split": spec.split, "success": rollout.success, "detail": rollout.detail})
+        results.append({"split": spec.split, "success": rollout.success,
+                        "detail": rollout.detail, "seed": seed})
         if not quiet:
             done = sum(r["success"] for r in results)
             verdict = "ok" if rollout.success else "FAIL"
@@ -172,22 +194,20 @@ def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
 def run_args(args: argparse.Namespace) -> dict:
     """Record, fine-tune, evaluate before and after; the report."""
     os.environ["OMP_NUM_THREADS"] = "1"
-    from lang2policy.vla.rollout import evaluation_specs
-
     _check(args)
     started = time.monotonic()
-    per_split = math.ceil(args.eval / 3)
-    specs = evaluation_specs((args.family,), per_split, args.seed)
-    specs = sorted(specs, key=lambda s: s.index % per_split)[: args.eval]  # the splits in turn
-    before = _evaluate(args.model, specs, "before", args.json, args.start)
+    eval_seeds = args.eval_seeds or [args.seed]
+    specs, drawn_with = evaluation_layouts(args.family, args.eval, eval_seeds)
+    before = _evaluate(args.model, specs, "before", args.json, args.start, drawn_with)
     dataset, recorded = _record(args) if args.corrections is None else _recorded(args)
     model, tuned = _finetune(args, dataset)
-    after = _evaluate(model, specs, "after", args.json, args.start)
+    after = _evaluate(model, specs, "after", args.json, args.start, drawn_with)
     rate_before = sum(r["success"] for r in before) / len(specs)
     rate_after = sum(r["success"] for r in after) / len(specs)
     return {
         "benchmark": "vla-corrections", "family": args.family, "model": str(args.model),
         "corrected_episodes": args.corrected, "eval_episodes": len(specs), "seed": args.seed,
+        "eval_seeds": eval_seeds,
         "start": args.start, "from_first_correction": args.from_first_correction,
         "replay": [str(path) for path in args.replay], "mix": args.mix if args.replay else None,
         "before": rate_before, "after": rate_after,
@@ -216,10 +236,31 @@ def format_text(report: dict) -> str:
            if report.get("from_first_correction") else "")
         + f", {tuned['wall_time_s']} s, "
         f"final L1 train {tuned['final_train_loss']}, validation {tuned['final_val_loss']}",
-        f"  unseen layouts ({total} episodes, seed {report['seed']}): before {wins[0]}/{total} "
+        f"  unseen layouts ({total} episodes, {_seeds_text(report)}): before {wins[0]}/{total} "
         f"({100 * report['before']:.0f} %), after {wins[1]}/{total} ({100 * report['after']:.0f} %)"
         f": {report['points']:+.1f} points (goal +{report['goal_points']:g})",
+        *_per_seed_lines(report),
         f"  model: {report['finetuned_model']}; data: {report['dataset']}; "
         f"{report['wall_s']} s in all",
     ]
     return "\n".join(lines)
+
+
+def _seeds_text(report: dict) -> str:
+    seeds = report.get("eval_seeds") or [report["seed"]]
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def _per_seed_lines(report: dict) -> list[str]:
+    """Before and after on each seed's layouts, when there were several seeds."""
+    seeds = report.get("eval_seeds") or [report["seed"]]
+    if len(seeds) < 2:
+        return []
+    lines = []
+    for seed in seeds:
+        runs = [[r for r in report[k] if r.get("seed") == seed]
+                for k in ("episodes_before", "episodes_after")]
+        wins = [sum(r["success"] for r in run) for run in runs]
+        lines.append(f"    seed {seed}: before {wins[0]}/{len(runs[0])}, "
+                     f"after {wins[1]}/{len(runs[1])}")
+    return lines
