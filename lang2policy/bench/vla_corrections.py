@@ -94,8 +94,9 @@ def evaluation_layouts(family: str, episodes: int, seeds: list[int]) -> tuple[li
     per_split, specs, drawn_with = math.ceil(episodes / 3), [], []
     for seed in seeds:
         drawn = evaluation_specs((family,), per_split, seed)
-        specs += sorted(drawn, key=lambda s: s.index % per_split)[:episodes]  # splits in turn
-        drawn_with += [seed] * min(episodes, len(drawn))
+        chosen = sorted(drawn, key=lambda s: s.index % per_split)[:episodes]  # splits in turn
+        specs += chosen
+        drawn_with += [seed] * len(chosen)
     return specs, drawn_with
 
 
@@ -246,14 +247,19 @@ def format_text(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _eval_seeds(report: dict) -> list[int]:
+    """The evaluation seeds (reports made before ``--eval-seeds``: their ``seed``)."""
+    return report.get("eval_seeds") or [report["seed"]]
+
+
 def _seeds_text(report: dict) -> str:
-    seeds = report.get("eval_seeds") or [report["seed"]]
+    seeds = _eval_seeds(report)
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 def _per_seed_lines(report: dict) -> list[str]:
     """Before and after on each seed's layouts, when there were several seeds."""
-    seeds = report.get("eval_seeds") or [report["seed"]]
+    seeds = _eval_seeds(report)
     if len(seeds) < 2:
         return []
     lines = []

@@ -12,12 +12,10 @@ said, and episodes nobody corrected (the policy did it alone) whole.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.dataset.reader import _ROW_ARRAYS, DemoDataset
+from lang2policy.vla.dataset.reader import DemoDataset
 
 CORRECTION = "correction.index"  # per frame: the correction said there (-1: none)
 
@@ -38,22 +36,9 @@ def from_first_correction(data: DemoDataset) -> tuple[DemoDataset, int]:
             "(lang2policy record corrections) can be kept from their first correction"
         )
     said = data.frame_columns[CORRECTION]
-    rows, episodes, start = [], [], 0
+    spans = []
     for episode in data.episodes:
         first, end = int(episode["from"]), int(episode["to"])
-        lead = first_correction(said[first:end])
-        first += lead or 0
-        rows.append(np.arange(first, end))
-        length = end - first
-        episodes.append({**episode, "from": start, "to": start + length, "length": length})
-        start += length
-    kept = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    trimmed = replace(
-        data,
-        episodes=episodes,
-        images={camera: frames[kept] for camera, frames in data.images.items()},
-        environment=None if data.environment is None else data.environment[kept],
-        frame_columns={name: values[kept] for name, values in data.frame_columns.items()},
-        **{name: getattr(data, name)[kept] for name in _ROW_ARRAYS},
-    )
-    return trimmed, len(data) - len(kept)
+        spans.append((episode, first + (first_correction(said[first:end]) or 0), end))
+    trimmed = data.keep_spans(spans)
+    return trimmed, len(data) - len(trimmed)

@@ -28,7 +28,7 @@ from lang2policy.vla.schema import ACTION_KEY, ENV_KEY, STATE_KEY, image_key
 
 _INDEX_COLUMNS = ("episode_index", "frame_index", "index", "task_index")
 _FRAME_COLUMNS = (STATE_KEY, ACTION_KEY, "timestamp", *_INDEX_COLUMNS)
-# DemoDataset's per-frame arrays, taken together by ``select``.
+# DemoDataset's per-frame arrays, taken together by ``keep_spans``.
 _ROW_ARRAYS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
 
 
@@ -81,17 +81,23 @@ class DemoDataset:
                 f"({_ranges(sorted(by_index))}); unknown: {unknown}"
             )
         chosen = [by_index[e] for e in wanted]
+        return self.keep_spans([(ep, ep["from"], ep["to"]) for ep in chosen])
+
+    def keep_spans(self, spans: Iterable[tuple[dict[str, Any], int, int]]) -> DemoDataset:
+        """The rows ``first:end`` of each ``(episode, first, end)``, one episode each, in the
+        order given; each episode's ``from``/``to``/``length`` renumbered to its rows here."""
+        spans = list(spans)
         rows = np.concatenate(
-            [np.arange(ep["from"], ep["to"]) for ep in chosen] or [np.zeros(0, np.int64)]
+            [np.arange(first, end) for _, first, end in spans] or [np.zeros(0, np.int64)]
         )
-        starts = np.cumsum([0] + [ep["length"] for ep in chosen])[:-1]
-        moved = [
-            {**ep, "from": int(start), "to": int(start + ep["length"])}
-            for ep, start in zip(chosen, starts, strict=True)
-        ]
+        episodes, start = [], 0
+        for episode, first, end in spans:
+            length = end - first
+            episodes.append({**episode, "from": start, "to": start + length, "length": length})
+            start += length
         return replace(
             self,
-            episodes=moved,
+            episodes=episodes,
             images={camera: frames[rows] for camera, frames in self.images.items()},
             environment=None if self.environment is None else self.environment[rows],
             frame_columns={name: values[rows] for name, values in self.frame_columns.items()},
