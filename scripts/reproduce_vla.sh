@@ -34,8 +34,8 @@ phase() {  # phase NAME COMMAND...: run it, say how long it took, return its sta
 phase "data" "$L2P" record demos --task-family pick_place,push,lift --episodes 250 \
     --views 5000 --seed 0 --out "$DATA"
 phase "training" "$L2P" train vla --dataset "$DATA" --out "$MODEL" --seed 0 --threads 2 \
-    --cameras front --head-reads scene --scene-latch --keyframes --grounding --shift 0 \
-    --scene-forcing 1 --scene-noise 0 --slots --perception-words slots --head-layers 3 \
+    --cameras front --head-reads scene --scene-latch --keyframes --keyframe-anchors --grounding \
+    --shift 0 --scene-forcing 1 --scene-noise 0 --slots --perception-words slots --head-layers 3 \
     --motor-steps 10000 --motor-batch 1024 --steps 5000 --lr 1e-3 --warmup 200 --ema 0.999 \
     --val-every 500 --checkpoint-every 500
 verdict=0

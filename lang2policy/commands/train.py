@@ -108,6 +108,9 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
     vla.add_argument("--keyframes", action="store_true",
                      help="--scene-latch: the action head also reads the held scene lifted into "
                      "joints by the arm's IK (above the block, its grasp, the drop, the push)")
+    vla.add_argument("--keyframe-anchors", action="store_true",
+                     help="--keyframes: the action head picks among the keyframes and adds a "
+                     "residual, so it reaches a keyframe's joints exactly")
     vla.add_argument("--perception-words", choices=("sentence", "slots"), default="sentence",
                      help="what the perception part reads of the instruction: the whole "
                      "sentence vector, or only its colour and side slots (needs --slots)")
@@ -243,7 +246,8 @@ def model_config_from_args(args: argparse.Namespace) -> Any:
         head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
         head_layers=args.head_layers, grounding=args.grounding,
         grounding_state=args.grounding_state, scene_latch=args.scene_latch,
-        perception_words=args.perception_words, keyframes=args.keyframes, **chosen,
+        perception_words=args.perception_words, keyframes=args.keyframes,
+        keyframe_anchors=args.keyframe_anchors, **chosen,
     )  # fmt: skip
 
 

@@ -87,6 +87,7 @@ def load_model_dir(directory: Path, device: str = "cpu") -> LoadedModel:
         raise ConfigError(
             f"the weights in {directory / WEIGHTS_FILE} do not fit its config.json: {exc}"
         ) from exc
+    model.use_statistics(normalizer)
     model.to(device).eval()
     return LoadedModel(model, config, normalizer)
 

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 
 from lang2policy.errors import ConfigError
+from lang2policy.vla.anchored_head import KeyframeAnchoredHead
+from lang2policy.vla.anchored_head import mlp as _mlp
 from lang2policy.vla.grounding import (
     GROUNDING_CAMERA,
     POINT_DIM,
@@ -102,15 +104,6 @@ class FiLMEncoder(nn.Module):
         return torch.cat([*points, self.keypoints(h)], dim=1), maps
 
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
-        layers.append(nn.Linear(n_in, n_out))
-        if i < len(sizes) - 2:
-            layers.append(nn.GELU())
-    return nn.Sequential(*layers)
-
-
 class VLANet(nn.Module):
     """Images of every camera, state and instruction vector → a normalised action chunk."""
 
@@ -148,7 +141,23 @@ class VLANet(nn.Module):
         # the scene head reads the grounded points and the action head the scene: the
         # encoder's last stages and keypoints are not read (nor trained)
         self.points_only = self.bottleneck and self.grounding is not None
-        self.head = _mlp([head_in + config.aux_dim, *hidden, config.chunk * config.action_dim])
+        self.head = self._action_head(head_in + config.aux_dim, hidden)
+
+    def _action_head(self, head_in: int, hidden: list[int]) -> nn.Module:
+        """The MLP from the head's input to the chunk, anchored on the keyframes when the
+        config asks (``vla/anchored_head.py``)."""
+        config = self.config
+        if config.keyframe_anchors:
+            dof = config.state_dim - 1
+            return KeyframeAnchoredHead(
+                head_in, hidden, config.chunk, config.action_dim, config.keyframe_dim // dof, dof
+            )
+        return _mlp([head_in, *hidden, config.chunk * config.action_dim])
+
+    def use_statistics(self, normalizer: object) -> None:
+        """Give an anchored head the normaliser's units (nothing to do for a plain head)."""
+        if isinstance(self.head, KeyframeAnchoredHead):
+            self.head.use_statistics(normalizer)
 
     def forward(
         self,

@@ -64,6 +64,9 @@ class VLAConfig:
     # (``vla/keyframes.py``: above the block, its grasp, the drop, the push's start and end);
     # needs scene_latch (solved once per episode, about 0.1-0.3 s)
     keyframes: bool = False
+    # The action head picks among the keyframes (softmax weights) and adds a residual, so it
+    # can reach a keyframe's joints exactly (``vla/anchored_head.py``); needs keyframes
+    keyframe_anchors: bool = False
     fps: int = schema.FPS
 
     def __post_init__(self) -> None:
@@ -113,6 +116,11 @@ class VLAConfig:
             raise ConfigError(
                 "keyframes are solved once per episode from the latched scene: they need "
                 "scene_latch (--scene-latch)"
+            )
+        if self.keyframe_anchors and not self.keyframes:
+            raise ConfigError(
+                "keyframe_anchors anchors the action head on the keyframes: it needs keyframes "
+                "(--keyframes)"
             )
         if self.scene_latch and self.head_reads != "scene":
             raise ConfigError(

@@ -113,6 +113,7 @@ def _build_run(
     )
     torch.manual_seed(settings.seed)
     net = start_net if start_net is not None else VLANet(config)
+    net.use_statistics(data.normalizer)
     check_choices(net, settings.optim, settings.augment.shift)
     trainer = Trainer(net, settings.optim, settings.steps, context)
     generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
