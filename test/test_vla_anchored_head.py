@@ -3,25 +3,27 @@ from the residual, its units come from the model's normaliser, and it trains, sa
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import torch
 
 from lang2policy.errors import ConfigError
 from lang2policy.vla.anchored_head import KeyframeAnchoredHead
+from lang2policy.vla.normalize import Normalizer
 
 CHUNK, ACTION_DIM, KEYFRAMES, DOF = 3, 6, 8, 5
 IN_DIM = ACTION_DIM + 4 + KEYFRAMES * DOF  # state, words and scene, keyframes last
 
 
-def _statistics(state_std: float = 2.0, mean: float = 0.1, std: float = 0.5) -> SimpleNamespace:
-    return SimpleNamespace(
-        action_mode="delta",
+def _statistics(
+    state_std: float = 2.0, mean: float = 0.1, std: float = 0.5, mode: str = "delta"
+) -> Normalizer:
+    return Normalizer(
+        state_mean=np.zeros(ACTION_DIM, np.float32),
         state_std=np.full(ACTION_DIM, state_std, np.float32),
         action_mean=np.full((CHUNK, ACTION_DIM), mean, np.float32),
         action_std=np.full((CHUNK, ACTION_DIM), std, np.float32),
+        action_mode=mode,
     )
 
 
@@ -64,7 +66,7 @@ def test_the_anchors_need_keyframes_and_delta_actions():
         VLAConfig(head_reads="scene", scene_latch=True, keyframe_anchors=True)
     head = KeyframeAnchoredHead(IN_DIM, [16], CHUNK, ACTION_DIM, KEYFRAMES, DOF)
     with pytest.raises(ConfigError, match="delta"):
-        head.use_statistics(SimpleNamespace(action_mode="absolute"))
+        head.use_statistics(_statistics(mode="absolute"))
     with pytest.raises(ConfigError, match="dof"):
         KeyframeAnchoredHead(IN_DIM, [16], CHUNK, ACTION_DIM, KEYFRAMES, ACTION_DIM)
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from lang2policy.errors import ConfigError
+from lang2policy.vla.normalize import Normalizer
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:
@@ -60,10 +61,10 @@ class KeyframeAnchoredHead(nn.Module):
         self.register_buffer("action_mean", torch.zeros(chunk, dof), persistent=False)
         self.register_buffer("action_std", torch.ones(chunk, dof), persistent=False)
 
-    def use_statistics(self, normalizer: object) -> None:
+    def use_statistics(self, normalizer: Normalizer) -> None:
         """Take the state std and the delta-action mean/std of ``normalizer`` (a
         ``Normalizer`` in delta mode): the units the anchoring converts between."""
-        if getattr(normalizer, "action_mode", None) != "delta":
+        if normalizer.action_mode != "delta":
             raise ConfigError("an anchored head predicts delta actions: train with delta mode")
         dof = self.dof
         self.state_std.copy_(torch.as_tensor(normalizer.state_std[:dof]))

@@ -37,6 +37,7 @@ from lang2policy.vla.grounding import (
     soft_argmax,
 )
 from lang2policy.vla.net_config import HEAD_READS, PERCEPTION_WORDS, VLAConfig
+from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.slots import SLOT_DIM
 
 __all__ = ["HEAD_READS", "PERCEPTION_WORDS", "VLAConfig", "VLANet"]  # the config: re-exported
@@ -154,7 +155,7 @@ class VLANet(nn.Module):
             )
         return _mlp([head_in, *hidden, config.chunk * config.action_dim])
 
-    def use_statistics(self, normalizer: object) -> None:
+    def use_statistics(self, normalizer: Normalizer) -> None:
         """Give an anchored head the normaliser's units (nothing to do for a plain head)."""
         if isinstance(self.head, KeyframeAnchoredHead):
             self.head.use_statistics(normalizer)
