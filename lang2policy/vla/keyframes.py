@@ -34,7 +34,7 @@ NAMES = (
     "above_block", "grasp", "lifted", "above_drop", "drop", "above_push", "push_start", "push_end",
 )  # fmt: skip
 PUSH_MIN = 0.01  # m: a goal this close to the block horizontally is not a push (a lift)
-LIFT = 0.08  # m above the grasp point for the "lifted" keyframe (``tasks.LIFT_HEIGHT``)
+LIFT = 0.08  # m: the "lifted" keyframe's tool above the block's rest (``tasks.LIFT_HEIGHT``)
 DROP_CLEARANCE = 0.02  # m: the held block is let go this far above its resting height
 BOWL_FLOOR = 0.008  # m: a bowl's floor above its pose (``MotionPrimitives.drop_point``)
 
@@ -92,13 +92,28 @@ class KeyframePlanner:
         grasp_yaw = self.kin.grasp_yaw(block, yaw, math.pi / 2)
         grasp_point = above(block, self.grasp.grasp_offset)
         above_block, grasp = self._vertical(grasp_point, grasp_yaw)
-        lifted = self._solve(above(grasp_point, LIFT), grasp_yaw, grasp)
+        lifted = self._lifted(grasp_point, block, above_block)
         drop = above(goal, BOWL_FLOOR + self.half + DROP_CLEARANCE)
         drop_yaw = self.kin.grasp_yaw(drop, self.kin.natural_yaw(drop), math.pi / 2)
         above_drop, at_drop = self._vertical(drop, drop_yaw)
         push = self._push(block, yaw, goal)
         frames = [above_block, grasp, lifted, above_drop, at_drop, *push]
         return np.concatenate(frames).astype(np.float32)
+
+    def _lifted(self, grasp_point: np.ndarray, block: np.ndarray, seed: np.ndarray) -> np.ndarray:
+        """Joints of the lift as the oracle ends it: the tool ``LIFT`` above the block's rest
+        height, over the grasp, at the arm's natural yaw there (``oracle.run_oracle`` moves
+        there from above the block with ``move_to_position``)."""
+        point = np.array([grasp_point[0], grasp_point[1], block[2] + LIFT])
+        yaw = self.kin.natural_yaw(point)
+        paths = ToolPaths(self.kin, lambda: seed)  # seeded where the lift starts, as the oracle
+        try:
+            return paths.reach(point, yaw, "keyframe")[1]
+        except UnreachableError as exc:
+            try:
+                return paths.lean(point, yaw, exc)
+            except UnreachableError:
+                return self._solve(point, yaw, seed)  # the IK's best attempt
 
     def _vertical(self, point: np.ndarray, yaw: float) -> tuple[np.ndarray, np.ndarray]:
         """(joints above ``point``, joints at it) as the pick and place primitives go down."""
