@@ -31,7 +31,8 @@ def test_the_pick_keyframes_put_the_tool_above_and_at_the_blocks_grasp_point(pla
     assert np.linalg.norm(tool["grasp"] - grasp_point) < 0.003
     assert np.linalg.norm(tool["above_block"] - above(grasp_point, planner.grasp.approach_height))\
         < 0.003
-    assert np.linalg.norm(tool["lifted"] - above(grasp_point, LIFT)) < 0.005
+    lift_end = [*grasp_point[:2], block[2] + LIFT]  # where the oracle's lift takes the tool
+    assert np.linalg.norm(tool["lifted"] - lift_end) < 0.005
     drop = tool["drop"]
     assert np.linalg.norm(drop[:2] - [0.25, 0.06]) < 0.003 and drop[2] > 0.02  # over the bowl
 
@@ -96,3 +97,25 @@ def test_a_latched_network_trains_on_keyframes_and_acts_on_those_of_its_look(tmp
     assert policy._latched_keyframes.shape == (1, policy.config.keyframe_dim) == (1, 40)
     policy._latched_keyframes = policy._latched_keyframes + 1.0  # other keyframes ...
     assert not np.allclose(policy.act_chunk(images, data.state[0], data.tasks[0]), first)
+
+
+@pytest.mark.parametrize("family", ["lift", "pick_place", "push"])
+def test_the_oracles_demonstrations_pass_through_their_keyframes(planner, family):
+    """The keyframes are the demonstrations' own waypoints (so an action head can copy them):
+    a recorded oracle episode comes within 0.02 rad of each keyframe its task uses."""
+    from lang2policy.vla.demos import record_episode, training_specs
+    from lang2policy.vla.rollout import RolloutRunner
+
+    runner = RolloutRunner()
+    (spec,) = training_specs([family], 1, seed=5)
+    episode = record_episode(runner.session, runner.renderer, spec)
+    assert episode.success, episode.detail
+    frames = planner.keyframes(episode.environment[0]).reshape(len(NAMES), planner.dof)
+    used = {
+        "lift": ("above_block", "grasp", "lifted"),
+        "pick_place": ("above_block", "grasp", "drop"),
+        "push": ("above_push", "push_start"),
+    }[family]
+    for name in used:
+        gap = np.linalg.norm(episode.state[:, : planner.dof] - frames[NAMES.index(name)], axis=1)
+        assert gap.min() < 0.02, f"{family}: {gap.min():.3f} rad from {name}"
