@@ -6,8 +6,8 @@
 #       DATA_DIR   new dataset directory   (default: data/vla-repro; must not exist)
 #       MODEL_DIR  new model directory     (default: out/vla-repro)
 #
-# 46 minutes measured on a 2-core CPU (commit 5ddee77: the run that made the shipped
-# checkpoint; the model card has each phase's time).
+# 46 minutes measured on a 2-core CPU (commit dcfbdaa; the model card has each phase's time
+# and says how the shipped checkpoint was made from this script's data and training command).
 # Each phase prints its wall time; the benchmark's table ends the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
