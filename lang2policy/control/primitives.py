@@ -21,7 +21,7 @@ from lang2policy.control.pusher import PUSH_SPEED, PushPlan, plan_push
 from lang2policy.control.scene_query import SceneQuery, require_object
 from lang2policy.control.tool_paths import ToolPaths, above
 from lang2policy.control.trajectory import duration_for, min_jerk_scale, path_length, sample_path
-from lang2policy.errors import InvalidIntentError, MotionTimeExceeded, UnreachableError
+from lang2policy.errors import InvalidIntentError, MotionTimeExceeded
 from lang2policy.robots.robot import Robot
 from lang2policy.scene.pose import Pose
 
@@ -101,10 +101,7 @@ class MotionPrimitives:
         position = np.asarray(position, float)
         self.kin.check_reach(position, "move_to")
         yaw = self.kin.natural_yaw(position) if yaw is None else yaw
-        try:
-            return self.paths.reach(position, yaw, "move_to")[1]
-        except UnreachableError as exc:
-            return self.paths.lean(position, yaw, exc)
+        return self.paths.reach_or_lean(position, yaw, "move_to")
 
     def go_home(self) -> None:
         self._follow(np.vstack([self.joints(), self.kin.arm.home]))

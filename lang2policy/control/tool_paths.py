@@ -66,6 +66,14 @@ class ToolPaths:
                 error = exc
         raise error  # type: ignore[misc]
 
+    def reach_or_lean(self, position, yaw, what) -> np.ndarray:
+        """Joints for ``position``: the first configured tilt that reaches it, else the
+        least lean that does (``lean``); raises if nothing reaches."""
+        try:
+            return self.reach(position, yaw, what)[1]
+        except UnreachableError as exc:
+            return self.lean(position, yaw, exc)
+
     def lean(self, position, yaw, error: UnreachableError) -> np.ndarray:
         """Joints for ``position`` when none of the configured tilts reaches it: the smallest
         tilt of a finer sweep, else any orientation. Raises ``error`` if nothing reaches."""

@@ -107,13 +107,10 @@ class KeyframePlanner:
         point = np.array([grasp_point[0], grasp_point[1], block[2] + LIFT])
         yaw = self.kin.natural_yaw(point)
         paths = ToolPaths(self.kin, lambda: seed)  # seeded where the lift starts, as the oracle
-        try:
-            return paths.reach(point, yaw, "keyframe")[1]
-        except UnreachableError as exc:
-            try:
-                return paths.lean(point, yaw, exc)
-            except UnreachableError:
-                return self._solve(point, yaw, seed)  # the IK's best attempt
+        try:  # the oracle's own move (``MotionPrimitives.plan_move_to``)
+            return paths.reach_or_lean(point, yaw, "keyframe")
+        except UnreachableError:
+            return self._solve(point, yaw, seed)  # the IK's best attempt
 
     def _vertical(self, point: np.ndarray, yaw: float) -> tuple[np.ndarray, np.ndarray]:
         """(joints above ``point``, joints at it) as the pick and place primitives go down."""
