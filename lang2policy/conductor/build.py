@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lang2policy.conductor.conductor import Conductor
-from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor
+from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor, ZonePort
 from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.conductor.skill_route import SkillPort, SkillRoute, SkillSettings
 from lang2policy.llm.warm import Warmth, warm_up
@@ -64,10 +64,12 @@ def build_conductor(
     code: CodeExecutor,
     reward: RewardExecutor,
     skill_port: SkillPort | None = None,
+    zone_port: ZonePort | None = None,
 ) -> Conductor:
     """A conductor over ``code`` and ``reward``; status and specs go to ``outlet``. With a
     ``skill_port`` (a VLA node in the graph) skill plans run there (``SkillRoute``), decided by
-    the code plans' privilege policy."""
+    the code plans' privilege policy; with a ``zone_port`` (a safety node in the graph) each
+    plan's keep-out zones go there."""
     vla = skill_port is not None or code.backend.vla is not None
     planning = build_plan_loop(code.backend, settings.llm, settings.grounding, vla)
     skills = None
@@ -90,6 +92,7 @@ def build_conductor(
         correction_router(settings),
         settings.route,
         skills,
+        zone_port,
     )
 
 

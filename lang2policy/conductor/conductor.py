@@ -15,7 +15,10 @@ One object owns what happens between a person's words and the arm, with no ROS i
   running reward task (``stop``; ``safety_state`` turns the safety node's report into one);
 * **corrections** (``correct``): routed, applied or refused by the gate, remembered and
   recalled (``lang2policy.conductor.corrections``);
-* **status**: every step is a ``StatusEvent`` handed to the host's ``Outlet``.
+* **status**: every step is a ``StatusEvent`` handed to the host's ``Outlet``;
+* **keep-out zones**: each plan's (those of the privilege policy that gates it) go to the
+  safety node through the host's ``ZonePort`` before the plan moves anything, and are
+  withdrawn when it ends (``zone_announcer``), so a VLA skill or an MPC is held to them too.
 
 The planner node is a thin adapter around it, and ``lang2policy run`` drives the same object,
 so the graph and the command line cannot drift.
@@ -34,9 +37,11 @@ from lang2policy.conductor.ports import (
     Positions,
     RewardRun,
     SkillExecutor,
+    ZonePort,
 )
 from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.conductor.skill_route import SkillScene
+from lang2policy.conductor.zone_announcer import ZoneAnnouncer
 from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.correcting import CorrectionRouter
@@ -77,10 +82,12 @@ class Conductor:
         router: CorrectionRouter,
         route_setting: str = "auto",
         skills: SkillExecutor | None = None,
+        zones: ZonePort | None = None,
     ) -> None:
         _check_route_setting(route_setting, skills)
         self.outlet, self.code, self.planning, self.reward = outlet, code, planning, reward
         self.skills = skills
+        self.zones = ZoneAnnouncer(zones)
         self.route_setting = route_setting
         self.instruction, self.route = "", ""  # what runs (or ran last)
         self.positions: Positions = {}  # live objects: name -> [x, y, z]
@@ -167,11 +174,17 @@ class Conductor:
     def _run(self, instruction: str, route: str) -> PlanResult:
         runs = {"code": self._run_code, "reward": self._run_reward, "skill": self._run_skill}
         try:
+            # Every route's motion is held to the zones: the skill route's and the code plan's
+            # vla_skill calls are gated by this policy too (build_conductor), the MPC by none.
+            self.zones.start(self.planning.runner.policy)
             result = runs[route](instruction)
         except Exception as exc:  # the host must survive any planning error
             result = PlanResult(instruction, route, "failed", f"{type(exc).__name__}: {exc}")
         finally:
-            self._busy.release()  # before the final status: whoever hears it may send more
+            try:  # a spec handed to the controller node runs on: its zones stay until the stop
+                self.zones.withdraw(unless=lambda: self.reward.running is not None)
+            finally:  # before the final status: whoever hears it may send more
+                self._busy.release()
         self.say(result.state, instruction, result.detail)
         return result
 
@@ -263,6 +276,7 @@ class Conductor:
             return  # already handled (the stop request, then the safety node's report)
         self.end_motion(reason)
         self.reward.cancel()
+        self.zones.withdraw(unless=lambda: self.busy)  # a running plan withdraws them at its end
         if self.skills is not None:  # a skill plan, or a code plan's vla_skill call
             self.skills.cancel()
         self.say("stopped", "", reason)

@@ -4,17 +4,19 @@ The conductor decides; its host carries the results out. ``Outlet`` is the host'
 planner node publishes on topics and calls the safety node; ``lang2policy run`` prints), a
 ``CodeExecutor`` is where a code plan's skill calls move an arm (the simulated arm in-process,
 or the arm in the graph), and a ``RewardExecutor`` is where a reward spec is optimised (an
-in-process MPC, or the controller node reached through the outlet).
+in-process MPC, or the controller node reached through the outlet). A ``ZonePort`` (the planner
+node) carries the running plan's keep-out zones to the safety node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lang2policy.graph.topics import StatusEvent
 from lang2policy.rewards.spec import RewardSpec
+from lang2policy.sandbox.policy_zones import Box
 from lang2policy.session.protocol import Session
 from lang2policy.skills.backend import SimSkillBackend
 
@@ -32,6 +34,14 @@ class Outlet(Protocol):
 
     def request_stop(self) -> bool:
         """Ask the safety layer to stop and hold the arm; False when nobody answers."""
+
+
+class ZonePort(Protocol):
+    """Where the running plan's keep-out zones go (the planner node: ``/lang2policy/plan_zones``,
+    which the safety node enforces on every motion)."""
+
+    def send_plan_zones(self, plan_id: str | None, zones: Mapping[str, Box]) -> None:
+        """The zones of plan ``plan_id``; ``None`` and ``{}`` when no plan runs."""
 
 
 class CodeExecutor(Protocol):

@@ -41,6 +41,8 @@ STATUS = Endpoint("/lang2policy/status", "std_msgs/msg/String")  # planner, cont
 SAFETY = Endpoint("/lang2policy/safety", "std_msgs/msg/String")  # the safety node's lines
 REWARD_SPEC = Endpoint("/lang2policy/reward_spec", "std_msgs/msg/String")  # JSON or "null"
 SKILL = Endpoint("/lang2policy/skill", "std_msgs/msg/String")  # a VLA skill; "" cancels
+# The running plan's keep-out zones (JSON, ``safety.plan_zones``): planner -> safety node.
+PLAN_ZONES = Endpoint("/lang2policy/plan_zones", "std_msgs/msg/String")
 
 # ------------------------------------------------------------------ services
 STOP = Endpoint("/lang2policy/stop", "std_srvs/srv/Trigger")
@@ -62,7 +64,11 @@ TOPICS: tuple[Endpoint, ...] = (
     SAFETY,
     REWARD_SPEC,
     SKILL,
+    PLAN_ZONES,
 )
+# Topics whose publisher keeps its last message for late joiners (QoS reliable, transient
+# local, depth 1; ``ros.qos.LATCHED``): a safety node started after the plan still gets its zones.
+LATCHED_TOPICS: tuple[Endpoint, ...] = (PLAN_ZONES,)
 SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET)
 TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 

@@ -15,6 +15,11 @@ started on ``/lang2policy/skill`` as a JSON message with its plan id and limits,
 on ``/lang2policy/status`` by the VLA node's lines with that plan id; corrections but ``stop``
 go to it as language motions. Policy code's ``vla_skill(...)`` takes the same path.
 
+Keep-out zones: when a plan (code, reward or skill) starts, the keep-out zones of its privilege
+policy go to the safety node on ``/lang2policy/plan_zones`` (JSON, ``safety.plan_zones``; QoS
+latched: reliable, transient local, depth 1), which enforces them on every motion; an empty
+mapping (``plan_id`` null) withdraws them when the plan ends, and is sent once at start-up.
+
 Parameters: ``route`` (code | reward | auto | skill), ``llm`` and ``reward_llm``, ``memory``
 and ``memory_threshold`` (corrections memory), ``vla`` with ``skill_max_joint_speed`` and
 ``skill_time_budget`` (the limits a skill plan asks for), ``execute``: ``graph`` (default:
@@ -52,6 +57,8 @@ from lang2policy.ros import convert
 from lang2policy.ros.entry import spin_node
 from lang2policy.ros.graph_arm import GraphArm
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.qos import LATCHED
+from lang2policy.safety.plan_zones import encode_plan_zones
 from lang2policy.session.sim import SimSession
 from lang2policy.wire_json import MessageError, decode_status
 
@@ -68,12 +75,16 @@ class PlannerNode(ReadOnlyParameters):
         self._spec = self.create_publisher(String, topics.REWARD_SPEC.name, 10)
         self._stop_client = self.create_client(Trigger, topics.STOP.name)
         self._skill = self.create_publisher(String, topics.SKILL.name, 10)
+        self._zones = self.create_publisher(String, topics.PLAN_ZONES.name, LATCHED)
+        self.send_plan_zones(None, {})  # no plan runs (a restarted planner's old plan ended)
         self.arm: GraphArm | None = None
         self.warmth = None  # how warming the LLM went (``llm.warm.Warmth``), once done
         code = self._code_executor()
         self.settings = self._settings()
         port = self if self._vla_on() else None
-        self.conductor = build_conductor(self.settings, self, code, SpecHandOff(self), port)
+        self.conductor = build_conductor(
+            self.settings, self, code, SpecHandOff(self), port, zone_port=self
+        )
         if isinstance(self.conductor.skills, SkillRoute):  # the VLA node's lines
             self.create_subscription(String, topics.STATUS.name, self._on_status, 50)
         self.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
@@ -176,6 +187,12 @@ class PlannerNode(ReadOnlyParameters):
     def send_skill(self, text: str) -> None:
         """``SkillPort``: a skill plan's start, motion or cancel ("") for the VLA node."""
         self._skill.publish(String(data=text))
+
+    def send_plan_zones(self, plan_id: str | None, zones) -> None:
+        """``ZonePort``: the running plan's keep-out zones for the safety node."""
+        self._zones.publish(String(data=encode_plan_zones(plan_id, zones)))
+        names = ", ".join(zones) or "none"
+        self.get_logger().info(f"plan {plan_id or '-'}: keep-out zones {names}")
 
     def skill_listeners(self) -> int:
         return self._skill.get_subscription_count()

@@ -32,7 +32,9 @@ Subscribes, always
     success check (``vla.skill_judge``) runs on them.
   * ``/lang2policy/safety`` (std_msgs/String): the safety node's state. ``stopped`` ends the
     running skill at once (``stopped``; nothing more is published) and refuses new skills
-    until the safety node is resumed.
+    until the safety node is resumed. A command of the skill cut at a keep-out zone (its count
+    ``detail.cuts.keep_out`` grew since the skill started; ``vla.keep_out_watch``) ends it
+    ``stopped`` with the reason ``keep-out: <the safety node's last violation>``, and a hold.
 
 Subscribes while a skill runs (so that an idle node costs nothing, and the sim node, which
 renders a camera only while someone listens, renders nothing for it)
@@ -91,6 +93,7 @@ from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.vla_params import VLAParameters
 from lang2policy.scene.mirror import MirrorWorld
+from lang2policy.vla.keep_out_watch import KeepOutWatch
 from lang2policy.vla.language_motion import MotionState
 from lang2policy.vla.schema import ACTION_DIM, JOINT_NAMES, ROBOT_TYPE, STATE_NAMES
 from lang2policy.vla.skill_judge import ObjectsJudge
@@ -137,6 +140,7 @@ class VLANode(VLAParameters):
         self.runner: SkillRunner | None = None
         self.plan_id = ""  # the running skill's plan, echoed in its status lines
         self.safety_state = ""
+        self.keep_out = KeepOutWatch()  # the safety node's keep-out cuts during a skill
         self.commands_sent = 0
         self._objects: dict | None = None
         self._last_report: tuple[str, str] | None = None
@@ -221,6 +225,7 @@ class VLANode(VLAParameters):
             skill, self.actor, judge, self.cameras, self.settings, now, shaper
         )
         self.plan_id = plan_id
+        self.keep_out.arm()
         self._last_report, self._hold_sent = None, False
         self._subscribe_inputs()
         self._timer.reset()
@@ -242,15 +247,16 @@ class VLANode(VLAParameters):
                 )
             )
 
-    def _finish(self, step: Step) -> None:
-        """The skill ended: stop the timer and the input subscriptions, hold (but after a
-        stop: the safety node holds), report with the statistics."""
+    def _finish(self, step: Step, hold: bool | None = None) -> None:
+        """The skill ended: stop the timer and the input subscriptions, hold (by default but
+        after a stop: the safety node holds), report with the statistics."""
         runner, self.runner = self.runner, None
+        self.keep_out.disarm()
         self._timer.cancel()
         for subscription in self._inputs:
             self.destroy_subscription(subscription)
         self._inputs = []
-        if step.state != STOPPED:
+        if (step.state != STOPPED) if hold is None else hold:
             self._send_hold()
         if runner is not None:
             self._report(step, runner)
@@ -295,9 +301,14 @@ class VLANode(VLAParameters):
             self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
             return
         self.safety_state = line["state"]
-        if self.safety_state == "stopped" and self.runner is not None:
+        keep_out = self.keep_out.heard(line)
+        if self.runner is None:
+            return
+        if self.safety_state == "stopped":
             reason = str(line.get("reason") or "stop requested")[:200]
             self._finish(self.runner.end(STOPPED, f"stopped by the safety node: {reason}"))
+        elif keep_out:  # no latch there: the arm rests where the cut left it, held from here
+            self._finish(self.runner.end(STOPPED, keep_out), hold=True)
 
     # ------------------------------------------------------------------ outputs
     def _on_tick(self) -> None:
