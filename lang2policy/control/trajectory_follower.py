@@ -119,18 +119,34 @@ class TrajectoryFollower:
         self._positions = self._vector(positions)[None, :]
         self._waiting.clear()
 
-    def start(self, now: float, points: TrajectoryPoints, current: np.ndarray) -> None:
+    def start(
+        self,
+        now: float,
+        points: TrajectoryPoints,
+        current: np.ndarray,
+        start_time: float | None = None,
+    ) -> None:
         """Follow ``points`` from ``now``; with no points, cancel and hold ``current`` at once
         (``stop`` with a ``Braking`` comes to rest along the command instead).
 
         ``points`` are (time_from_start, {joint: position}) with non-decreasing times, as
         ``lang2policy.ros.convert.trajectory_points`` returns them (validated there). With a
         queue, they may wait until the running trajectory reaches its first point.
+
+        ``start_time`` (<= ``now``, on this follower's clock): the trajectory's own start, as
+        joint_trajectory_controller reads a header stamp: it departs at that moment from where
+        the target was then, and the target at ``now`` is already ``now - start_time`` into it.
+        A trajectory delivered late so runs at the pace it was planned at, from the state it
+        was planned from (the safety node's stamped output), never compressed; no queue.
         """
         if not points:
             self.hold(current)
             return
         self._check_names(points)
+        if start_time is not None:
+            self._waiting.clear()
+            self._begin(min(max(float(start_time), self._start), now), points)
+            return
         self._release(now)
         if self.queue and (self._waiting or self._before_first_point(now)):
             if len(self._waiting) == self._waiting.maxlen:
@@ -296,6 +312,14 @@ class TrajectoryFollower:
         if len(self._times) == 1 or not ahead.size:
             return None
         return self._positions[ahead[0]].copy()
+
+    def remaining(self, now: float) -> list[tuple[float, np.ndarray]]:
+        """The points still ahead at ``now`` as (time from ``now``, positions): followed from
+        the target at ``now``, they are the same motion (empty once the trajectory ended)."""
+        self._release(now)
+        t = now - self._start
+        ahead = np.flatnonzero(self._times > t)
+        return [(float(self._times[k] - t), self._positions[k].copy()) for k in ahead]
 
     def active(self, now: float) -> bool:
         """True while a trajectory is still moving (before its last point's time) or waits."""

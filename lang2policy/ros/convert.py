@@ -172,13 +172,19 @@ def camera_info(
 
 
 def trajectory(
-    names: Sequence[str], points: Sequence[tuple[float, Sequence[float]]]
+    names: Sequence[str],
+    points: Sequence[tuple[float, Sequence[float]]],
+    stamp: float | None = None,
 ) -> JointTrajectory:
     """trajectory_msgs/JointTrajectory from joint names and (time_from_start s, positions).
 
-    The header stamp stays zero: the receiver starts the trajectory when it arrives.
+    ``stamp`` (s, the robot's clock): when the trajectory starts, as joint_trajectory_controller
+    reads the header stamp (the safety node stamps what it forwards; robot nodes refuse it once
+    older than their ``command_deadline``). None or 0: the receiver starts it on arrival.
     """
     msg = JointTrajectory(joint_names=list(names))
+    if stamp:
+        msg.header.stamp = time_msg(stamp)
     for t, positions in points:
         ns = round(t * _NS)
         values = [float(v) for v in positions]

@@ -9,6 +9,11 @@ from typing import TypeVar
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
+from lang2policy.control.command_deadline import (
+    DEFAULT_DEADLINE,
+    DEFAULT_STREAM_TIMEOUT,
+    CommandDeadline,
+)
 from lang2policy.errors import ConfigError
 
 Message = TypeVar("Message")
@@ -59,3 +64,16 @@ class ReadOnlyParameters(Node):
         except ValueError as exc:
             self.get_logger().warning(f"ignored {topic}: {exc}", throttle_duration_sec=2.0)
             return None
+
+
+def command_deadline(node: ReadOnlyParameters) -> CommandDeadline:
+    """A robot node's ``CommandDeadline`` from its ``command_deadline`` and ``stream_timeout``
+    parameters (the sim node and the SO-101 driver read the same two)."""
+    return CommandDeadline(
+        node._number("command_deadline", DEFAULT_DEADLINE, "s: older stamped trajectories brake"),
+        node._number(
+            "stream_timeout",
+            DEFAULT_STREAM_TIMEOUT,
+            "s of silence in a stamped stream while the arm moves before it brakes",
+        ),
+    )

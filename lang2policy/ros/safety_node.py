@@ -69,7 +69,7 @@ from lang2policy.safety import (
     Trajectory,
     Watchdog,
     load_safety_config,
-    motion_filter_for,
+    safety_model_for,
 )
 
 
@@ -84,10 +84,17 @@ class SafetyNode(ReadOnlyParameters):
         watchdog_rate = self._number("watchdog_rate", 50.0, "Hz (steady clock) of watchdog checks")
         status_rate = self._number("status_rate", 2.0, "Hz of the periodic status message")
 
+        heartbeat = self._number(
+            "heartbeat_period", 0.1, "s of robot time between re-sends of a running trajectory"
+        )
         self._lock = threading.RLock()  # one supervisor event (and its output) at a time
+        model = safety_model_for(self.robot, config)
         self.supervisor = SafetySupervisor(
-            motion_filter_for(self.robot, config),
+            model.filter,
             Watchdog(config.state_timeout, config.command_timeout),
+            shaper=model.shaper,
+            guard=model.guard,
+            heartbeat_period=heartbeat,
         )
         self._published_state: tuple[str, str] | None = None
         self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY.name, 10)
@@ -148,8 +155,13 @@ class SafetyNode(ReadOnlyParameters):
             return
         stamp = convert.to_seconds(msg.header.stamp) or None  # unstamped: use arrival time
         positions = dict(zip(msg.name, msg.position, strict=True))
+        velocities = (
+            dict(zip(msg.name, msg.velocity, strict=True))
+            if len(msg.velocity) == len(msg.name)
+            else None
+        )
         with self._lock:
-            decision = self.supervisor.on_joint_state(self.now(), stamp, positions)
+            decision = self.supervisor.on_joint_state(self.now(), stamp, positions, velocities)
             self._apply(decision)
         if not decision.ok:
             self.get_logger().error(decision.message, throttle_duration_sec=2.0)
@@ -178,6 +190,7 @@ class SafetyNode(ReadOnlyParameters):
     def _on_tick(self) -> None:
         with self._lock:
             self._apply(self.supervisor.tick(self.now()))
+            self._apply(self.supervisor.heartbeat(self.now()))
             if not self.supervisor.watchdog.command_running(self.now()):
                 self._watchdog.cancel()  # nothing runs: the status timer watches meanwhile
 
@@ -212,7 +225,9 @@ class SafetyNode(ReadOnlyParameters):
         """Publish what ``decision`` sends, then the status if the state or reason changed."""
         if decision.send is not None:
             points = [(t, list(values)) for t, values in decision.send.points]
-            self._robot_pub.publish(convert.trajectory(decision.send.names, points))
+            self._robot_pub.publish(
+                convert.trajectory(decision.send.names, points, stamp=decision.stamp)
+            )
         state = (self.supervisor.state, self.supervisor.reason)
         if state != self._published_state:
             self.get_logger().info(f"state {state[0]}" + (f": {state[1]}" if state[1] else ""))

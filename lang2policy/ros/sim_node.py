@@ -12,13 +12,14 @@ A steady-clock
 timer advances physics by one control period of sim time per tick (the timer period is that
 divided by ``real_time_factor``). Sim time on ``/clock`` never jumps back, across resets too.
 
-Trajectories are followed as joint_trajectory_controller does (``TrajectoryFollower``), except
-that one arriving before the running one has reached its first point waits for that point and
-departs from there (``STREAM_QUEUE`` may wait; see ``TrajectoryFollower``): sim time stands still
-between two ticks, so the 20 ms steps of a command stream that arrive bunched, as they do on a
-loaded machine, would otherwise all start at the same instant and the last would run two or
-three steps in the time of one, faster than the safety node allowed. The safety node times
-every command for exactly this (``lang2policy.safety.reference``).
+Trajectories are followed as joint_trajectory_controller does (``TrajectoryFollower``): a new
+one replaces the running one; a stamped one (the safety node stamps what it forwards with the
+joint states' sim time) starts at its stamp from where the target was then, so one delivered
+late runs at its planned pace, never compressed and never queued. ``CommandDeadline`` guards
+against stale motion: a stamped trajectory older than ``command_deadline`` (0.3 s of sim time)
+on arrival is not executed and the arm brakes to rest; a stamped stream that falls silent for
+``stream_timeout`` (0.25 s) while the arm moves means the safety node is gone: the arm brakes
+to rest and holds.
 
 Cameras render in a thread of their own (a GL context belongs to the thread that created it,
 and rendering must not stall the control loop); when rendering falls behind, frames are dropped.
@@ -47,23 +48,18 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from lang2policy.control.trajectory_follower import (
-    STREAM_QUEUE,
-    TrajectoryFollower,
-    robot_braking,
-)
+from lang2policy.control.trajectory_follower import TrajectoryFollower, robot_braking
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, TRAJECTORY
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
-from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.params import ReadOnlyParameters, command_deadline
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 from lang2policy.vla.scenes import Appearance
 
-PENDING_MAX = STREAM_QUEUE  # trajectories that may wait for the running one
 OBJECTS_KEEPALIVE = 0.5  # s of sim time between object messages while nothing moves
 OBJECTS_MOVED = 1e-5  # m (and quaternion units): a smaller change of a pose is no motion
 
@@ -124,9 +120,8 @@ class SimNode(ReadOnlyParameters):
         self._objects_sent = None  # (names, poses, stamp) of the last objects message
         self.robot = SimRobot(self.world, control_period=self._period)
         self.robot.connect()
-        self.follower = TrajectoryFollower(
-            self.robot.limits.names, self._position(), queue=PENDING_MAX
-        )
+        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+        self.deadline = command_deadline(self)
 
         self._clock_pub = self.create_publisher(ClockMsg, CLOCK.name, 10)
         self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
@@ -154,9 +149,7 @@ class SimNode(ReadOnlyParameters):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"parameter 'appearance' is not JSON ({exc}): {text[:80]!r}"
-            ) from exc
+            raise ConfigError(f"parameter 'appearance' is not JSON ({exc}): {text[:80]!r}") from exc
         try:
             Appearance.from_dict(data, self.world).apply(self.world)
         except ConfigError as exc:
@@ -184,6 +177,10 @@ class SimNode(ReadOnlyParameters):
         return self.robot.get_observation().position
 
     def _tick(self) -> None:
+        lost = self.deadline.lost_stream(self.now(), self.follower.active(self.now()))
+        if lost:
+            self.get_logger().warning(lost)
+            self._brake()
         self.robot.send_action(self.follower.target(self.now()))
         self.world.step_seconds(self._period)
         obs = self.robot.get_observation()
@@ -239,10 +236,19 @@ class SimNode(ReadOnlyParameters):
                 f"rejected {TRAJECTORY.name}: {exc}; the arm keeps its current command"
             )
             return
-        current = self._position()
-        if points:
-            self.follower.start(self.now(), points, current)
+        if not points:
+            self._brake()
             return
+        arrival = self.deadline.arrive(self.now(), convert.to_seconds(msg.header.stamp))
+        if arrival.stale:
+            self.get_logger().warning(arrival.stale, throttle_duration_sec=1.0)
+            self._brake()
+            return
+        self.follower.start(self.now(), points, self._position(), arrival.start_time)
+
+    def _brake(self) -> None:
+        """Come to rest: the answer to a stop, a stale command and a lost stream."""
+        current = self._position()
         # A stop (or any hold): each moving joint brakes from its measured state to rest
         # within its acceleration limit, not back to the lagging measured position, which the
         # arm would run past and come back to; joints at rest hold their targets, the gripper

@@ -3,9 +3,12 @@
 Publishes ``/joint_states`` (the five arm joints in rad with the simulation's conventions, and
 the normalised ``gripper``; stamped with this node's clock) at ``control_rate`` and follows
 ``/arm_controller/joint_trajectory`` exactly as the sim node does (``TrajectoryFollower``: a new
-trajectory replaces the running one; an empty one is a stop: each moving joint brakes from its
-measured state at the description's ``max_joint_acceleration`` to rest, joints at rest and the
-gripper keep their command, so a held block is not dropped). Every tick the
+trajectory replaces the running one, a stamped one starts at its stamp; an empty one is a stop:
+each moving joint brakes from its measured state at the description's
+``max_joint_acceleration`` to rest, joints at rest and the gripper keep their command, so a
+held block is not dropped; ``CommandDeadline``: a stamped trajectory older than
+``command_deadline`` on arrival brakes the arm instead of running, and a stamped stream silent
+for ``stream_timeout`` while the arm moves brakes it: the safety node is gone). Every tick the
 follower's target goes to the servos through ``SO101Robot`` (calibration, the shared safety
 clamp) and the state is read back.
 
@@ -31,11 +34,7 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.control.trajectory_follower import (
-    STREAM_QUEUE,
-    TrajectoryFollower,
-    robot_braking,
-)
+from lang2policy.control.trajectory_follower import TrajectoryFollower, robot_braking
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
 from lang2policy.graph.topics import JOINT_STATES, TRAJECTORY
 from lang2policy.robots.feetech.bus import FeetechBus
@@ -44,7 +43,7 @@ from lang2policy.robots.so101.backend import SO101Robot
 from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
-from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.params import ReadOnlyParameters, command_deadline
 from lang2policy.scene.robot_description import load_robot_description
 
 
@@ -84,11 +83,10 @@ class SO101DriverNode(ReadOnlyParameters):
         self.robot.connect()  # checks every servo answers; goal = present, then torque on
         self.bus_errors = 0
         self.failure: str | None = None  # why the node gave up (torque is off then)
-        # Trajectories that arrive while one runs wait their turn (as on the sim node): late
-        # deliveries never compress into a motion faster than the safety node allowed.
-        self.follower = TrajectoryFollower(
-            self.robot.limits.names, self._position(), queue=STREAM_QUEUE
-        )
+        # Stamped trajectories start at their stamp (as on the sim node): a late delivery runs
+        # at its planned pace from its planned state, never compressed, never queued.
+        self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
+        self.deadline = command_deadline(self)
         self._braking = robot_braking(load_robot_description("so101"), self.robot.limits.names)
         self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
         self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
@@ -108,6 +106,10 @@ class SO101DriverNode(ReadOnlyParameters):
         return self.robot.get_observation().position
 
     def _tick(self) -> None:
+        lost = self.deadline.lost_stream(self.now(), self.follower.active(self.now()))
+        if lost:
+            self.get_logger().warning(lost)
+            self._brake()
         try:
             self.robot.send_action(self.follower.target(self.now()))
             obs = self.robot.get_observation()
@@ -138,15 +140,27 @@ class SO101DriverNode(ReadOnlyParameters):
         except InvalidCommandError as exc:
             self.get_logger().error(f"rejected {TRAJECTORY.name}: {exc}; the arm keeps its command")
             return
+        if points:
+            stamp_now = self.get_clock().now().nanoseconds * 1e-9
+            stamp = convert.to_seconds(msg.header.stamp)
+            arrival = self.deadline.arrive(self.now(), stamp, stamp_now)
+            if not arrival.stale:
+                self.follower.start(
+                    self.now(), points, self.follower.target(self.now()), arrival.start_time
+                )
+                return
+            self.get_logger().warning(arrival.stale, throttle_duration_sec=1.0)
+        self._brake()
+
+    def _brake(self) -> None:
+        """Come to rest: the answer to a stop, a stale command and a lost stream."""
         try:
             observation = self.robot.get_observation()
         except FeetechError as exc:
             self._bus_error(exc)
             return
         current = observation.position
-        if points:
-            self.follower.start(self.now(), points, current)
-        elif self.follower.stop(self.now(), current, self._braking, observation.velocity).any():
+        if self.follower.stop(self.now(), current, self._braking, observation.velocity).any():
             # A stop brakes each moving joint from its measured state to rest (not back to the
             # lagging measured position); where a target jumped there, rate-limit from there.
             self.robot.forget_last_command()

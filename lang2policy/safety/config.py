@@ -48,8 +48,20 @@ class RobotSafetyConfig:
     # allowance on each of a stream of commands let the stream run at (allowance + limit x
     # period) / period, 4.5 rad/s on the SO-101.
     lead_allowance: float = 0.0
-    # Named boxes the tool centre point must not enter.
+    # Named boxes the gripper (its geometry and the tool centre point) must not enter.
     keep_out: dict[str, BoxConfig] = field(default_factory=dict)
+    # Largest acceleration (rad/s^2) of every arm joint's position target: the safety node
+    # shapes what it sends so that the target's velocity never steps (lang2policy.safety.shaper).
+    max_joint_acceleration: float = 10.0
+    # How far (fraction) the servo's measured speed runs above its target's speed when the
+    # target accelerates at max_joint_acceleration (measured: `lang2policy bench redteam`); the
+    # target is capped at max_joint_speed / (1 + servo_overshoot) so the joints measure <= cap.
+    servo_overshoot: float = 0.0
+    # Metres keep-out zones are grown by for the gripper check (the servo lags and overshoots
+    # its target; the guard checks the target).
+    zone_margin: float = 0.0
+    # Seconds between the samples of a shaped trajectory (the robots' control period or less).
+    sample_period: float = 0.02
 
 
 def default_config_path() -> Path:
@@ -76,6 +88,12 @@ def validate(config: RobotSafetyConfig, where: str) -> None:
     _positive(config.command_timeout, f"{where}.command_timeout")
     _not_negative(config.joint_limit_margin, f"{where}.joint_limit_margin")
     _not_negative(config.lead_allowance, f"{where}.lead_allowance")
+    _positive(config.max_joint_acceleration, f"{where}.max_joint_acceleration")
+    _not_negative(config.servo_overshoot, f"{where}.servo_overshoot")
+    _not_negative(config.zone_margin, f"{where}.zone_margin")
+    _positive(config.sample_period, f"{where}.sample_period")
+    if config.sample_period > 0.1:
+        raise ConfigError(f"{where}.sample_period: at most 0.1 s, got {config.sample_period}")
     _box(config.workspace, f"{where}.workspace")
     for name, box in config.keep_out.items():
         _box(box, f"{where}.keep_out.{name}")

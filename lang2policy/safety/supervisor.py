@@ -15,25 +15,36 @@ A hold is sent once, on the way into ``holding`` (and on every stop request), an
 to nothing sends one only if the arm was not held already: repeating holds would re-anchor the
 hold at each new measured position and let the arm creep.
 
-Everything sent is replayed into a ``RobotTarget`` on robot time (the latest joint state's
-stamp, the watchdog's clock: the time at which a robot that steps its control loop, like the
-sim node, starts a trajectory that arrives before its next step), so each command's speed is
-judged from where it departs on the robot (the previous command, wherever it got to, or its
-first point if the command has to wait for it), not from the measured position: however the
-commands are timed (late, in bursts, faster than the arm follows) and whatever the joint states
-say, what is sent never asks a joint for more than ``max_joint_speed``.
+Everything sent is stamped with robot time (the latest joint state's stamp, the watchdog's
+clock) and replayed into a ``RobotTarget``: the robot starts each trajectory at its stamp from
+where its target was then (joint_trajectory_controller's reading of a header stamp), so the
+state a command departs from -- position *and* velocity -- is known exactly. A command that
+passes the motion filter is then shaped (``lang2policy.safety.shaper``: the target's speed
+below the cap by the servo's overshoot, its acceleration bounded, at rest at the last point)
+and its samples guarded on the gripper's geometry (``lang2policy.safety.guard``): however
+commands are timed, reversed or aimed, the arm's measured joint speed stays within the cap and
+the gripper out of the keep-out zones. While a trajectory runs, ``heartbeat`` re-sends its
+remainder stamped anew, so a robot that hears nothing for a short while knows its commander
+(this node) is gone and brakes (``command_deadline`` on the robot nodes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
+from lang2policy.safety.config import BoxConfig
+from lang2policy.safety.guard import ZoneGuard
 from lang2policy.safety.motion_filter import MotionFilter
 from lang2policy.safety.reference import RobotTarget
+from lang2policy.safety.shaper import ShaperLimits, shape
 from lang2policy.safety.stop_latch import StopLatch
 from lang2policy.safety.trajectory import Trajectory
 from lang2policy.safety.watchdog import Watchdog
+from lang2policy.scene.arm import GRIPPER
 
 STOPPED, HOLDING, OK = "stopped", "holding", "ok"
 _STATES_HOLD, _COMMAND_HOLD = "states", "command"
@@ -46,18 +57,31 @@ class Decision:
     send: Trajectory | None = None
     ok: bool = True
     message: str = ""
+    stamp: float | None = None  # robot time the robot starts ``send`` at (None: on arrival)
 
 
 class SafetySupervisor:
     def __init__(
-        self, motion_filter: MotionFilter, watchdog: Watchdog, latch: StopLatch | None = None
+        self,
+        motion_filter: MotionFilter,
+        watchdog: Watchdog,
+        latch: StopLatch | None = None,
+        shaper: ShaperLimits | None = None,
+        guard: ZoneGuard | None = None,
+        heartbeat_period: float = 0.1,
     ) -> None:
         self.filter = motion_filter
         self.watchdog = watchdog
         self.latch = latch or StopLatch()
+        self.shaper = shaper
+        self.guard = guard
+        self.heartbeat_period = heartbeat_period
         self.counts = {"passed": 0, "clipped": 0, "rejected": 0, "blocked": 0}
+        self.cuts = {"keep_out": 0, "workspace": 0}
         self.last_violation: str | None = None
         self._measured: dict[str, float] | None = None
+        self._velocity: np.ndarray | None = None
+        self._last_sent: float | None = None  # robot time of the last trajectory sent
         # Nothing has moved the arm yet, so starting "held" needs no hold message.
         self._hold: tuple[str, str] | None = (_STATES_HOLD, "no joint states received yet")
         self._holding_sent = False  # the last trajectory sent was a hold
@@ -86,7 +110,12 @@ class SafetySupervisor:
             "state": self.state,
             "reason": self.reason,
             "robot_time": self.watchdog.robot_time(0.0),
-            "detail": {**self.counts, "last_violation": self.last_violation},
+            "detail": {
+                **self.counts,
+                "cuts": dict(self.cuts),
+                "plan_zones": sorted(self.guard.plan_zones) if self.guard else [],
+                "last_violation": self.last_violation,
+            },
         }
 
     def hold_trajectory(self) -> Trajectory:
@@ -94,13 +123,18 @@ class SafetySupervisor:
 
     # ------------------------------------------------------------------ events
     def on_joint_state(
-        self, now: float, stamp: float | None, positions: Mapping[str, float]
+        self,
+        now: float,
+        stamp: float | None,
+        positions: Mapping[str, float],
+        velocities: Mapping[str, float] | None = None,
     ) -> Decision:
         """A joint state arrived; an unusable one is ignored (and so ages into a hold)."""
         problem = self.filter.state_problem(positions)
         if problem is not None:
             return Decision(ok=False, message=f"ignored joint state: {problem}")
         self._measured = {n: float(positions[n]) for n in self.filter.names}
+        self._velocity = _velocity_vector(self.filter.names, velocities)
         self.watchdog.on_state(now, stamp)
         return self.tick(now)
 
@@ -125,20 +159,74 @@ class SafetySupervisor:
         if blocked is not None:
             return blocked
         measured = self.filter.measured_vector(self._measured)
-        reference = self.target.candidates(self.watchdog.robot_time(now), measured)
-        result = self.filter.filter(command, self._measured, reference)
+        start, velocity = self.target.state(self.watchdog.robot_time(now), measured)
+        result = self.filter.filter(command, self._measured, start[None, :])
         if result.rejected:
             return self.reject(now, result.summary)
-        self.counts["clipped" if result.violations else "passed"] += 1
-        if result.violations:
-            self.last_violation = result.summary
+        trajectory, notes = result.trajectory, [v.message for v in result.violations]
+        for violation in result.violations:
+            if violation.rule in self.cuts:
+                self.cuts[violation.rule] += 1
+        if trajectory.points and self.shaper is not None:
+            trajectory, note = self._shape(start, velocity, trajectory)
+            notes += [note] if note else []
+        summary = "; ".join(notes)
+        self.counts["clipped" if notes else "passed"] += 1
+        if notes:
+            self.last_violation = summary
         self._hold = None
-        self.watchdog.on_command(now, result.trajectory.duration)
-        if result.trajectory.points:
-            return self._send(now, Decision(send=result.trajectory, message=result.summary))
+        self.watchdog.on_command(now, trajectory.duration)
+        if trajectory.points:
+            return self._send(now, Decision(send=trajectory, message=summary))
         if self._holding_sent:  # held already (e.g. at a zone's face): don't re-anchor
-            return Decision(message=result.summary)
-        return self._send(now, Decision(send=self.hold_trajectory(), message=result.summary))
+            return Decision(message=summary)
+        return self._send(now, Decision(send=self.hold_trajectory(), message=summary))
+
+    def heartbeat(self, now: float) -> Decision:
+        """The running trajectory's remainder, stamped now, when nothing was sent for
+        ``heartbeat_period`` of robot time: the same motion, and proof that this node lives."""
+        if self.latch.stopped or self._hold or self._last_sent is None:
+            return Decision()
+        robot_now = self.watchdog.robot_time(now)
+        if robot_now is None or robot_now - self._last_sent < self.heartbeat_period:
+            return Decision()
+        remainder = self.target.remainder(robot_now)
+        if not remainder:
+            return Decision()
+        names = self.target.names
+        send = Trajectory.of(names, [(t, list(row)) for t, row in remainder])
+        self._last_sent = robot_now
+        return Decision(send=send, stamp=robot_now)
+
+    def set_plan_zones(self, zones: Mapping[str, BoxConfig]) -> str:
+        """The running plan's keep-out zones (replacing the previous plan's); what changed."""
+        if self.guard is None:
+            return "plan zones ignored: this supervisor has no zone guard"
+        self.guard.set_plan_zones(zones)
+        names = sorted(zones)
+        return f"plan keep-out zones: {names}" if names else "plan keep-out zones cleared"
+
+    def _shape(self, start, velocity, trajectory: Trajectory) -> tuple[Trajectory, str]:
+        """``trajectory`` (filtered) shaped from the target's state and guarded: the samples
+        to send over the arm joints (and the gripper when it was commanded), and a note when
+        the guard cut it."""
+        names = self.filter.names
+        cols = [names.index(n) for n in trajectory.names]
+        times = np.array([t for t, _ in trajectory.points], float)
+        rows = np.repeat(start[None, :], len(times), axis=0)
+        rows[:, cols] = np.array([values for _, values in trajectory.points], float)
+        shaped = shape(start, velocity, times, rows, self.shaper)
+        note = ""
+        if self.guard is not None:
+            shaped, rule, note = self.guard.guard(start, velocity, shaped, self.shaper)
+            if rule is not None:
+                self.cuts[rule] += 1
+        keep = [i for i, n in enumerate(names) if n != GRIPPER or n in trajectory.names]
+        points = [
+            (float(t), row[keep].tolist())
+            for t, row in zip(shaped.times, shaped.positions, strict=True)
+        ]
+        return Trajectory.of([names[i] for i in keep], points), note
 
     def reject(self, now: float, reason: str) -> Decision:
         """A command that cannot be executed at all (malformed, NaN): drop it and hold."""
@@ -197,15 +285,29 @@ class SafetySupervisor:
         the robot's target (a hold brakes it to rest, or stops it at the measured position)."""
         self._holding_sent = decision.send.is_hold
         measured = self._measured_or_none()
+        robot_now = self.watchdog.robot_time(now)
         if decision.send.is_hold:
+            self._last_sent = None
             if measured is not None:
-                self.target.held(self.watchdog.robot_time(now), measured)
+                self.target.held(robot_now, measured, self._velocity)
         else:  # only commands that passed, so joint states are fresh
-            self.target.forwarded(self.watchdog.robot_time(now), decision.send, measured)
-        return decision
+            self.target.forwarded(robot_now, decision.send, measured)
+            self._last_sent = robot_now
+        return dataclasses.replace(decision, stamp=robot_now)
 
     def _measured_or_none(self):
         """The latest measured positions (``filter.names`` order), None before any."""
         if self._measured is None:
             return None
         return self.filter.measured_vector(self._measured)
+
+
+def _velocity_vector(names, velocities: Mapping[str, float] | None) -> np.ndarray | None:
+    """Measured velocities in ``names`` order, None unless every one is a finite number."""
+    if not velocities:
+        return None
+    try:
+        vector = np.array([float(velocities[n]) for n in names])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return vector if np.isfinite(vector).all() else None

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lang2policy.control.gripper_hull import GripperHull, box_corners
 from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.control.pusher import PushPlan, nominal_push_points
 from lang2policy.errors import (
@@ -30,7 +31,6 @@ from lang2policy.scene.world import World
 from lang2policy.session.protocol import Session
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.geometry import corner_point, object_bbox, sample_segments, table_bounds
-from lang2policy.skills.gripper_hull import GripperHull, box_corners
 from lang2policy.skills.spec import Skill
 from lang2policy.skills.vla_call import VLA_SKILL, VLARunner, run_vla, vla_targets
 

@@ -158,6 +158,11 @@ class GripperHull:
                 return points.reshape(-1, 3)
             count = min(_MAX_SAMPLES, math.ceil((count - 1) * moved / PATH_STEP) + 2)
 
+    def points_at(self, configurations: np.ndarray, corners: np.ndarray) -> np.ndarray:
+        """(configurations, corners, 3): ``corners`` (ee site frame) in the world at each
+        row of arm joints (the safety node's zone guard checks its samples with it)."""
+        return self._at(np.atleast_2d(np.asarray(configurations, float)), corners)
+
     def at(self, q, corners: np.ndarray) -> np.ndarray:
         """World points of ``corners`` (ee site frame) with the arm at joints ``q``."""
         return self._at(np.asarray(q, float)[None], corners)[0]
