@@ -4,14 +4,23 @@ Subscribes
   * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory): raw commands from the
     planner and the controller. Each is parsed (``convert.trajectory_points``) and run through
     the motion filter (``lang2policy.safety``): joint limits, workspace and keep-out zones on
-    the tool centre point, joint speed (retimed), NaN/inf and malformed commands dropped.
+    the tool centre point, joint speed (retimed), NaN/inf and malformed commands dropped; then
+    shaped (the target's speed below the cap by the servo's overshoot, its acceleration
+    bounded, at rest at the last point) and every sample guarded on the gripper's geometry.
   * ``/joint_states`` (sensor_msgs/JointState): the measured positions the filter starts from;
-    their arrival times feed the watchdog, their stamps time the commands.
+    their arrival times feed the watchdog, their stamps time (and stamp) the commands.
+  * ``/lang2policy/plan_zones`` (std_msgs/String, JSON, latched): the running plan's keep-out
+    zones (``safety.plan_zones``), enforced with the configured ones on the gripper's geometry
+    of every motion from every source until the next message.
 
 Publishes
-  * ``/arm_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory): filtered commands;
-    a *hold* is a trajectory with joint names and no points ("stop and hold at the measured
-    position", as ros2_control's joint_trajectory_controller and the sim node read it).
+  * ``/arm_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory): shaped commands,
+    stamped with robot time (the robot starts each at its stamp, as joint_trajectory_controller
+    reads a header stamp, and refuses one older than its ``command_deadline``); while one runs,
+    its remainder is re-sent stamped anew every ``heartbeat_period`` (0.1 s), so a robot whose
+    stamped stream stops knows this node is gone and brakes. A *hold* is a trajectory with
+    joint names and no points ("stop and hold at the measured position", as ros2_control's
+    joint_trajectory_controller and the sim node read it).
   * ``/lang2policy/safety`` (std_msgs/String, JSON): ``{"node": "safety", "state": "ok" |
     "stopped" | "holding", "reason": str, "robot_time": float | null (the latest joint state's
     stamp), "detail": {"passed", "clipped", "rejected",
@@ -28,7 +37,8 @@ status (``status_rate``), so an idle node wakes a few times a second, not 50 (is
 
 Parameters (read-only): ``robot`` (so101), ``config`` (limits file; empty: the packaged
 config/safety.yaml), ``state_timeout`` and ``command_timeout`` (s; 0, the default, keeps the
-file's values: 0.5 and 0.25), ``watchdog_rate`` (50 Hz), ``status_rate`` (2 Hz).
+file's values: 0.5 and 0.25), ``watchdog_rate`` (50 Hz), ``status_rate`` (2 Hz),
+``heartbeat_period`` (0.1 s of robot time).
 
 All callbacks share the node's default (mutually exclusive) callback group, so a command being
 filtered and a stop never interleave: a command filtered before a stop is published before its
@@ -48,10 +58,11 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.errors import InvalidCommandError
+from lang2policy.errors import ConfigError, InvalidCommandError
 from lang2policy.graph.topics import (
     JOINT_COMMAND,
     JOINT_STATES,
+    PLAN_ZONES,
     RESUME,
     SAFETY,
     SAFETY_NODE,
@@ -62,6 +73,7 @@ from lang2policy.graph.topics import (
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.qos import LATCHED
 from lang2policy.safety import (
     Decision,
     RobotSafetyConfig,
@@ -71,6 +83,7 @@ from lang2policy.safety import (
     load_safety_config,
     safety_model_for,
 )
+from lang2policy.safety.plan_zones import decode_plan_zones
 
 
 class SafetyNode(ReadOnlyParameters):
@@ -101,6 +114,7 @@ class SafetyNode(ReadOnlyParameters):
         self._status_pub = self.create_publisher(String, SAFETY.name, 10)
         self.create_subscription(JointTrajectory, JOINT_COMMAND.name, self._on_command, 10)
         self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_state, 10)
+        self.create_subscription(String, PLAN_ZONES.name, self._on_plan_zones, LATCHED)
         # One callback group (a second one made rclpy's multi-threaded executor starve the
         # sim node's timer 5x in a shared process); the lock serialises supervisor events and
         # their output, so a command decided before a stop is never sent after its hold.
@@ -186,6 +200,22 @@ class SafetyNode(ReadOnlyParameters):
             self.get_logger().info(
                 f"command changed: {decision.message}", throttle_duration_sec=1.0
             )
+
+    def _on_plan_zones(self, msg: String) -> None:
+        """The running plan's keep-out zones: enforced on every motion until the next message.
+        A malformed message is refused and the zones kept (a plan's zones only ever narrow
+        what the arm may do; forgetting them on bad input would widen it)."""
+        try:
+            plan_id, zones = decode_plan_zones(msg.data)
+        except ConfigError as exc:
+            self.get_logger().error(
+                f"ignored {PLAN_ZONES.name}: {exc}; the zones stay as they were"
+            )
+            return
+        with self._lock:
+            message = self.supervisor.set_plan_zones(zones)
+        self.get_logger().info(f"{message} (plan {plan_id})")
+        self.publish_status()
 
     def _on_tick(self) -> None:
         with self._lock:

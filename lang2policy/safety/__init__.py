@@ -16,7 +16,12 @@ from lang2policy.safety.motion_filter import (
     ToolPoint,
     Violation,
 )
-from lang2policy.safety.robot_model import motion_filter_for, tool_point_function
+from lang2policy.safety.robot_model import (
+    SafetyModel,
+    motion_filter_for,
+    safety_model_for,
+    tool_point_function,
+)
 from lang2policy.safety.stop_latch import StopLatch
 from lang2policy.safety.supervisor import HOLDING, OK, STOPPED, Decision, SafetySupervisor
 from lang2policy.safety.trajectory import Trajectory
@@ -33,6 +38,7 @@ __all__ = [
     "FilterResult",
     "MotionFilter",
     "RobotSafetyConfig",
+    "SafetyModel",
     "SafetySupervisor",
     "StopLatch",
     "ToolPoint",
@@ -44,5 +50,6 @@ __all__ = [
     "default_config_path",
     "load_safety_config",
     "motion_filter_for",
+    "safety_model_for",
     "tool_point_function",
 ]

@@ -20,12 +20,21 @@ from lang2policy.paths import config_dir
 AXES = ("x", "y", "z")
 
 
+GEOMETRIES = ("gripper", "tool")
+
+
 @dataclass(frozen=True)
 class BoxConfig:
-    """An axis-aligned box in the world frame (metres): ``min`` and ``max`` corners."""
+    """An axis-aligned box in the world frame (metres): ``min`` and ``max`` corners.
+
+    ``geometry`` (keep-out zones): what must stay out of it: ``gripper`` (its geometry and the
+    tool centre point, the default) or ``tool`` (the tool centre point alone: a zone around
+    the robot's own base, which the folded arm's gripper sits beside at rest).
+    """
 
     min: tuple[float, float, float]
     max: tuple[float, float, float]
+    geometry: str = "gripper"
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ def _not_negative(value: float, where: str) -> None:
 
 
 def _box(box: BoxConfig, where: str) -> None:
+    if box.geometry not in GEOMETRIES:
+        raise ConfigError(f"{where}.geometry: one of {list(GEOMETRIES)}, got {box.geometry!r}")
     for axis, lo, hi in zip(AXES, box.min, box.max, strict=True):
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ConfigError(f"{where}: {axis} bounds must be finite numbers, got {lo}, {hi}")

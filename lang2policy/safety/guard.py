@@ -9,7 +9,8 @@ samples, as the robot will follow them:
 * the workspace box on the tool centre point (the jaws touch the table top when they grasp);
 * every keep-out zone, the configured ones and the plan's (``set_plan_zones``), grown by
   ``zone_margin`` (the servo's lag and overshoot), on the tool centre point *and* the corners
-  of the gripper's boxes (``GripperHull``) at the jaw openings the motion has.
+  of the gripper's boxes (``GripperHull``) at the jaw openings the motion has (a configured
+  zone with ``geometry: tool``, the robot's own base, on the tool centre point alone).
 
 As in the filter, a sample may be outside the workspace or inside a zone only while it gets no
 deeper than the one before it (an arm that starts there can come out). At the first sample
@@ -64,13 +65,18 @@ class ZoneGuard:
         self._rebuild()
 
     def _rebuild(self) -> None:
+        zones = {**self.configured, **self.plan_zones}
         grown = {
             name: BoxConfig(
                 tuple(v - self.margin for v in box.min), tuple(v + self.margin for v in box.max)
             )
-            for name, box in {**self.configured, **self.plan_zones}.items()
+            for name, box in zones.items()
         }
         self.zones = Zones(self.workspace, grown)
+        # Zones the gripper's geometry must stay out of (the others: its tool point).
+        self._gripper_zones = np.array(
+            [False] + [box.geometry == "gripper" for box in zones.values()]
+        )
 
     # ------------------------------------------------------------------ depths
     def depths(self, rows: np.ndarray, openings: tuple[float, float]) -> np.ndarray:
@@ -79,11 +85,11 @@ class ZoneGuard:
         arm = rows[:, self.arm]
         tool = self.tool_points(arm)
         depths = self.zones.depths(tool)
-        if len(self.zones.names) > 1:
+        gripper = self._gripper_zones
+        if gripper.any():
             points = self.geometry(arm, openings)  # (S, P, 3)
             flat = self.zones.depths(points.reshape(-1, 3)).reshape(len(rows), -1, depths.shape[1])
-            keep_out = self.zones.keep_out
-            depths[:, keep_out] = np.maximum(depths[:, keep_out], flat.max(axis=1)[:, keep_out])
+            depths[:, gripper] = np.maximum(depths[:, gripper], flat.max(axis=1)[:, gripper])
         return depths
 
     def _first_deeper(self, depths: np.ndarray) -> int | None:

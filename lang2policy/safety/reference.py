@@ -51,6 +51,11 @@ class RobotTarget:
         self._follower = None
         self._held_at = measured
 
+    def anchor(self, measured: np.ndarray) -> None:
+        """Forget the replay: the target is (taken to be) at rest at ``measured``."""
+        self._follower = None
+        self._held_at = np.array(measured, float)
+
     def forwarded(self, now: float, trajectory: Trajectory, measured: np.ndarray) -> None:
         """``trajectory`` (not a hold), stamped ``now``, was sent: the target follows it from
         where it was at ``now``."""

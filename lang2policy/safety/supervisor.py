@@ -159,7 +159,7 @@ class SafetySupervisor:
         if blocked is not None:
             return blocked
         measured = self.filter.measured_vector(self._measured)
-        start, velocity = self.target.state(self.watchdog.robot_time(now), measured)
+        start, velocity = self._departure(now, measured)
         result = self.filter.filter(command, self._measured, start[None, :])
         if result.rejected:
             return self.reject(now, result.summary)
@@ -205,6 +205,19 @@ class SafetySupervisor:
         self.guard.set_plan_zones(zones)
         names = sorted(zones)
         return f"plan keep-out zones: {names}" if names else "plan keep-out zones cleared"
+
+    def _departure(self, now: float, measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the next command departs from: the replayed target and its velocity, unless
+        the arm is farther from it than a servo lags (``Braking.tolerance``: a blocked arm, a
+        robot reset or restarted, another commander): then from the measured state, so the
+        target never winds up ahead of an arm that does not follow (released, it would
+        snap toward the target far above the speed cap)."""
+        start, velocity = self.target.state(self.watchdog.robot_time(now), measured)
+        braking = self.filter.braking
+        if braking is not None and (np.abs(start - measured) > braking.tolerance).any():
+            self.target.anchor(measured)
+            return measured.copy(), np.zeros_like(measured)
+        return start, velocity
 
     def _shape(self, start, velocity, trajectory: Trajectory) -> tuple[Trajectory, str]:
         """``trajectory`` (filtered) shaped from the target's state and guarded: the samples
