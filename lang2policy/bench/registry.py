@@ -28,6 +28,7 @@ from lang2policy.bench import (
     paraphrase,
     parity,
     pickplace,
+    redteam,
     rl,
     sim_speed,
     vla_corrections,
@@ -65,6 +66,14 @@ BENCHES: dict[str, Bench] = {
             pickplace.add_arguments,
             pickplace.run_args,
             pickplace.format_text,
+        ),
+        Bench(
+            "redteam",
+            "the safety layer attacked through the graph (reversals, zones, kills), by effect",
+            redteam.add_arguments,
+            redteam.run_args,
+            redteam.format_text,
+            redteam.exit_code,
         ),
         Bench(
             "ik",

@@ -76,6 +76,17 @@ class RobotTarget:
             return np.array(rest, float), np.zeros(len(self.names))
         return self._follower.target(now), self._follower.velocity(now)
 
+    def uncertain(self, measured: np.ndarray) -> np.ndarray | None:
+        """Rows where the robot's target may be when it is held without braking (it stopped
+        where the arm was when the hold *arrived*: between the measured position when the hold
+        went out and the latest one), else None (the replay is exact)."""
+        if self._follower is not None:
+            return None
+        rows = [np.array(measured, float)]
+        if self._held_at is not None:
+            rows.append(self._held_at)
+        return np.array(rows)
+
     def remainder(self, now: float) -> list[tuple[float, np.ndarray]] | None:
         """The rest of the running trajectory from ``now`` as (time from ``now``, positions)
         points (a heartbeat re-sends it stamped ``now``: the same motion), None once the target

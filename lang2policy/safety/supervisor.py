@@ -40,7 +40,7 @@ from lang2policy.safety.config import BoxConfig
 from lang2policy.safety.guard import ZoneGuard
 from lang2policy.safety.motion_filter import MotionFilter
 from lang2policy.safety.reference import RobotTarget
-from lang2policy.safety.shaper import ShaperLimits, shape
+from lang2policy.safety.shaper import Shaped, ShaperLimits, shape
 from lang2policy.safety.stop_latch import StopLatch
 from lang2policy.safety.trajectory import Trajectory
 from lang2policy.safety.watchdog import Watchdog
@@ -219,6 +219,20 @@ class SafetySupervisor:
             return measured.copy(), np.zeros_like(measured)
         return start, velocity
 
+    def _bridged(self, shaped: Shaped) -> Shaped:
+        """``shaped`` later by the time the robot needs to reach its first sample within the
+        speed cap from anywhere its target may be (only after a hold without braking: the
+        robot stopped wherever the arm was when the hold arrived)."""
+        rows = self.target.uncertain(self.filter.measured_vector(self._measured))
+        if rows is None:
+            return shaped
+        distance = np.abs(rows - shaped.positions[0]).max(axis=0)
+        need = float(np.max(distance / self.shaper.max_speed, initial=0.0))
+        shift = need - float(shaped.times[0])
+        if shift <= 0.0:
+            return shaped
+        return Shaped(shaped.times + shift, shaped.positions, shaped.velocities)
+
     def _shape(self, start, velocity, trajectory: Trajectory) -> tuple[Trajectory, str]:
         """``trajectory`` (filtered) shaped from the target's state and guarded: the samples
         to send over the arm joints (and the gripper when it was commanded), and a note when
@@ -229,6 +243,7 @@ class SafetySupervisor:
         rows = np.repeat(start[None, :], len(times), axis=0)
         rows[:, cols] = np.array([values for _, values in trajectory.points], float)
         shaped = shape(start, velocity, times, rows, self.shaper)
+        shaped = self._bridged(shaped)
         note = ""
         if self.guard is not None:
             shaped, rule, note = self.guard.guard(start, velocity, shaped, self.shaper)
