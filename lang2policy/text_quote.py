@@ -14,14 +14,36 @@ unassigned code points) is written as the escape ``repr`` would use (``\\r``, ``
 ``\\u2028``), and the result is bounded in length. Printable text, the normal case, comes back
 unchanged, so prompts (and their recorded replies) stay the same. Backslashes are kept as they
 are: the result is for reading, never parsed back.
+
+``prompt_quote`` is the one way such text enters an LLM prompt: ``one_line`` (or, with
+``literal=True``, a Python string literal), and also every opening of what a tokenizer may
+read as a chat-control token (``<|im_start|>``, ``<start_of_turn>``, ``<bos>``, ``</s>``,
+``[INST]``) escaped (``\\x3c|im_start|>``): llama.cpp parses such text in a prompt as the
+token itself, which would open a turn of the model's chat template. With no line break left, a
+role marker in the text (``User:``) cannot start a line either. ``prompt_block`` quotes each
+``\\n``-separated line of text that is lines by nature (code, a description).
 """
 
 from __future__ import annotations
 
+import re
+
 DEFAULT_LIMIT = 2000  # characters of the rendered line, before the truncation note
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
-__all__ = ["DEFAULT_LIMIT", "escape_char", "one_line", "quoted_lines"]
+# The first character of a possible control token: "<|" (ChatML, Llama 3), "<word>" and
+# "</word>" (Gemma's <start_of_turn>, <bos>, Llama 2's </s>, Qwen's <think>), "[WORD]" and
+# "[/WORD]" (Mistral's [INST]).
+_CONTROL_TOKEN = re.compile(r"<(?=\||/?[A-Za-z_][\w.:-]*>)|\[(?=/?[A-Z][A-Z_]{2,}\])")
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "escape_char",
+    "one_line",
+    "prompt_block",
+    "prompt_quote",
+    "quoted_lines",
+]
 
 
 def escape_char(char: str) -> str:
@@ -67,3 +89,23 @@ def quoted_lines(text: str, prefix: str, limit: int = DEFAULT_LIMIT, max_lines: 
     if len(lines) > max_lines:
         shown.append(f"{prefix}...[{len(lines) - max_lines} more lines]")
     return "\n".join(shown)
+
+
+def prompt_quote(text: str, *, literal: bool = False, limit: int = DEFAULT_LIMIT) -> str:
+    """Untrusted ``text`` (an object name, a status or error text, file content, an earlier
+    answer) as it may appear in a prompt: ``one_line(text, limit)``, or with ``literal`` its
+    Python string literal (``repr``, never cut: it must keep its value), with the opening
+    character of every possible chat-control token escaped (``\\x3c``, ``\\x5b``; in a
+    literal the same value). Ordinary text comes back as ``one_line``/``repr`` give it, so
+    prompts of ordinary scenes stay as they were."""
+    if not isinstance(text, str):
+        raise TypeError(f"prompt_quote quotes text (str), got {type(text).__name__}")
+    quoted = repr(text) if literal else one_line(text, limit)
+    return _CONTROL_TOKEN.sub(lambda m: escape_char(m.group(0)), quoted)
+
+
+def prompt_block(text: str, limit: int = DEFAULT_LIMIT) -> str:
+    """Text that is lines by nature (code, a filled description): each ``\\n``-separated line
+    through ``prompt_quote``, so every other line break, control character and control
+    token stays escaped inside its line."""
+    return "\n".join(prompt_quote(line, limit=limit) for line in text.split("\n"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from lang2policy.l2r.grammar import CODE_END, code_grammar, number_text, quoted
 from lang2policy.l2r.template import Description
 from lang2policy.llm.exchange import LLM, Message
+from lang2policy.text_quote import prompt_block
 
 CODE_START = "[start of code]"
 MAX_TOKENS = 300
@@ -116,7 +117,9 @@ class RewardCoder:
         return CodeReply(extract_code(reply.text), reply.latency_s)
 
     def _request(self, description: Description) -> str | list[Message]:
+        # The description is an earlier answer that repeats scene names: quoted line by line.
+        block = prompt_block(description.block())
         if self.llm.config.mode == "completion":
-            return f"{self.prompt}\nNow:\n\n{description.block()}\n{CODE_START}\n"
+            return f"{self.prompt}\nNow:\n\n{block}\n{CODE_START}\n"
         return [{"role": "system", "content": self.prompt},
-                {"role": "user", "content": description.block()}]
+                {"role": "user", "content": block}]

@@ -33,6 +33,7 @@ from lang2policy.l2r.template import (
     parse_description,
 )
 from lang2policy.llm.exchange import LLM, Message
+from lang2policy.text_quote import prompt_block, prompt_quote
 
 log = logging.getLogger("lang2policy.l2r")
 
@@ -51,11 +52,15 @@ class DescribeResult:
 
 
 def objects_line(objects: Sequence[str], positions: Mapping[str, Sequence[float]]) -> str:
-    """``objects: red block at (0.20, 0.05), blue bowl`` (positions where known)."""
+    """``objects: red block at (0.20, 0.05), blue bowl`` (positions where known). The names
+    come from the scene (perception, the network): each is quoted with ``prompt_quote``, so a
+    line break in one cannot start a ``User:`` turn of the conversation."""
     parts = []
     for name in objects:
         where = positions.get(name)
-        parts.append(f"{name} at ({where[0]:.2f}, {where[1]:.2f})" if where is not None else name)
+        quoted = prompt_quote(name)
+        parts.append(f"{quoted} at ({where[0]:.2f}, {where[1]:.2f})" if where is not None
+                     else quoted)
     return "objects: " + ", ".join(parts)
 
 
@@ -144,18 +149,21 @@ class MotionDescriptor:
 
     def _request(self, instruction: str, objects: Sequence[str],
                  positions: Mapping[str, Sequence[float]]) -> str | list[Message]:
+        """The conversation so far and the new instruction. Scene names, earlier descriptions
+        (which repeat them) and instructions enter through ``prompt_quote``."""
         scene = objects_line(objects, positions)
-        turns = self.history[-HISTORY_TURNS:]
-        said = annotate(sentence(instruction))
+        turns = [(prompt_quote(annotate(past)), prompt_block(described.block()))
+                 for past, described in self.history[-HISTORY_TURNS:]]
+        said = prompt_quote(annotate(sentence(instruction)))
         if self._completion_mode():
             lines = [self.prompts.descriptor_prompt(instruction), "Now the user:", "", scene]
-            for past, described in turns:
-                lines += [f"User: {annotate(past)}", described.block()]
+            for past, block in turns:
+                lines += [f"User: {past}", block]
             lines += [f"User: {said}", START]
             return "\n".join(lines) + "\n"
         messages: list[Message] = [{"role": "system", "content": self.prompts.descriptor_prompt()}]
-        for past, described in turns:
-            messages += [{"role": "user", "content": annotate(past)},
-                         {"role": "assistant", "content": described.block()}]
+        for past, block in turns:
+            messages += [{"role": "user", "content": past},
+                         {"role": "assistant", "content": block}]
         messages.append({"role": "user", "content": f"{scene}\n{said}{CHAT_SUFFIX}"})
         return messages

@@ -31,6 +31,7 @@ from lang2policy.mpc.episode import LockstepMPC
 from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec, check_objects
 from lang2policy.rewards.terms import DEFAULT_TERMS, TERMS
+from lang2policy.text_quote import prompt_quote
 
 DOMINANT_SHARE = 0.8  # a term with this share of the mean total cost "dominates"
 NEAR_ZERO_SUCCESS = 0.2  # success rates up to this are "near zero": rewrite the goal terms
@@ -237,8 +238,8 @@ def _term_line(t: TermStats) -> str:
     flag = ", CONSTANT" if t.constant else ""
     measured = (f"; measure {t.start:.3g} -> {t.end:.3g} {unit}".rstrip()
                 if t.start or t.end else "")  # "0 -> 0" says nothing
-    return (f"  {t.id} ({t.term}, weight {t.weight:g}): {t.mean:.4g} / {t.min:.4g} / "
-            f"{t.max:.4g}, {t.share:.0%} of the cost{flag}{measured}")
+    return (f"  {prompt_quote(t.id)} ({t.term}, weight {t.weight:g}): {t.mean:.4g} / "
+            f"{t.min:.4g} / {t.max:.4g}, {t.share:.0%} of the cost{flag}{measured}")
 
 
 def advised_constants(stats: SpecStats) -> list[TermStats]:
@@ -260,25 +261,27 @@ def advice(stats: SpecStats) -> list[str]:
                      "goal terms or change their parameters.")
     for t in advised_constants(stats):
         what = "always 0" if abs(t.max) <= 1e-6 else f"constant at {t.mean:.3g}"
-        lines.append(f"'{t.id}' is {what}: it gives the optimiser no signal. Rescale its "
-                     "parameters or set its weight to 0.")
+        lines.append(f"'{prompt_quote(t.id)}' is {what}: it gives the optimiser no signal. "
+                     "Rescale its parameters or set its weight to 0.")
     top = _dominating(stats)
     if top is not None:
-        lines.append(f"'{top.id}' dominates ({top.share:.0%} of the cost): lower its weight "
-                     "or raise the others'.")
+        lines.append(f"'{prompt_quote(top.id)}' dominates ({top.share:.0%} of the cost): lower "
+                     "its weight or raise the others'.")
     if not lines:
         lines.append("No rule fired: small changes to weights may still shorten the time.")
     return lines
 
 
 def reflection_text(stats: SpecStats) -> str:
-    """The reflection the LLM reads: outcome, per-term statistics, advice."""
+    """The reflection the LLM reads: outcome, per-term statistics, advice. Term ids and the
+    judge's name come from a spec (the LLM's code, a file): each is quoted with
+    ``prompt_quote``, so none can start a line of its own."""
     time_text = ("" if stats.mean_time is None
                  else f", mean time to success {stats.mean_time:.1f} s")
     lines = [f"Evaluated with {len(stats.episodes)} MPC episodes; success "
              f"{stats.successes}/{len(stats.episodes)}{time_text}.",
-             f"Success judged by {stats.judge}; final error {stats.judged_error:.3g} "
-             "(1 = at the tolerance, lower is better).",
+             f"Success judged by {prompt_quote(stats.judge)}; final error "
+             f"{stats.judged_error:.3g} (1 = at the tolerance, lower is better).",
              "Weighted cost per term (mean / min / max over the plans, share of the total; "
              "unweighted measure start -> end):"]
     lines += [_term_line(t) for t in stats.terms]

@@ -29,6 +29,7 @@ from lang2policy.llm.gbnf import gbnf_literal
 from lang2policy.rewards.params import ChoiceParam, NumberParam
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.rewards.terms import TERMS
+from lang2policy.text_quote import prompt_block, prompt_quote
 
 EDITS_START = "[start of edits]"
 EDITS_END = "[end of edits]"
@@ -102,7 +103,8 @@ def _value_text(value: float | str) -> str:
 
 def spec_lines(spec: RewardSpec) -> str:
     """The spec as the LLM reads it: one line per term, its editable values and their
-    ranges (or choices), then the fixed parameters."""
+    ranges (or choices), then the fixed parameters. Term ids and fixed values (object names)
+    come from the LLM's code or a file: each is quoted with ``prompt_quote``."""
     lines = []
     for t in spec.terms:
         term = TERMS[t.term]
@@ -111,9 +113,10 @@ def spec_lines(spec: RewardSpec) -> str:
             allowed = (" | ".join(decl.choices) if isinstance(decl, ChoiceParam)
                        else f"{decl.low:g}..{decl.high:g}")
             values.append(f"{name} = {_value_text(_current(spec, t.id, name))} [{allowed}]")
-        fixed = [f"{k} {v}" for k, v in t.params.items() if k not in editable(spec)[t.id]]
+        fixed = [f"{k} {prompt_quote(str(v))}" for k, v in t.params.items()
+                 if k not in editable(spec)[t.id]]
         extra = f"; fixed: {', '.join(fixed)}" if fixed else ""
-        lines.append(f"* {t.id} ({t.term}: {term.doc}, {term.unit}): "
+        lines.append(f"* {prompt_quote(t.id)} ({t.term}: {term.doc}, {term.unit}): "
                      f"{'; '.join(values)}{extra}")
     return "\n".join(lines)
 
@@ -228,11 +231,13 @@ class Reviser:
 def revise_request(instruction: str, spec: RewardSpec, reflection: str,
                    previous: str = "") -> str:
     """The part of the prompt that changes: task, spec, reflection, the last attempt, and the
-    opening marker the answer continues from."""
-    lines = [f"Task: {instruction}", "Reward terms:", spec_lines(spec), "Reflection:",
-             reflection]
+    opening marker the answer continues from. The task and the last attempt (error texts,
+    term ids) are quoted with ``prompt_quote``, the reflection's lines with ``prompt_block``
+    (``reflection_text`` quotes its fields)."""
+    lines = [f"Task: {prompt_quote(instruction)}", "Reward terms:", spec_lines(spec),
+             "Reflection:", prompt_block(reflection)]
     if previous:
-        lines.append(f"Last attempt: {previous}")
+        lines.append(f"Last attempt: {prompt_quote(previous)}")
     return "\n".join([*lines, EDITS_START]) + "\n"
 
 

@@ -31,10 +31,10 @@ from lang2policy.planning.codegen import (
 )
 from lang2policy.planning.examples import ExampleBank, ExampleRetriever
 from lang2policy.planning.grounding import GroundingSettings
-from lang2policy.planning.prompts import PromptSet, fill
+from lang2policy.planning.prompts import PromptSet, fill, objects_line
 from lang2policy.planning.scoring import asks_for_motion, instruction_objects
 from lang2policy.skills.catalog import prompt_api
-from lang2policy.text_quote import one_line
+from lang2policy.text_quote import prompt_block, prompt_quote
 
 log = logging.getLogger("lang2policy.planning")
 
@@ -194,12 +194,13 @@ class CodeAsPoliciesPlanner:
         feedback: str,
     ) -> GeneratedProgram:
         """A new program after ``program`` failed; ``feedback`` is the sandbox's
-        ``PlanOutcome.feedback()``, quoted to the LLM as comment lines (``_comment_lines``)."""
+        ``PlanOutcome.feedback()``, quoted to the LLM as comment lines (``_comment_lines``);
+        the program's lines are quoted too (``prompt_block``)."""
         tail = fill(
             self.prompts.repair,
-            code=program.code.strip("\n"),
+            code=prompt_block(program.code.strip("\n")),
             feedback=_comment_lines(feedback),
-            instruction=one_line(_sentence(instruction)),
+            instruction=prompt_quote(_sentence(instruction)),
         )
         motion = asks_for_motion(instruction, objects)
         context = self._context(objects, history, instruction, repair=True, motion=motion)
@@ -215,10 +216,10 @@ class CodeAsPoliciesPlanner:
         motion: bool = False,
     ) -> str:
         main = self.main_prompt(instruction, repair, motion)
-        lines = [main.rstrip("\n"), f"objects = {list(objects)!r}"]
+        lines = [main.rstrip("\n"), objects_line(objects)]
         for past_instruction, code in history:
             lines.append(_comment(past_instruction).rstrip("\n"))
-            lines.append(code.strip("\n"))
+            lines.append(prompt_block(code.strip("\n")))
         return "\n".join(lines) + "\n"
 
     def _program(self, prompt: str, objects: list[str], instruction: str) -> GeneratedProgram:
@@ -304,11 +305,11 @@ def _sentence(instruction: str) -> str:
 
 
 def _comment(instruction: str) -> str:
-    return f"# {one_line(_sentence(instruction))}\n"
+    return f"# {prompt_quote(_sentence(instruction))}\n"
 
 
 def _comment_lines(feedback: str) -> str:
     """The feedback's ``\\n``-separated lines joined by ``\\n# ``, for the template's
-    ``# error: {feedback}``: each line quoted with ``one_line``, so no other line break in
+    ``# error: {feedback}``: each line quoted with ``prompt_quote``, so no other line break in
     the text (``\\r``, U+0085, U+2028, ...) can end the comment and start a line of code."""
-    return "\n# ".join(one_line(line) for line in feedback.strip().split("\n"))
+    return "\n# ".join(prompt_quote(line) for line in feedback.strip().split("\n"))

@@ -48,6 +48,7 @@ from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.skills.catalog import PROMPT_SKILLS as SKILLS
 from lang2policy.skills.catalog import SKILLS as WITH_VLA
 from lang2policy.skills.spec import Param, Skill
+from lang2policy.text_quote import prompt_quote
 
 __all__ = [
     "CodeGrammars",
@@ -228,12 +229,16 @@ def _alternation(texts: Iterable[str]) -> str:
     return "(" + " | ".join(gbnf_literal(t) for t in texts) + ")"
 
 
+def _literal(text: str) -> str:  # as the prompts write it (repr, for ordinary names)
+    return prompt_quote(text, literal=True)
+
+
 def _string_rules(objects: tuple[str, ...]) -> list[str]:
     """``obj``: the objects present; ``str``: any string literal outside free text."""
     choices = sorted({c for s in SKILLS.values() for p in s.params for c in p.choices or ()})
     kinds = sorted({*OBJECT_KINDS, *(o.split()[-1] for o in objects if o.split())})
-    words = [repr(w) for w in dict.fromkeys([*choices, *kinds, *POSE_KEYS])]
-    obj = _alternation(repr(o) for o in objects) if objects else "\"''\""
+    words = [_literal(w) for w in dict.fromkeys([*choices, *kinds, *POSE_KEYS])]
+    obj = _alternation(_literal(o) for o in objects) if objects else "\"''\""
     return [f"obj ::= {obj}", f"str ::= obj | {_alternation(words)}"]
 
 
@@ -249,7 +254,7 @@ def _object_argument_rules(
     person did not ask for, which a small model copies from its examples
     (``np.array([0.21, 0.06, 0.01])`` of a "put it back", the corner of a corner task)."""
     blocks = tuple(o for o in objects if o.split()[-1:] == ["block"])
-    grasped = _alternation(repr(o) for o in blocks) if blocks else "obj"
+    grasped = _alternation(_literal(o) for o in blocks) if blocks else "obj"
     rules = [f"gobj ::= {grasped}"]
     if finders is None:
         return [*rules, "oarg ::= obj | nexpr", "goarg ::= gobj | nexpr"]

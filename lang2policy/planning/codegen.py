@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lang2policy.planning.helper_library import accepts_call, calls
+from lang2policy.planning.prompts import objects_line
 from lang2policy.sandbox.ast_check import FORBIDDEN_NAMES
 from lang2policy.sandbox.guards import SAFE_BUILTIN_NAMES
 from lang2policy.skills.catalog import SKILLS
-from lang2policy.text_quote import one_line
+from lang2policy.text_quote import prompt_quote
 
 
 class CodeGrammars(Protocol):
@@ -301,9 +302,12 @@ class FunctionGenerator:
 
     def _write_function(self, name: str, site: str, source: str) -> dict[str, str]:
         # The answer is begun with the def line taken from the call: a small model otherwise
-        # renames the function or invents parameters.
+        # renames the function or invents parameters. The call site is LLM-written code (its
+        # literals may hold object names): quoted.
         start = f"def {name}({', '.join(parameter_names(source, name))}):\n"
-        prompt = f"{self.function_prompt.rstrip()}\n\n# define function: {site}.\n{start}"
+        prompt = (
+            f"{self.function_prompt.rstrip()}\n\n# define function: {prompt_quote(site)}.\n{start}"
+        )
         grammar = self.grammars.function if self.grammars else ""
         answer = self._ask(prompt, FUNCTION_STOP, FUNCTION_MAX_TOKENS, grammar)
         return function_definitions(start + answer)
@@ -311,9 +315,9 @@ class FunctionGenerator:
     def _parse(self, name: str, query: str, objects: list[str]) -> str | None:
         # The description is a string literal of LLM-written code: quoted, so a line break in
         # it cannot end the comment line of the sub-prompt.
-        description = one_line(query.rstrip("."))
+        description = prompt_quote(query.rstrip("."))
         text = self.parser_prompt(name, query) if self.parser_prompt else self.parsers[name]
-        prompt = f"{text.rstrip()}\nobjects = {list(objects)!r}\n# {description}.\n"
+        prompt = f"{text.rstrip()}\n{objects_line(objects)}\n# {description}.\n"
         grammar = self.grammars.program if self.grammars else ""
         body = clean_code(self._ask(prompt, PARSE_STOP, PARSE_MAX_TOKENS, grammar))
         try:

@@ -39,7 +39,7 @@ from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SkillBackend
-from lang2policy.text_quote import one_line
+from lang2policy.text_quote import one_line, prompt_quote
 
 Status = Callable[[str], None]
 Event = Callable[[str, object], None]  # ("plan" | "said", detail)
@@ -253,15 +253,15 @@ class PlanLoop:
 
     def _moved_lines(self, before: dict[str, np.ndarray]) -> list[str]:
         """One history comment per object that moved. Object names come from the scene
-        (perception, the network), so each is quoted with ``one_line``: a line break in a name
-        cannot start an uncommented line of the next prompt's history."""
+        (perception, the network), so each is quoted with ``prompt_quote``: a line break in a
+        name cannot start an uncommented line of the next prompt's history."""
         after = self._positions(list(before))
         lines = []
         for name, start in before.items():
             end = after.get(name)
             if end is not None and np.linalg.norm(end[:2] - start[:2]) > MOVED_METRES:
                 where = ", ".join(f"{v:.2f}" for v in start)
-                lines.append(f"# (the {one_line(name)} was at [{where}])")
+                lines.append(f"# (the {prompt_quote(name)} was at [{where}])")
         return lines
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from lang2policy.errors import ConfigError
 from lang2policy.paths import config_dir
 from lang2policy.skills.catalog import prompt_api
+from lang2policy.text_quote import prompt_quote
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _REQUIRED = ("header.txt", "main.txt", "fgen.txt", "repair.txt")
@@ -43,6 +44,12 @@ def fill(template: str, **values: str) -> str:
     """Replace ``{name}`` for the given names in one pass (other braces are left alone, and
     braces inside the values are never expanded)."""
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def objects_line(objects: list[str]) -> str:
+    """The prompts' context line, ``objects = ['red block', 'blue bowl']``: each name a Python
+    literal through ``prompt_quote`` (what ``repr`` of the list gives for ordinary names)."""
+    return f"objects = [{', '.join(prompt_quote(name, literal=True) for name in objects)}]"
 
 
 @dataclass(frozen=True)
