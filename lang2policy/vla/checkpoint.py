@@ -24,6 +24,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
 from lang2policy.errors import ConfigError
+from lang2policy.vla.loader_limits import (
+    VLA_CONFIG_MAX_BYTES,
+    VLA_MAX_PARAMETERS,
+    VLA_NORMALIZATION_MAX_BYTES,
+    VLA_WEIGHTS_MAX_BYTES,
+    at_most,
+)
 from lang2policy.vla.model import VLAConfig, VLANet
 from lang2policy.vla.normalize import Normalizer
 
@@ -32,6 +39,11 @@ WEIGHTS_FILE = "model.safetensors"
 NORMALIZATION_FILE = "normalization.json"
 TRAINING_STATE_FILE = "checkpoint.pt"
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, NORMALIZATION_FILE)
+_FILE_LIMITS = {
+    CONFIG_FILE: VLA_CONFIG_MAX_BYTES,
+    NORMALIZATION_FILE: VLA_NORMALIZATION_MAX_BYTES,
+    WEIGHTS_FILE: VLA_WEIGHTS_MAX_BYTES,
+}
 
 
 @dataclass
@@ -73,10 +85,14 @@ def load_model_dir(directory: Path, device: str = "cpu") -> LoadedModel:
             f"{directory} is not a VLA model directory: missing {missing} (it needs "
             f"{list(MODEL_FILES)}, as `lang2policy train vla --out DIR` writes them)"
         )
+    for name, limit in _FILE_LIMITS.items():
+        path = directory / name
+        at_most(path.stat().st_size, limit, "its size", str(path), ConfigError, "bytes")
     try:
         config = VLAConfig.from_dict(json.loads((directory / CONFIG_FILE).read_text("utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, RecursionError, ConfigError) as exc:
         raise ConfigError(f"cannot read {directory / CONFIG_FILE}: {exc}") from exc
+    _check_parameters(config, directory / CONFIG_FILE)
     normalizer = Normalizer.load(directory / NORMALIZATION_FILE)
     normalizer.check_dims(config.state_dim, config.action_dim, config.chunk)
     model = VLANet(config)
@@ -90,6 +106,14 @@ def load_model_dir(directory: Path, device: str = "cpu") -> LoadedModel:
     model.use_statistics(normalizer)
     model.to(device).eval()
     return LoadedModel(model, config, normalizer)
+
+
+def _check_parameters(config: VLAConfig, where: Path) -> None:
+    """The network ``config`` describes has at most ``VLA_MAX_PARAMETERS``: counted on
+    torch's meta device, which records shapes and allocates nothing."""
+    with torch.device("meta"):
+        count = sum(p.numel() for p in VLANet(config).parameters())
+    at_most(count, VLA_MAX_PARAMETERS, "the network's parameter count", str(where), ConfigError)
 
 
 def save_training_state(path: Path, state: dict[str, Any]) -> None:

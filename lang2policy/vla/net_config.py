@@ -12,6 +12,13 @@ from lang2policy.vla import schema
 from lang2policy.vla.grounding import GROUNDING_CAMERA, STAGES
 from lang2policy.vla.keyframes import NAMES as KEYFRAME_NAMES
 from lang2policy.vla.language import MINILM, MINILM_DIM, MINILM_SLOTS, language_dim
+from lang2policy.vla.loader_limits import (
+    VLA_MAX_CAMERAS,
+    VLA_MAX_CHANNEL,
+    VLA_MAX_NAME_CHARS,
+    VLA_MAX_STAGES,
+    VLA_SIZE_LIMITS,
+)
 
 HEAD_READS = ("features", "scene")
 PERCEPTION_WORDS = ("sentence", "slots")
@@ -74,6 +81,7 @@ class VLAConfig:
         object.__setattr__(self, "channels", tuple(self.channels))
         object.__setattr__(self, "fine_keypoints", tuple(self.fine_keypoints))
         object.__setattr__(self, "grounding_state", tuple(self.grounding_state))
+        self._check_limits()
         earlier = range(len(self.channels) - 1)
         fine = self.fine_keypoints
         if len(set(fine)) != len(fine) or any(stage not in earlier for stage in fine):
@@ -91,9 +99,6 @@ class VLAConfig:
             raise ConfigError(
                 f"{self.language_model} embeddings are {known}-d, not {self.language_dim}"
             )
-        small = {k: v for k, v in self.sizes().items() if v < 1}
-        if self.aux_dim < 0:
-            small["aux_dim"] = self.aux_dim
         if self.grounding:
             self._check_grounding()
         if self.head_reads not in HEAD_READS:
@@ -127,8 +132,30 @@ class VLAConfig:
                 "scene_latch holds the scene state the action head reads: it needs "
                 "head_reads='scene' (--head-reads scene)"
             )
-        if small:
-            raise ConfigError(f"sizes must be positive: {small}")
+
+    def _check_limits(self) -> None:
+        """Every field has its type and every size is within ``VLA_SIZE_LIMITS`` (and the
+        other ``VLA_*`` limits), before anything is built from them: a config.json that says
+        ``head_dim: 10**9`` is refused here, not when torch tries to allocate it."""
+        for name, (least, most) in VLA_SIZE_LIMITS.items():
+            _whole(getattr(self, name), name, least, most)
+        _names(self.cameras, "cameras", VLA_MAX_CAMERAS)
+        _names((self.language_model,), "language_model", 1)
+        if not 1 <= len(self.channels) <= VLA_MAX_STAGES:
+            raise ConfigError(
+                f"channels: {len(self.channels)} conv stages; 1..{VLA_MAX_STAGES} are allowed"
+            )
+        for index, count in enumerate(self.channels):
+            _whole(count, f"channels[{index}]", 1, VLA_MAX_CHANNEL)
+        for name in ("fine_keypoints", "grounding_state"):  # their ranges: checked below
+            for index, value in enumerate(getattr(self, name)):
+                _integer(value, f"{name}[{index}]")
+        for name in ("grounding", "scene_latch", "keyframes", "keyframe_anchors"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r:.40}")
+        for name in ("head_reads", "perception_words"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{name} must be text, got {getattr(self, name)!r:.40}")
 
     def _check_grounding(self) -> None:
         if GROUNDING_CAMERA not in self.cameras or len(self.channels) <= max(STAGES):
@@ -150,11 +177,6 @@ class VLAConfig:
         gripper) per keyframe; 0 without keyframes."""
         return len(KEYFRAME_NAMES) * (self.state_dim - 1) if self.keyframes else 0
 
-    def sizes(self) -> dict[str, int]:
-        """The integer sizes (for validation and reports)."""
-        names = ("image_size", "state_dim", "action_dim", "chunk", "groups", "language_dim")
-        return {n: getattr(self, n) for n in (*names, "film_dim", "head_dim", "head_layers")}
-
     def to_dict(self) -> dict[str, Any]:
         items = dataclasses.asdict(self).items()
         return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
@@ -162,8 +184,34 @@ class VLAConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VLAConfig:
         """The config from ``to_dict``'s output; an unknown key is an error, not ignored."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a VLA config is a JSON object, got {type(data).__name__}")
+        for name in ("cameras", "channels", "fine_keypoints", "grounding_state"):
+            if not isinstance(data.get(name, ()), list | tuple):
+                raise ConfigError(f"{name} must be a list, got {data[name]!r:.40}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown VLA config keys {unknown}; known: {sorted(known)}")
         return cls(**data)
+
+
+def _integer(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r:.40}")
+
+
+def _whole(value: Any, name: str, least: int, most: int) -> None:
+    _integer(value, name)
+    if not least <= value <= most:
+        raise ConfigError(f"{name} is {value}; {least}..{most} is allowed")
+
+
+def _names(values: tuple[Any, ...], name: str, most: int) -> None:
+    if not values or len(values) > most:
+        raise ConfigError(f"{name}: {len(values)} given; 1..{most} are allowed")
+    for value in values:
+        if not isinstance(value, str) or not 0 < len(value) <= VLA_MAX_NAME_CHARS:
+            raise ConfigError(
+                f"{name} must be text of 1..{VLA_MAX_NAME_CHARS} characters, got {value!r:.40}"
+            )

@@ -133,7 +133,8 @@ class OpenPIBackend:
         message = pack_msgpack(self._observation(selected, state, instruction))
         try:
             self.connect()
-            return validate_chunk(self._actions(self._infer(message)), self.name)
+            actions = self._actions(self._infer(message))
+            return validate_chunk(actions, self.name, self.limits.max_chunk_rows)
         except PolicyBackendError:
             self._drop()
             raise

@@ -89,7 +89,7 @@ class OpenVLABackend:
         payload = {"image": image, "instruction": instruction, "unnorm_key": self.unnorm_key}
         body = encode_json_numpy(payload)
         answer = exchange(self.host, self.port, "POST", self.path, body, self.limits, self.name)
-        return validate_chunk(self._actions(answer), self.name)
+        return validate_chunk(self._actions(answer), self.name, self.limits.max_chunk_rows)
 
     def _actions(self, answer: Answer) -> object:
         """The action array in a ``/act`` answer, before the shape and value checks."""

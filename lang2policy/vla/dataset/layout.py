@@ -16,11 +16,20 @@ episodes fits in the first file of the first chunk, which is all the writer make
 from __future__ import annotations
 
 import json
+import re
+import string
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.vla.loader_limits import (
+    META_JSON_MAX_BYTES,
+    PATH_FIELD_MAX_WIDTH,
+    PATH_TEMPLATE_FIELDS,
+    PATH_TEMPLATE_MAX_CHARS,
+    at_most,
+)
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000  # files per chunk directory
@@ -34,6 +43,9 @@ CHUNK_FILE = "chunk-{chunk_index:03d}/file-{file_index:03d}"
 EPISODES_PATH = "meta/episodes/" + CHUNK_FILE + ".parquet"
 DATA_PATH = "data/" + CHUNK_FILE + ".parquet"
 VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE + ".mp4"
+
+_FORMATTER = string.Formatter()
+_FIELD_SPEC = re.compile(r"0?([0-9]{1,9})?d?")  # "", "03d", "d", "3": the width is checked
 
 IMAGE_PREFIX = "observation.images."
 IMAGE_NAMES = ["height", "width", "channels"]
@@ -100,22 +112,62 @@ def write_json(data: Any, path: Path) -> None:
 
 
 def read_json(path: Path, what: str) -> Any:
-    """The JSON in ``path``; a ``Lang2PolicyError`` naming ``what`` when missing or broken."""
+    """The JSON in ``path``; a ``Lang2PolicyError`` naming ``what`` when missing, broken or
+    larger than ``META_JSON_MAX_BYTES``."""
     if not path.is_file():
         raise Lang2PolicyError(f"{what} is missing: expected the file {path}")
+    at_most(path.stat().st_size, META_JSON_MAX_BYTES, "its size", f"{what} ({path})", unit="bytes")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise Lang2PolicyError(f"{what} ({path}) is not valid JSON: {exc}") from exc
 
 
-def format_path(template: str, what: str, **fields: Any) -> str:
-    """``template`` (info.json's ``data_path`` / ``video_path``) filled in; a clear error when
-    it names a field the v3.0 layout does not have."""
+def check_template(template: Any, what: str) -> str:
+    """info.json's ``data_path`` or ``video_path`` (``what``), checked: text of at most
+    ``PATH_TEMPLATE_MAX_CHARS`` whose fields are those the reader fills in
+    (``PATH_TEMPLATE_FIELDS``), each plain or zero-padded to at most ``PATH_FIELD_MAX_WIDTH``
+    (``{chunk_index:03d}``)."""
+    allowed = PATH_TEMPLATE_FIELDS[what]
+    where = f"info.json's {what}"
+    if not isinstance(template, str):
+        raise Lang2PolicyError(f"{where} must be text like {DATA_PATH!r}, got {template!r:.80}")
+    at_most(len(template), PATH_TEMPLATE_MAX_CHARS, "its length", where, unit="characters")
     try:
-        return template.format(**fields)
+        fields = [
+            (name, spec, conversion) for _, name, spec, conversion in _FORMATTER.parse(template)
+        ]
+    except ValueError as exc:
+        raise Lang2PolicyError(f"{where} {template!r} is not a path template: {exc}") from exc
+    for name, spec, conversion in fields:
+        if name is None:
+            continue
+        width = _FIELD_SPEC.fullmatch(spec or "")
+        if name not in allowed or conversion or width is None:
+            raise Lang2PolicyError(
+                f"{where} {template!r}: field {{{name}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}} is not allowed; a field is one of "
+                f"{list(allowed)}, plain or zero-padded like {{chunk_index:03d}}"
+            )
+        at_most(int(width[1] or 0), PATH_FIELD_MAX_WIDTH, f"the width of {{{name}}}", where)
+    return template
+
+
+def format_path(template: str, what: str, **fields: Any) -> str:
+    """``template`` (info.json's ``data_path`` / ``video_path``) filled in: a path relative to
+    the dataset's root that stays inside it (not absolute, no ``..``), or a clear error. The
+    dataset's own symbolic links are followed (a Hugging Face cache links every file)."""
+    try:
+        relative = check_template(template, what).format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
         raise Lang2PolicyError(
             f"info.json's {what} {template!r} cannot be filled in ({exc}); a v3.0 template "
             f"uses {sorted(fields)}, e.g. {DATA_PATH!r}"
         ) from exc
+    parts = PurePosixPath(relative).parts
+    if not parts or relative.startswith("/") or ".." in parts or "\\" in relative:
+        raise Lang2PolicyError(
+            f"info.json's {what} {template!r} gives the path {relative!r}, which is not inside "
+            "the dataset's directory; paths are relative to it, without '..'"
+        )
+    return relative

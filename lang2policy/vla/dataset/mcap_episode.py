@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from mcap.exceptions import McapError
-from mcap.reader import make_reader
+from mcap.records import Channel, Message, Metadata, Schema
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.graph import topics as contract
 from lang2policy.recording.topics import camera_topics
 from lang2policy.vla.dataset import cdr
+from lang2policy.vla.dataset.mcap_records import read_records
 from lang2policy.wire_json import MessageError, decode_status
 
 # The command the arm was sent, in order of preference (see ``resample.commanded_actions``).
@@ -47,39 +48,64 @@ class Recording:
 
 
 def read_recording(path: Path, cameras: tuple[str, ...]) -> Recording:
-    """Read ``path``, keeping the topics an episode needs for ``cameras``."""
+    """Read ``path``, keeping the topics an episode needs for ``cameras``; every size the file
+    declares is checked against ``loader_limits`` first (``mcap_records``)."""
     path = Path(path)
     if not path.is_file():
         raise Lang2PolicyError(f"no recording at {path}: not a file")
     try:
-        with open(path, "rb") as stream:
-            reader = make_reader(stream)
-            recording = Recording(path, _topics(reader))
-            _check_topics(recording, cameras)
-            wanted = _wanted(recording, cameras)
-            for schema, channel, message in reader.iter_messages(topics=list(wanted)):
-                _add(recording, wanted[channel.topic], schema, channel.topic, message)
-            recording.metadata = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
+        return _read(path, cameras)
     except (McapError, OSError, ValueError, EOFError) as exc:
         raise Lang2PolicyError(f"{path} is not a readable MCAP recording: {exc}") from exc
     except cdr.CdrError as exc:
         raise Lang2PolicyError(f"{path}: a message could not be decoded: {exc}") from exc
+
+
+def _read(path: Path, cameras: tuple[str, ...]) -> Recording:
+    """One pass over the file: messages of the topics an episode may need are decoded as
+    they come (the commands once it is known which topic holds them), then put in log-time
+    order, as ``mcap``'s reader gives them."""
+    recording = Recording(path, {})
+    schemas: dict[int, Schema] = {}
+    channels: dict[int, Channel] = {}
+    wanted = _wanted(cameras)
+    commands: dict[str, list[tuple[Schema | None, Message]]] = {t: [] for t in COMMAND_TOPICS}
+    for record in read_records(path):
+        if isinstance(record, Schema):
+            schemas[record.id] = record
+        elif isinstance(record, Channel):
+            channels[record.id] = record
+        elif isinstance(record, Metadata):
+            recording.metadata[record.name] = dict(record.metadata)
+        elif record.channel_id not in channels:
+            raise McapError(f"a message on channel {record.channel_id}, which has no record")
+        else:
+            channel = channels[record.channel_id]
+            schema = schemas.get(channel.schema_id)
+            if channel.topic in commands:
+                commands[channel.topic].append((schema, record))
+            elif channel.topic in wanted:
+                _add(recording, wanted[channel.topic], schema, channel.topic, record)
+    recording.topics = {
+        c.topic: schemas[c.schema_id].name if c.schema_id in schemas else ""
+        for c in channels.values()
+    }
+    _check_topics(recording, cameras)
+    for schema, message in commands[recording.command_topic]:
+        _add(recording, "command", schema, recording.command_topic, message)
+    _in_log_time_order(recording)
     return recording
 
 
-def _topics(reader) -> dict[str, str]:
-    summary = reader.get_summary()
-    if summary is None:  # no summary section (a cut file): look at the messages themselves
-        return {
-            channel.topic: schema.name if schema else ""
-            for schema, channel, _ in reader.iter_messages(log_time_order=False)
-        }
-    return {
-        channel.topic: summary.schemas[channel.schema_id].name
-        if channel.schema_id in summary.schemas
-        else ""
-        for channel in summary.channels.values()
-    }
+def _in_log_time_order(recording: Recording) -> None:
+    for series in (
+        recording.joint_states,
+        recording.commands,
+        recording.statuses,
+        recording.instructions,
+        *recording.images.values(),
+    ):
+        series.sort(key=lambda item: item[0])  # stable: file order among equal times
 
 
 def _check_topics(recording: Recording, cameras: tuple[str, ...]) -> None:
@@ -95,17 +121,16 @@ def _check_topics(recording: Recording, cameras: tuple[str, ...]) -> None:
     recording.command_topic = next(t for t in COMMAND_TOPICS if t in recording.topics)
 
 
-def _wanted(recording: Recording, cameras: tuple[str, ...]) -> dict[str, str]:
-    """``{topic: what it is}`` for the topics read: joints, camera:<name>, command, status,
-    instruction."""
+def _wanted(cameras: tuple[str, ...]) -> dict[str, str]:
+    """``{topic: what it is}`` for the topics read besides the commands: joints,
+    camera:<name>, status, instruction."""
     wanted = {
         contract.JOINT_STATES.name: "joints",
-        recording.command_topic: "command",
         contract.STATUS.name: "status",
         contract.INSTRUCTION.name: "instruction",
     }
     wanted.update({camera_topics(camera)[0]: f"camera:{camera}" for camera in cameras})
-    return {topic: kind for topic, kind in wanted.items() if topic in recording.topics}
+    return wanted
 
 
 _TYPES = {

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, stats, tables
+from lang2policy.vla.loader_limits import DATASET_MAX_FPS, IMAGE_MAX_SIDE, VECTOR_MAX_DIM, at_most
 from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
 
 EPISODE_COLUMNS = (
@@ -99,7 +100,18 @@ def check_info(info: Any, root: Path) -> None:
     missing = [key for key in ("fps", "features", "total_frames", "data_path") if key not in info]
     if missing:
         raise Lang2PolicyError(f"{where} lacks {missing}; a v3.0 info.json has them all")
+    fps = info["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, int | float) or not 0 < fps <= DATASET_MAX_FPS:
+        raise Lang2PolicyError(
+            f"{where}: fps is {fps!r:.40}; it must be a number in (0, {DATASET_MAX_FPS}]"
+        )
+    features = info["features"]
+    if not isinstance(features, dict) or not all(isinstance(f, dict) for f in features.values()):
+        raise Lang2PolicyError(f"{where}: features must map names to objects, got {features!r:.80}")
+    layout.check_template(info["data_path"], "data_path")
     _check_features(info, where)
+    if layout.video_keys(info):
+        layout.check_template(info["video_path"], "video_path")
 
 
 def _check_features(info: dict[str, Any], where: Path) -> None:
@@ -110,6 +122,8 @@ def _check_features(info: dict[str, Any], where: Path) -> None:
     for key in (STATE_KEY, ACTION_KEY):
         if len(features[key].get("shape", ())) != 1:
             raise Lang2PolicyError(f"{where}: {key} must be a vector, got {features[key]}")
+    for key, feature in features.items():
+        _check_shape(feature, key, where)
     images = [key for key, ft in features.items() if ft.get("dtype") == "image"]
     if images:
         raise Lang2PolicyError(
@@ -128,6 +142,22 @@ def _check_features(info: dict[str, Any], where: Path) -> None:
                 f"{where}: {key} is encoded at {video_fps} fps, the dataset is {info['fps']} "
                 "fps; frames are read one video frame per dataset frame, so they must agree"
             )
+
+
+def _check_shape(feature: dict[str, Any], key: str, where: Path) -> None:
+    """A feature's shape: whole numbers, each at most ``VECTOR_MAX_DIM`` (``IMAGE_MAX_SIDE``
+    for the height and width of a video), checked before anything is allocated for them."""
+    shape = feature.get("shape", ())
+    if not isinstance(shape, list | tuple) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
+        raise Lang2PolicyError(
+            f"{where}: {key} must have a shape of whole numbers, got {shape!r:.80}"
+        )
+    video = feature.get("dtype") == "video"
+    for axis, size in enumerate(shape):
+        limit = IMAGE_MAX_SIDE if video and axis < 2 else VECTOR_MAX_DIM
+        at_most(size, limit, f"{key}'s shape[{axis}]", str(where))
 
 
 def read_tasks(root: Path) -> list[str]:

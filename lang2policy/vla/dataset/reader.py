@@ -11,6 +11,8 @@ rows say so; every video holds exactly the frames its episodes need, at the feat
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -236,7 +238,7 @@ def read_images(meta: DatasetMeta, key: str) -> np.ndarray:
         relative = layout.format_path(
             meta.info["video_path"], "video_path", video_key=key, chunk_index=chunk, file_index=file
         )
-        targets = _frame_targets(rows, key, meta.fps)
+        targets = _FrameTargets(rows, key, meta.fps)
         count = 0
         for count, frame in enumerate(video_frames(meta.root / relative), start=1):
             if frame.shape[:2] != (height, width):
@@ -244,22 +246,43 @@ def read_images(meta: DatasetMeta, key: str) -> np.ndarray:
                     f"video {relative}: frames are {frame.shape[:2]}, info.json says {key} is "
                     f"{(height, width)}"
                 )
-            if count <= len(targets) and targets[count - 1] >= 0:
-                images[targets[count - 1]] = frame
-        if count != len(targets):
-            raise Lang2PolicyError(_count_error(relative, count, len(targets), rows, key, meta.fps))
+            target = targets.row(count - 1)
+            if target is not None:
+                images[target] = frame
+        if count != targets.needed:
+            raise Lang2PolicyError(
+                _count_error(relative, count, targets.needed, rows, key, meta.fps)
+            )
     return images
 
 
-def _frame_targets(rows: list[dict[str, Any]], key: str, fps: int) -> np.ndarray:
-    """For each frame of one video file, the dataset row it belongs to (-1: none)."""
-    starts = [round(row[f"videos/{key}/from_timestamp"] * fps) for row in rows]
-    targets = np.full(max(s + row["length"] for s, row in zip(starts, rows, strict=True)), -1)
-    for start, row in zip(starts, rows, strict=True):
-        targets[start : start + row["length"]] = np.arange(
-            row["dataset_from_index"], row["dataset_to_index"]
-        )
-    return targets
+class _FrameTargets:
+    """Which dataset row each frame of one video file belongs to. Kept as one span per
+    episode, not one entry per frame, so an episode's ``from_timestamp`` never sizes an
+    allocation (a "from 10^12 s" row must not ask for 10^13 entries)."""
+
+    def __init__(self, rows: list[dict[str, Any]], key: str, fps: int) -> None:
+        spans = []
+        for row in rows:
+            seconds = row[f"videos/{key}/from_timestamp"]
+            if not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+                raise Lang2PolicyError(
+                    f"episode {row['episode_index']}: videos/{key}/from_timestamp is "
+                    f"{seconds!r}; it must be a finite number of seconds >= 0"
+                )
+            spans.append((round(seconds * fps), row["length"], row["dataset_from_index"]))
+        spans.sort()
+        self._starts = [start for start, _, _ in spans]
+        self._spans = spans
+        self.needed = max(start + length for start, length, _ in spans)
+
+    def row(self, frame: int) -> int | None:
+        """The dataset row of the video's ``frame`` (0-based), None for a frame of no episode."""
+        index = bisect.bisect_right(self._starts, frame) - 1
+        if index < 0:
+            return None
+        start, length, first = self._spans[index]
+        return first + frame - start if frame < start + length else None
 
 
 def _count_error(
