@@ -205,22 +205,24 @@ def test_the_safety_model_brakes_the_replayed_target_as_the_robot_does():
     measured = np.array([0.46, 0.5, 0.3])
     robot.stop(0.5, measured, BRAKING)
     model.held(0.5, measured)
-    assert model.holding
     for t in (0.5, 0.55, 0.6, 1.0):
-        rows = model.candidates(t, measured)
-        assert rows[0] == pytest.approx(robot.target(t))  # the replay is the robot's target
-        assert rows[1] == pytest.approx(robot.target(99.0))  # where it comes to rest
+        position, velocity = model.state(t, measured)
+        assert position == pytest.approx(robot.target(t))  # the replay is the robot's target
+        assert velocity == pytest.approx(robot.velocity(t))
     model.forwarded(1.0, Trajectory(NAMES, ((0.5, (0.0, 0.5, 0.3)),)), measured)
-    robot.start(1.0, [(0.5, {"a": 0.0, "b": 0.5, "gripper": 0.3})], measured)
+    robot.start(1.0, [(0.5, {"a": 0.0, "b": 0.5, "gripper": 0.3})], measured, start_time=1.0)
     assert not model.holding
-    assert model.candidates(1.2, measured)[0] == pytest.approx(robot.departure(1.2))
+    assert model.state(1.2, measured)[0] == pytest.approx(robot.target(1.2))
 
 
 def test_without_braking_the_safety_model_holds_the_measured_position_as_before():
     model = RobotTarget(NAMES)
     model.forwarded(0.0, Trajectory(NAMES, ((10.0, (10.0, 0.5, 0.3)),)), np.zeros(3))
     model.held(0.5, np.array([0.46, 0.5, 0.3]))
-    rows = model.candidates(0.6, np.array([0.47, 0.5, 0.3]))
+    position, velocity = model.state(0.6, np.array([0.47, 0.5, 0.3]))
+    assert position.tolist() == [0.46, 0.5, 0.3] and not velocity.any()
+    # where the robot's target may be: where the arm was when the hold went out, or now
+    rows = model.uncertain(np.array([0.47, 0.5, 0.3]))
     assert rows.tolist() == [[0.47, 0.5, 0.3], [0.46, 0.5, 0.3]]
 
 

@@ -87,7 +87,7 @@ def _attack(plan: dict, env: dict[str, str], timeout: float) -> dict:
         raise Lang2PolicyError(
             f"the attacker failed ({done.returncode}) in {plan['scenario']}:\n{done.stderr[-2000:]}"
         )
-    return json.loads(lines[-1])
+    return {**{k: v for k, v in plan.items() if k != "pid"}, **json.loads(lines[-1])}
 
 
 def plans(args: argparse.Namespace) -> list[dict]:

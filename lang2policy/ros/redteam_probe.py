@@ -219,9 +219,22 @@ def cap_stream(probe: Probe, geo: Geometry, plan: dict) -> dict:
     }
 
 
+def _go_to_pan(probe: Probe, names: list[str], pan: float) -> None:
+    """Bring shoulder_pan to ``pan`` at 0.8 rad/s (10 Hz commands), then let it settle."""
+    target = np.array([probe.latest()[1][n] for n in names])
+    next_at = time.monotonic()
+    while abs(target[0] - pan) > 1e-9:
+        target[0] += float(np.clip(pan - target[0], -0.08, 0.08))
+        probe.send(names, target, 0.1)
+        next_at += 0.1
+        _sleep_until(next_at)
+    time.sleep(1.0)
+
+
 def keep_out(probe: Probe, geo: Geometry, plan: dict) -> dict:
     """A plan zone ahead of the gripper on a shoulder_pan sweep; the sweep heads into it."""
     names = list(geo.arm.action_names)
+    _go_to_pan(probe, names, 0.0)
     stamp, positions, _ = probe.latest()
     base = np.array([positions[n] for n in names])
     ahead = base[:-1].copy()
@@ -306,13 +319,15 @@ def kill(probe: Probe, geo: Geometry, plan: dict) -> dict:
 
 
 def commander(probe: Probe, plan: dict) -> None:
-    """Stream shoulder_pan toward +1.4 rad at the cap, one point per period, until killed."""
+    """Stream shoulder_pan toward +-1.4 rad at the cap, one point per period, until killed."""
     names = list(plan["names"])
     target = np.array(plan["base"], float)
     rate = float(plan["rate"])
+    goal = -1.4 if target[0] > 0.0 else 1.4  # the far side: room to reach full speed
+    step = np.sign(goal - target[0]) * 1.5 / rate
     next_at = time.monotonic()
     while True:
-        target[0] = min(target[0] + 1.5 / rate, 1.4)
+        target[0] = float(np.clip(target[0] + step, -1.4, 1.4))
         probe.send(names, target, 1.0 / rate)
         next_at += 1.0 / rate
         _sleep_until(next_at)

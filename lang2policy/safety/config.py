@@ -62,6 +62,10 @@ class RobotSafetyConfig:
     # Largest acceleration (rad/s^2) of every arm joint's position target: the safety node
     # shapes what it sends so that the target's velocity never steps (lang2policy.safety.shaper).
     max_joint_acceleration: float = 10.0
+    # Largest deceleration (rad/s^2) of a target slowing down (0: max_joint_acceleration):
+    # a stream that ends stops sooner; slowing makes a servo overshoot its rest point (mrad),
+    # not its speed cap.
+    max_joint_deceleration: float = 0.0
     # How far (fraction) the servo's measured speed runs above its target's speed when the
     # target accelerates at max_joint_acceleration (measured: `lang2policy bench redteam`); the
     # target is capped at max_joint_speed / (1 + servo_overshoot) so the joints measure <= cap.
@@ -99,6 +103,7 @@ def validate(config: RobotSafetyConfig, where: str) -> None:
     _not_negative(config.lead_allowance, f"{where}.lead_allowance")
     _positive(config.max_joint_acceleration, f"{where}.max_joint_acceleration")
     _not_negative(config.servo_overshoot, f"{where}.servo_overshoot")
+    _not_negative(config.max_joint_deceleration, f"{where}.max_joint_deceleration")
     _not_negative(config.zone_margin, f"{where}.zone_margin")
     _positive(config.sample_period, f"{where}.sample_period")
     if config.sample_period > 0.1:

@@ -68,6 +68,9 @@ def safety_model_for(robot: str, config: RobotSafetyConfig) -> SafetyModel:
     shaper = ShaperLimits(
         max_speed=np.where(is_arm, config.max_joint_speed / (1.0 + config.servo_overshoot), np.inf),
         max_acceleration=np.where(is_arm, config.max_joint_acceleration, np.inf),
+        max_deceleration=np.where(
+            is_arm, config.max_joint_deceleration or config.max_joint_acceleration, np.inf
+        ),
         lower=motion_filter.lower,
         upper=motion_filter.upper,
         period=config.sample_period,

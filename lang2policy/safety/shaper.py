@@ -12,8 +12,8 @@ cap, departing from the robot's target) into dense samples ``period`` apart that
 follows by linear interpolation, as joint_trajectory_controller and our robot nodes do:
 
 * each shaped joint starts from the target's replayed position *and velocity*;
-* between two samples the velocity changes by at most ``max_acceleration x period`` and never
-  exceeds ``max_speed``;
+* between two samples the velocity grows by at most ``max_acceleration x period``, shrinks by
+  at most ``max_deceleration x period``, and never exceeds ``max_speed``;
 * each joint tracks the reference (reaching its next sample if it can) but slows in time to
   stop *at* the command's last point and never past a joint limit: the trajectory ends at rest
   at the last point, so a commander that dies leaves an arm that stops where it last asked.
@@ -47,14 +47,21 @@ class ShaperLimits:
     lower: np.ndarray
     upper: np.ndarray
     period: float
+    # Per joint, how fast the target may slow down (None: as it speeds up). Braking harder
+    # than it accelerates stops the arm sooner when commands end; slowing excites the servo
+    # into running past the rest point (mrad), not into speed above the cap.
+    max_deceleration: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_speed", "max_acceleration", "lower", "upper"):
+        if self.max_deceleration is None:
+            object.__setattr__(self, "max_deceleration", self.max_acceleration)
+        for name in ("max_speed", "max_acceleration", "lower", "upper", "max_deceleration"):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
         if not (math.isfinite(self.period) and self.period > 0):
             raise ConfigError(f"shaper period must be a finite number > 0 s, got {self.period}")
-        if (self.max_speed <= 0).any() or (self.max_acceleration <= 0).any():
-            raise ConfigError("shaper speed and acceleration limits must be > 0 per joint")
+        limits = (self.max_speed, self.max_acceleration, self.max_deceleration)
+        if any((limit <= 0).any() for limit in limits):
+            raise ConfigError("shaper speed, acceleration, deceleration limits must be > 0")
 
     @property
     def shaped(self) -> np.ndarray:
@@ -100,8 +107,9 @@ def shape(
     """
     dt, shaped = limits.period, limits.shaped
     step = np.where(shaped, limits.max_acceleration, 0.0) * dt
+    slow = np.where(shaped, limits.max_deceleration, 0.0) * dt
     speed = np.where(shaped, limits.max_speed, 0.0)
-    accel = np.where(shaped, limits.max_acceleration, 1.0)
+    accel = np.where(shaped, limits.max_deceleration, 1.0)  # stopping distances
     final = positions[-1]
     end = float(times[-1]) if len(times) else 0.0
     count = max(1, math.ceil((end + _MAX_SETTLE) / dt))
@@ -115,7 +123,7 @@ def shape(
         want = np.clip(want, -speed, speed)
         want = _braking_cap(want, q, final, accel, dt)
         want = _braking_cap(want, q, np.where(want > 0, limits.upper, limits.lower), accel, dt)
-        v_new = np.clip(want, v - step, v + step)
+        v_new = np.clip(want, *_velocity_window(v, step, slow))
         # Never past a joint limit, even from a state that cannot brake in time (last resort).
         q_new = np.where(shaped, np.clip(q + v_new * dt, limits.lower, limits.upper), reference[k])
         v_new = (q_new - q) / dt
@@ -139,7 +147,7 @@ def braking(
     """(positions, velocities) of samples that bring the shaped joints from ``start`` moving at
     ``velocity`` to rest at full deceleration (the others keep ``start``); at least one."""
     dt, shaped = limits.period, limits.shaped
-    step = np.where(shaped, limits.max_acceleration, 0.0) * dt
+    step = np.where(shaped, limits.max_deceleration, 0.0) * dt
     q, v = np.array(start, float), np.where(shaped, velocity, 0.0)
     rows, speeds = [], []
     while True:
@@ -149,6 +157,16 @@ def braking(
         speeds.append(v.copy())
         if not v.any():
             return np.array(rows), np.array(speeds)
+
+
+def _velocity_window(
+    v: np.ndarray, step: np.ndarray, slow: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lowest, highest) velocity one sample after ``v``: speeding up by at most ``step``,
+    slowing toward zero by at most ``slow`` (not past zero in that sample)."""
+    lowest = np.where(v > 0, np.minimum(v - step, np.maximum(v - slow, 0.0)), v - step)
+    highest = np.where(v < 0, np.maximum(v + step, np.minimum(v + slow, 0.0)), v + step)
+    return lowest, highest
 
 
 def _braking_cap(
