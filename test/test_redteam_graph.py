@@ -52,7 +52,7 @@ def test_no_upstream_drives_the_arm_past_its_limits(robot):
     assert stream["lag_max"] <= 0.3, stream  # was 0.45 -> 6.4 s with the robot's queue
     for key in ("kill10", "kill50", "kill50safety"):
         r = results[key]
-        assert r["still_after"] is not None and r["still_after"] <= 0.5, r
+        assert r["still_after"] is not None and r["still_after"] <= 0.6, r
         assert r["moved_after_bound"] <= 0.05, r
     if robot == "sim":
         zone = results["keep_out"]
