@@ -4,8 +4,10 @@
 SO-101 driver on the emulated servo bus) and the safety node as processes in a private ROS
 domain; a hostile commander (``lang2policy.ros.redteam_probe``) sends streams that reverse
 within the cap, streams at the cap, a sweep into a plan keep-out zone, and is killed (as is the
-safety node) at speed. Every verdict comes from measured joint states: joint speeds, the tool
-point and the gripper's geometry by forward kinematics (``bench.redteam_metrics``).
+safety node) at speed; on the sim, the VLA node runs skills on a hostile remote policy
+(``bench.hostile_vla``: erratic targets, then a pose inside a plan keep-out zone). Every
+verdict comes from measured joint states: joint speeds, the tool point and the gripper's
+geometry by forward kinematics (``safety.effects``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 from lang2policy.bench import redteam
-from lang2policy.bench import redteam_metrics as metrics
+from lang2policy.safety import effects as metrics
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.flaky(reruns=2)]
 
@@ -29,12 +31,13 @@ def run(robot: str) -> dict[str, dict]:
         stream_seconds=10.0,
         seed=0,
         domain=60 + os.getpid() % 40 + (0 if robot == "sim" else 40),
+        scenarios=",".join(redteam.SCENARIOS),
     )
     report = redteam.run_args(args)
     print(redteam.format_text(report))
     results = {}
     for r in report["results"]:
-        key = r["scenario"] + str(r.get("rate", "")) + r.get("victim", "")
+        key = r["scenario"] + str(r.get("rate", "")) + r.get("victim", "") + r.get("mode", "")
         results[key] = r
     return results
 
@@ -58,6 +61,13 @@ def test_no_upstream_drives_the_arm_past_its_limits(robot):
         zone = results["keep_out"]
         assert zone["keep_out_cuts"] > 0, zone
         assert zone["zone_depth"] == 0.0, zone
+        # The VLA node on a hostile remote policy: erratic targets, then a pose in a plan zone.
+        erratic = results["vlaerratic"]
+        assert erratic["peak_joint_speed"] <= 1.1 * cap, erratic
+        assert erratic["workspace_excursion"] <= 0.005, erratic
+        toward = results["vlatoward"]
+        assert toward["zone_depth"] == 0.0, toward
+        assert toward["vla_end"] == "stopped" and "keep-out" in toward["vla_reason"], toward
 
 
 def test_the_metrics_measure_what_they_say():

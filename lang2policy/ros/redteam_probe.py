@@ -3,7 +3,7 @@
 ``python -m lang2policy.ros.redteam_probe PLAN_JSON`` joins the graph of its ``ROS_DOMAIN_ID``
 (a robot node and the safety node, started by the bench) as a faulty or hostile commander
 would, runs one scenario and prints one JSON line of what the *arm* did (measured joint states,
-the tool point and the gripper's geometry by forward kinematics; ``bench.redteam_metrics``):
+the tool point and the gripper's geometry by forward kinematics; ``safety.effects``):
 
 * ``reverse`` -- one-point commands at ``rate`` Hz, each within the speed cap, reversing at
   random on every joint (a VLA fed erratic targets by a remote policy sends exactly this);
@@ -24,125 +24,20 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
-from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from trajectory_msgs.msg import JointTrajectory
 
-from lang2policy.bench import redteam_metrics as metrics
-from lang2policy.control.gripper_hull import GripperHull
-from lang2policy.control.kinematics import Kinematics
-from lang2policy.graph import topics
-from lang2policy.ros import convert
-from lang2policy.ros.qos import LATCHED
-from lang2policy.safety import load_safety_config, tool_point_function
+from lang2policy.ros.redteam_attacker import ROBOT, Probe, go_to, sleep_until
+from lang2policy.ros.redteam_vla import vla
+from lang2policy.safety import effects as metrics
+from lang2policy.safety import load_safety_config
+from lang2policy.safety.effects import Geometry
 from lang2policy.safety.plan_zones import encode_plan_zones
-from lang2policy.scene.arm import arm_layout
-from lang2policy.scene.builder import build_scene, compile_scene
-from lang2policy.scene.robot_description import load_robot_description
-
-ROBOT = "so101"
-
-
-def say(text: str) -> None:
-    print(f"[redteam] {text}", file=sys.stderr, flush=True)
-
-
-class Geometry:
-    """Forward kinematics of the SO-101 in the world frame: the tool point, the gripper."""
-
-    def __init__(self) -> None:
-        description = load_robot_description(ROBOT)
-        model = compile_scene(build_scene(description, []))
-        self.arm = arm_layout(model, description)
-        self.tool = tool_point_function(Kinematics(model, description, self.arm))
-        self.hull = GripperHull(Kinematics(model, description, self.arm))
-        self.corners = self.hull.corners((0.0, 1.0))
-
-    def gripper(self, q: np.ndarray) -> np.ndarray:
-        return np.vstack([self.hull.at(q, self.corners), self.tool(q)[None, :]])
-
-
-class Probe:
-    """Records joint states and safety statuses; publishes commands and plan zones."""
-
-    def __init__(self) -> None:
-        rclpy.init()
-        self.node = rclpy.create_node("redteam_probe")
-        self.lock = threading.Lock()
-        self.states: list[tuple[float, dict, dict]] = []  # (stamp, positions, velocities)
-        self.statuses: list[dict] = []
-        self.command = self.node.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
-        self.zones = self.node.create_publisher(String, topics.PLAN_ZONES.name, LATCHED)
-        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 50)
-        self.node.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.node)
-        threading.Thread(target=self.executor.spin, daemon=True).start()
-
-    def _on_state(self, msg: JointState) -> None:
-        stamp = convert.to_seconds(msg.header.stamp)
-        positions = dict(zip(msg.name, msg.position, strict=False))
-        velocities = dict(zip(msg.name, msg.velocity, strict=False))
-        with self.lock:
-            self.states.append((stamp, positions, velocities))
-
-    def _on_safety(self, msg: String) -> None:
-        with self.lock:
-            self.statuses.append(json.loads(msg.data))
-
-    def latest(self) -> tuple[float, dict, dict]:
-        deadline = time.monotonic() + 60.0
-        while time.monotonic() < deadline:
-            with self.lock:
-                if self.states:
-                    return self.states[-1]
-            time.sleep(0.05)
-        raise SystemExit("no joint states within 60 s")
-
-    def wait_safety_ready(self, timeout: float = 60.0) -> None:
-        """Until the safety node passes commands: ``ok``, or held after a commander went
-        silent (the next command that passes clears that); not stopped, not without states."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                last = self.statuses[-1] if self.statuses else None
-            if last and (
-                last["state"] == "ok"
-                or (last["state"] == "holding" and "commander silent" in last["reason"])
-            ):
-                return
-            time.sleep(0.05)
-        raise SystemExit(f"the safety node is not passing commands after 60 s: {last}")
-
-    def recording(self, names, since: float) -> metrics.Recording:
-        with self.lock:
-            rows = [s for s in self.states if s[0] >= since]
-        return metrics.Recording(
-            np.array([s[0] for s in rows]),
-            np.array([[s[1][n] for n in names] for s in rows]).reshape(-1, len(names)),
-            np.array([[s[2].get(n, 0.0) for n in names] for s in rows]).reshape(-1, len(names)),
-        )
-
-    def send(self, names, target, period: float) -> None:
-        self.command.publish(convert.trajectory(names, [(period, list(target))]))
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        rclpy.shutdown()
 
 
 # ---------------------------------------------------------------------- scenarios
-def _sleep_until(deadline: float) -> None:
-    time.sleep(max(0.0, deadline - time.monotonic()))
-
-
 def reverse(probe: Probe, geo: Geometry, plan: dict) -> dict:
     """Random reversals within the cap on every arm joint, tool kept above the table."""
     config = load_safety_config(ROBOT)
@@ -165,7 +60,7 @@ def reverse(probe: Probe, geo: Geometry, plan: dict) -> dict:
                 break
         probe.send(names, target, 1.0 / rate)
         next_at += 1.0 / rate
-        _sleep_until(next_at)
+        sleep_until(next_at)
     time.sleep(0.5)
     rec = probe.recording(arm_names, stamp + 0.5)
     box = config.workspace
@@ -199,7 +94,7 @@ def cap_stream(probe: Probe, geo: Geometry, plan: dict) -> dict:
         times.append(probe.latest()[0] + period)  # when the stream asks to be there
         sent.append(pan)
         next_at += period
-        _sleep_until(next_at)
+        sleep_until(next_at)
     time.sleep(0.5)
     rec = probe.recording(names[:-1], stamp)
     lags = []
@@ -219,22 +114,10 @@ def cap_stream(probe: Probe, geo: Geometry, plan: dict) -> dict:
     }
 
 
-def _go_to_pan(probe: Probe, names: list[str], pan: float) -> None:
-    """Bring shoulder_pan to ``pan`` at 0.8 rad/s (10 Hz commands), then let it settle."""
-    target = np.array([probe.latest()[1][n] for n in names])
-    next_at = time.monotonic()
-    while abs(target[0] - pan) > 1e-9:
-        target[0] += float(np.clip(pan - target[0], -0.08, 0.08))
-        probe.send(names, target, 0.1)
-        next_at += 0.1
-        _sleep_until(next_at)
-    time.sleep(1.0)
-
-
 def keep_out(probe: Probe, geo: Geometry, plan: dict) -> dict:
     """A plan zone ahead of the gripper on a shoulder_pan sweep; the sweep heads into it."""
     names = list(geo.arm.action_names)
-    _go_to_pan(probe, names, 0.0)
+    go_to(probe, names, {"shoulder_pan": 0.0})
     stamp, positions, _ = probe.latest()
     base = np.array([positions[n] for n in names])
     ahead = base[:-1].copy()
@@ -258,7 +141,7 @@ def keep_out(probe: Probe, geo: Geometry, plan: dict) -> dict:
         target[0] = min(target[0] + 0.1, base[0] + 1.2)
         probe.send(names, target, period)
         next_at += period
-        _sleep_until(next_at)
+        sleep_until(next_at)
     time.sleep(0.5)
     rec = probe.recording(names[:-1], stamp)
     with probe.lock:
@@ -330,10 +213,16 @@ def commander(probe: Probe, plan: dict) -> None:
         target[0] = float(np.clip(target[0] + step, -1.4, 1.4))
         probe.send(names, target, 1.0 / rate)
         next_at += 1.0 / rate
-        _sleep_until(next_at)
+        sleep_until(next_at)
 
 
-SCENARIOS = {"reverse": reverse, "cap_stream": cap_stream, "keep_out": keep_out, "kill": kill}
+SCENARIOS = {
+    "vla": vla,
+    "reverse": reverse,
+    "cap_stream": cap_stream,
+    "keep_out": keep_out,
+    "kill": kill,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

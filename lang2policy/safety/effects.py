@@ -21,7 +21,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lang2policy.control.gripper_hull import GripperHull
+from lang2policy.control.kinematics import Kinematics
+from lang2policy.safety.robot_model import tool_point_function
+from lang2policy.scene.arm import arm_layout
+from lang2policy.scene.builder import build_scene, compile_scene
+from lang2policy.scene.robot_description import load_robot_description
+
 STILL_SPEED = 0.05  # rad/s: every arm joint slower than this is still
+
+
+class Geometry:
+    """Forward kinematics of a robot in the world frame: the tool point, the gripper's boxes."""
+
+    def __init__(self, robot: str = "so101") -> None:
+        description = load_robot_description(robot)
+        model = compile_scene(build_scene(description, []))
+        self.arm = arm_layout(model, description)
+        self.tool = tool_point_function(Kinematics(model, description, self.arm))
+        self.hull = GripperHull(Kinematics(model, description, self.arm))
+        self.corners = self.hull.corners((0.0, 1.0))
+
+    def gripper(self, q: np.ndarray) -> np.ndarray:
+        """World points bounding the gripper (every jaw opening) and the tool point at ``q``."""
+        return np.vstack([self.hull.at(q, self.corners), self.tool(q)[None, :]])
+
+    def zone_around(self, q: np.ndarray, half: float = 0.03) -> tuple[list, list]:
+        """(lower, upper) of a cube of half-size ``half`` around the tool point at ``q``."""
+        centre = self.tool(np.asarray(q, float))
+        return (centre - half).tolist(), (centre + half).tolist()
 
 
 @dataclass(frozen=True)
