@@ -111,11 +111,22 @@ def _attack(plan: dict, env: dict[str, str], timeout: float) -> dict:
 
 def plans(args: argparse.Namespace, vla_zone: dict | None) -> list[dict]:
     """The scenarios in order (the safety node's own death last); the VLA ones on the sim."""
-    vla = []
+    vla, vla_kill = [], []
     if vla_zone is not None:
         skill = {"scenario": "vla", "skill": VLA_SKILL, "duration": args.reverse_seconds}
         toward = {**skill, "mode": "toward", "zone": vla_zone["box"], "start": vla_zone["start"]}
         vla = [{**skill, "mode": "erratic"}, toward]
+        # the VLA node itself killed mid-skill, walking at its cap to a far pose
+        vla_kill = [
+            {
+                "scenario": "kill",
+                "rate": 10,
+                "victim": "vla",
+                "skill": VLA_SKILL,
+                "mode": "far",
+                "start": vla_zone["start"],
+            }
+        ]
     return [
         {"scenario": "reverse", "rate": 10, "duration": args.reverse_seconds, "seed": args.seed},
         {"scenario": "reverse", "rate": 50, "duration": args.reverse_seconds, "seed": args.seed},
@@ -124,6 +135,7 @@ def plans(args: argparse.Namespace, vla_zone: dict | None) -> list[dict]:
         {"scenario": "keep_out", "duration": 4.0},
         {"scenario": "kill", "rate": 10},
         {"scenario": "kill", "rate": 50},
+        *vla_kill,
         {"scenario": "kill", "rate": 50, "victim": "safety"},
     ]
 
@@ -153,11 +165,13 @@ def run_args(args: argparse.Namespace) -> dict:
             for label, argv in graph_commands(args.robot, workdir, server.url if server else ""):
                 status(f"starting {label} (ROS_DOMAIN_ID={domain})")
                 children.append(Child(label, argv, env))
-            safety = children[-1]
+            pids = {child.label: child.process.pid for child in children}
             for plan in [p for p in plans(args, zone) if p["scenario"] in chosen]:
-                if plan["scenario"] == "kill":
-                    plan["pid"] = safety.process.pid
-                if plan["scenario"] == "vla":
+                if plan.get("victim") == "vla" and "vla" not in chosen:
+                    continue
+                if plan.get("victim") in ("safety", "vla"):
+                    plan["pid"] = pids[f"{plan['victim']}_node"]
+                if "mode" in plan:
                     _aim(server, plan, geometry)
                 timeout = 180.0 + float(plan.get("duration", 0.0))
                 results.append(_attack(plan, env, timeout))
@@ -171,10 +185,12 @@ def run_args(args: argparse.Namespace) -> dict:
 
 
 def _aim(server: HostileVLA, plan: dict, geometry: Geometry) -> None:
-    """Point the hostile policy: erratic around home, or straight at the zone's pose."""
+    """Point the hostile policy: erratic around home, straight at the zone's pose, or at a
+    pose far enough for the arm to reach its cap (shoulder_pan +1.25 rad)."""
     home = geometry.arm.home
-    server.mode = plan["mode"]
-    server.base = np.append(home + (TOWARD if "zone" in plan else 0.0), 0.5)
+    server.mode = "erratic" if plan["mode"] == "erratic" else "toward"
+    offset = {"erratic": 0.0, "toward": TOWARD, "far": 2.5 * TOWARD}[plan["mode"]]
+    server.base = np.append(home + offset, 0.5)
 
 
 def judge(result: dict) -> dict:

@@ -159,20 +159,28 @@ def keep_out(probe: Probe, geo: Geometry, plan: dict) -> dict:
 
 
 def kill(probe: Probe, geo: Geometry, plan: dict) -> dict:
-    """A commander streaming at ``rate`` Hz killed at speed (or the safety node, ``pid``)."""
+    """Kill at speed (SIGKILL) a commander streaming at ``rate`` Hz (this module as a
+    process), the VLA node running a skill (``skill``, ``pid``) or the safety node (``pid``)
+    while the commander streams; then watch the arm come to rest."""
     names = list(geo.arm.action_names)
     positions = probe.latest()[1]
-    command = {
-        "role": "commander",
-        "rate": plan["rate"],
-        "names": names,
-        "base": [positions[n] for n in names],
-    }
-    child = subprocess.Popen(
-        [sys.executable, "-m", "lang2policy.ros.redteam_probe", json.dumps(command)],
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    child = None
+    if plan.get("skill"):
+        go_to(probe, names, dict(zip(names, plan["start"], strict=False)))
+        skill = {"skill": plan["skill"], "plan_id": "redteam-kill"}
+        probe.skill.publish(String(data=json.dumps(skill)))
+    else:
+        command = {
+            "role": "commander",
+            "rate": plan["rate"],
+            "names": names,
+            "base": [positions[n] for n in names],
+        }
+        child = subprocess.Popen(
+            [sys.executable, "-m", "lang2policy.ros.redteam_probe", json.dumps(command)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
@@ -181,15 +189,18 @@ def kill(probe: Probe, geo: Geometry, plan: dict) -> dict:
             time.sleep(0.005)
         else:
             raise SystemExit("the commander never moved the arm at speed")
-        victim = int(plan["pid"]) if plan.get("victim") == "safety" else child.pid
+        victim = child.pid if child is not None and "pid" not in plan else int(plan["pid"])
+        if plan.get("victim") == "safety":
+            victim = int(plan["pid"])
         t_kill = probe.latest()[0]
         speed = abs(probe.latest()[2]["shoulder_pan"])
         os.kill(victim, signal.SIGKILL)
         time.sleep(2.0)
     finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait(timeout=10)
+        if child is not None:
+            if child.poll() is None:
+                child.kill()
+            child.wait(timeout=10)
     rec = probe.recording(names[:-1], t_kill)
     report = metrics.stop_after(rec, t_kill, float(plan.get("bound", 0.3)))
     return {
