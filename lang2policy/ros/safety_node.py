@@ -147,8 +147,13 @@ class SafetyNode(ReadOnlyParameters):
         box = config.workspace
         self.get_logger().info(
             f"{self.robot}: joints {list(self.supervisor.filter.names)}; max joint speed "
-            f"{config.max_joint_speed:g} rad/s; tool workspace min {list(box.min)} max "
-            f"{list(box.max)}; keep-out {sorted(config.keep_out)}; state_timeout "
+            f"{config.max_joint_speed:g} rad/s (targets <= "
+            f"{config.max_joint_speed / (1 + config.servo_overshoot):.3g} rad/s, accelerating <= "
+            f"{config.max_joint_acceleration:g}, slowing <= "
+            f"{config.max_joint_deceleration or config.max_joint_acceleration:g} rad/s^2); "
+            f"tool workspace min {list(box.min)} max "
+            f"{list(box.max)}; keep-out {sorted(config.keep_out)} "
+            f"(+{config.zone_margin:g} m on the gripper); state_timeout "
             f"{config.state_timeout:g} s, command_timeout {config.command_timeout:g} s; "
             f"{JOINT_COMMAND.name} -> {TRAJECTORY.name}"
         )
