@@ -1,8 +1,9 @@
 """A recording's irregular messages resampled to frames every ``1 / fps`` s of robot time.
 
 Robot time is the simulation's (or robot driver's) clock, the joint states' and images' header
-stamps. Commands carry no stamp (a trajectory starts when it arrives), so their log times are
-put on the robot clock through the joint states, which have both (``RobotClock``).
+stamps. Commands' log times are put on the robot clock through the joint states, which have
+both (``RobotClock``); a trajectory the safety node stamped starts at its stamp, as the robot
+started it, an unstamped one when it arrives.
 
 At frame time ``t``:
 
@@ -11,8 +12,9 @@ At frame time ``t``:
   ``cv2.INTER_AREA`` (the box filter that does not alias when shrinking);
 - action: where the arm was sent to be at the next frame, ``t + 1 / fps``. The command topic is
   replayed through ``TrajectoryFollower``, the follower the simulated arm itself runs
-  (interpolation from the current target, joints not named keep theirs, a stream of short
-  commands queued as ``STREAM_QUEUE``); an empty trajectory (a stop) holds the measured
+  (interpolation from the current target, joints not named keep theirs; a stamped trajectory
+  from its stamp, a stream of unstamped short commands queued as ``STREAM_QUEUE``, as robots
+  did before the safety node stamped them); an empty trajectory (a stop) holds the measured
   position (the robot brakes to it). That is the ``action`` of ``schema``: the target in force
   over the next period, absolute joint positions like a leader arm's.
 """
@@ -145,7 +147,10 @@ def _apply(
         return
     try:
         points = [(t, dict(zip(message.names, row, strict=True))) for t, row in message.points]
-        follower.start(arrival, points, measured)
+        # A stamped trajectory (the safety node stamps what it forwards) starts at its stamp,
+        # as the robot nodes start it; an unstamped one on arrival, queued as robots did.
+        start = min(message.stamp, arrival) if message.stamp > 0 else None
+        follower.start(arrival, points, measured, start)
     except (InvalidCommandError, ValueError) as exc:
         raise Lang2PolicyError(
             f"a command at {arrival:.3f} s cannot be replayed: {exc}; the dataset's joints are "
