@@ -35,18 +35,27 @@ LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
 
 
 class RecordingOutlet:
-    """The host's side, recorded: status events, specs handed on, stop requests."""
+    """The host's side, recorded: status events, specs handed on, stop requests. With
+    ``handoff`` set, a stand-in for the controller node answers each spec on its status lines:
+    ``accepted``, then ``answer`` (``success`` unless a test says otherwise; None: silent)."""
 
     def __init__(self) -> None:
         self.events: list[StatusEvent] = []
         self.specs: list = []
         self.stop_requests = 0
+        self.handoff: SpecHandOff | None = None
+        self.answer: str | None = "success"
 
     def status(self, event: StatusEvent) -> None:
         self.events.append(event)
 
     def send_spec(self, spec) -> None:
         self.specs.append(spec)
+        if spec is None or self.handoff is None or self.answer is None:
+            return
+        for state in ("accepted", self.answer):
+            line = {"node": "controller", "state": state, "task": spec.task, "detail": ""}
+            self.handoff.on_status(line | {"stats": {"time": 1.0, "measures": {}}})
 
     def request_stop(self) -> bool:
         self.stop_requests += 1
@@ -104,7 +113,8 @@ def make(code, programs: dict[str, str], *, policy=None, memory=None, route="aut
     policy = policy or default_policy(code.backend.description, known_skills=SKILLS)
     runner = SandboxRunner(code.backend, policy, limits=LIMITS)
     planning = PlanLoop(ScriptedPlanner(programs), runner, code.backend)
-    reward = RewardRoute(SpecHandOff(outlet), ScriptedRewardPlanner)
+    outlet.handoff = SpecHandOff(outlet)
+    reward = RewardRoute(outlet.handoff, ScriptedRewardPlanner)
     conductor = Conductor(outlet, code, planning, reward, CorrectionRouter(memory), route)
     return conductor, outlet
 
@@ -164,7 +174,7 @@ def test_instructions_are_routed_by_their_words_and_every_event_names_the_planne
     lift = "lift the red block 10 cm"
     result = conductor.handle(lift)
     assert result.route == "reward" and result.ok
-    assert result.detail["new_task"] and result.detail["outcome"] == "reward_spec"
+    assert result.detail["new_task"] and result.detail["outcome"] == "success"
     assert outlet.specs[-1].to_dict() == result.detail["spec"]  # handed to the controller
     follow_up = conductor.handle("higher")  # edits the running spec
     assert follow_up.detail["new_task"] is False
@@ -339,5 +349,7 @@ def test_the_skill_slot_takes_instructions_under_route_skill_and_needs_a_policy(
     )
     result = conductor.handle("pick up the red block")
     assert result.ok and result.route == "skill" and skills.asked == ["pick up the red block"]
-    assert result.detail == {"route": "skill", "outcome": "skill_done"}
+    assert result.detail == {
+        "route": "skill", "outcome": "skill_done", "verdict": "goal_reached", "goal": ""
+    }
     assert outlet.events[0].detail == {"route": "skill"}

@@ -184,6 +184,7 @@ class ZoneLog:
 
 def make(policy: PrivilegePolicy, programs=None, vla: FakeVLA | None = None):
     outlet, code = RecordingOutlet(), sim_code()
+    outlet.handoff = SpecHandOff(outlet)  # its stand-in controller ends each spec: success
     log = ZoneLog(outlet)
     runner = SandboxRunner(code.backend, policy, limits=LIMITS)
     skills = None
@@ -196,7 +197,7 @@ def make(policy: PrivilegePolicy, programs=None, vla: FakeVLA | None = None):
         outlet,
         code,
         PlanLoop(ScriptedPlanner(programs or {}), runner, code.backend),
-        RewardRoute(SpecHandOff(outlet), ScriptedRewardPlanner),
+        RewardRoute(outlet.handoff, ScriptedRewardPlanner),
         CorrectionRouter(None),
         "auto",
         skills,

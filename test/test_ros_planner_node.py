@@ -53,9 +53,18 @@ def graph():
         probe.create_subscription(
             String, STATUS_TOPIC, lambda m: statuses.append(json.loads(m.data)), 10
         )
-        probe.create_subscription(
-            String, SPEC_TOPIC, lambda m: RECEIVED_SPECS.append(json.loads(m.data)), 10
-        )
+        controller = probe.create_publisher(String, STATUS_TOPIC, 10)
+
+        def controller_answers(message: String) -> None:
+            """The controller node's stand-in: each spec accepted, then its success."""
+            spec = json.loads(message.data)
+            RECEIVED_SPECS.append(spec)
+            for state in ("accepted", "success") if spec else ():
+                line = {"node": "controller", "state": state, "instruction": "", "detail": ""}
+                line["task"] = spec["task"]
+                controller.publish(String(data=json.dumps(line)))
+
+        probe.create_subscription(String, SPEC_TOPIC, controller_answers, 10)
         publisher = probe.create_publisher(String, INSTRUCTION_TOPIC, 10)
         executor = MultiThreadedExecutor(num_threads=3, context=context)
         executor.add_node(planner)

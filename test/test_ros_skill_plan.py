@@ -9,7 +9,8 @@ check holds, and the planner reports ``done`` with outcome ``success``.
 
 Then, on a fresh layout (the sim's reset), "put the red block in the blue bowl": the planner
 gates it and publishes the JSON start on /lang2policy/skill with a plan id and the gate's
-limits; the VLA node runs it and reports with that plan id; the planner relays that; the arm
+limits; the VLA node runs it and reports with that plan id (once: the planner repeats none of
+its progress); the arm
 moves; a correction is forwarded to the VLA as a language motion; ``stop`` ends it: the
 planner's final status is ``failed`` (stopped or cancelled), the VLA's terminal status
 carries the plan id, and the arm holds. A pick-and-place takes long enough (about 12 s) for
@@ -259,7 +260,13 @@ def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
 
     running = client.line(topics.VLA_NODE, "running", 30.0, plan_id=plan_id)
     assert running["instruction"] == SKILL
-    client.line(topics.PLANNER_NODE, "running", 10.0, detail=_relayed(running))
+    time.sleep(0.5)  # the VLA's progress is on the status topic once: the planner repeats none
+    with client.lock:
+        relayed = [
+            line for line in client.lines[client.since :]
+            if line.get("node") == topics.PLANNER_NODE and line.get("detail") == _relayed(running)
+        ]  # fmt: skip
+    assert relayed == []
     wait_for(
         lambda: np.abs(client.latest_position() - start_position).max() > 0.005,
         30.0,

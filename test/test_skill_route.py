@@ -145,7 +145,8 @@ def test_a_skill_plan_publishes_its_start_with_the_gates_limits_and_ends_on_the_
     assert detail["stats"] == {"steps": 12}
     lines = [e.detail for e in outlet.events if e.state == "running"]
     assert any("allowed by rule 'vla-skill'" in line for line in lines)
-    assert "VLA running: pick_place, budget 30 s" in lines
+    assert not any(line.startswith("VLA") for line in lines)  # the VLA's own line, not twice
+    assert (detail["verdict"], outlet.events[-1].detail["verdict"]) == ("goal_reached",) * 2
     assert outlet.states()[-1] == "done"
 
 

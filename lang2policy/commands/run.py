@@ -179,8 +179,10 @@ def _reward_step(result: PlanResult) -> dict:
     plan = result.reward_plan.as_dict()
     plan["notes"] = list(result.detail["notes"])  # with the remembered corrections' notes
     plan["spec"] = result.detail["spec"]  # as run: remembered edits applied
+    detail = result.reward_run.detail  # the controller's verdict: the outcome contract's
     return {"instruction": result.instruction, "ok": result.ok, "plan": plan,
-            "outcome": result.reward_run.detail["outcome"], "error": ""}
+            "outcome": detail["outcome"], "verdict": detail.get("verdict", "failed"),
+            "goal": detail.get("goal", ""), "reason": detail.get("message", ""), "error": ""}
 
 
 def _named_objects(session: SimSession, objects: list[str], request: RunRequest) -> list[str]:
@@ -279,6 +281,7 @@ def _reward_lines(report: dict) -> list[str]:
             f"{outcome['sim_seconds']:.1f} s simulated ({outcome['iterations']} MPC "
             f"iterations, {outcome['mpc_plan_ms']:.0f} ms each)" + (f"; {final}" if final else "")
         )
+        lines.append("  " + _verdict_line(step))
     return lines
 
 

@@ -13,7 +13,6 @@ from lang2policy.conductor.executors import (
     InProcessMPC,
     LiveCodeExecutor,
     SimCodeExecutor,
-    SpecHandOff,
 )
 from lang2policy.conductor.ports import (
     CodeExecutor,
@@ -22,6 +21,7 @@ from lang2policy.conductor.ports import (
     RewardRun,
     SkillExecutor,
 )
+from lang2policy.conductor.spec_handoff import SpecHandOff
 
 __all__ = [
     "ROUTES",

@@ -195,7 +195,7 @@ class Conductor:
         self.reward.cancel()  # the arm is the code plan's now
         self.corrections.start_code_edits(instruction)
         result = self.planning.handle(
-            instruction, on_status=lambda line: self.say("running", instruction, line)
+            instruction, on_status=lambda line: self.say(_phase(line), instruction, line)
         )
         self.code.finish()
         detail = {
@@ -210,16 +210,17 @@ class Conductor:
         return PlanResult(instruction, "code", "done" if result.ok else "failed", detail, result)
 
     def _run_reward(self, instruction: str) -> PlanResult:
-        self.say("running", instruction, f"planning: {instruction}")
+        self._stopped.clear()
+        self._stop_reason = ""
+        self.say("planning", instruction, f"planning: {instruction}")
         plan = self.reward.plan(instruction, self.scene_names(), self.positions, self.headings)
-        self.say("running", instruction, _plan_line(plan))
+        self.say("planning", instruction, _plan_line(plan))
         spec, remembered = self.corrections.recall_into_spec(instruction, plan.spec)
         about = {"route": "reward", "spec": spec.to_dict(), "description": plan.description}
         self.say("plan", instruction, about)
         run = self.reward.run(spec, lambda line: self.say("running", instruction, line))
         detail = {
             "route": "reward",
-            "outcome": "reward_spec",
             "new_task": plan.new_task,
             "spec": spec.to_dict(),
             "notes": [*plan.notes, *remembered],
@@ -241,7 +242,7 @@ class Conductor:
             lambda line: self.say("running", instruction, line),
             motions,
         )
-        detail = {"route": "skill", **run.detail}
+        detail = {"route": "skill", **run.detail, **_skill_verdict(run)}
         return PlanResult(instruction, "skill", "done" if run.ok else "failed", detail)
 
     def _vla_call(self, args: dict) -> bool:
@@ -311,6 +312,26 @@ def _verdict_detail(result: InstructionResult) -> dict[str, Any]:
     message = outcome.message if verdict.ok or not verdict.reason else verdict.reason
     return {"verdict": verdict.verdict, "goal": verdict.goal.describe(),
             "outcome": outcome.kind, "message": message}
+
+
+def _skill_verdict(run: RewardRun) -> dict[str, Any]:
+    """A skill plan's verdict: the skill's own success check (the VLA node's ``success``), a
+    skill that ran and missed it, or one that never ran (denied, rejected, no VLA)."""
+    outcome = run.detail.get("outcome")
+    if run.ok:
+        verdict = "goal_reached"
+    elif outcome in ("timeout", "failed"):
+        verdict = "goal_not_reached"
+    else:
+        verdict = "failed"
+    skill = run.detail.get("skill", "")
+    return {"verdict": verdict, "goal": f"the success check of '{skill}'" if skill else ""}
+
+
+def _phase(line: str) -> str:
+    """A code plan's progress line as a status state: ``planning`` while the LLM writes (or
+    repairs) the program, ``running`` once it is checked and run."""
+    return "planning" if line.startswith(("planning", "repairing")) else "running"
 
 
 def _choice_detail(choice, result: InstructionResult) -> dict[str, Any]:

@@ -102,6 +102,8 @@ class CorrectionDesk:
         c = self.conductor
         if running_code and c.code.live:
             c.end_motion(f"re-planning after the correction {text!r}")
+        elif c.running("reward"):  # its end would not come before the follow-up's start
+            c.reward.cancel()
 
         def follow_up() -> None:
             c.wait_idle(timeout=REPLAN_WAIT)

@@ -5,7 +5,8 @@
   states and objects, and a stop or a correction interrupts the motion that runs.
 * ``InProcessMPC``: a reward spec optimised by a ``LockstepMPC`` on a ``SimSession``'s world; a
   follow-up's spec is swapped into the same controller (no restart).
-* ``SpecHandOff``: a reward spec handed to the controller node through the outlet.
+* ``SpecHandOff`` (``spec_handoff``): a reward spec handed to the controller node, whose
+  verdict it waits for.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lang2policy.conductor.ports import Outlet, RewardRun
+from lang2policy.conductor.ports import RewardRun
+from lang2policy.conductor.reward_verdict import reward_verdict
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import EpisodeOutcome
 from lang2policy.rewards.spec import RewardSpec
@@ -108,23 +110,6 @@ class LiveCodeExecutor:
         self.backend.interrupt_for_edit()
 
 
-class SpecHandOff:
-    """Reward specs go to the controller node (through the outlet); it runs them."""
-
-    def __init__(self, outlet: Outlet) -> None:
-        self.outlet = outlet
-
-    def run(self, spec: RewardSpec, on_line: Line) -> RewardRun:
-        self.outlet.send_spec(spec)
-        return RewardRun(True, {"outcome": "reward_spec"})
-
-    def cancel(self) -> None:
-        self.outlet.send_spec(None)
-
-    def close(self) -> None:
-        """Nothing held here: the controller node owns the task."""
-
-
 class InProcessMPC:
     """Reward specs optimised on a ``SimSession``'s world by one ``LockstepMPC``.
 
@@ -162,7 +147,10 @@ class InProcessMPC:
         outcome = self.mpc.run(on_step=self.on_step)
         outcome.iterations -= before  # this spec's
         on_line(f"{outcome.status} after {outcome.sim_seconds:.1f} s simulated")
-        return RewardRun(step_ok(spec, outcome), {"outcome": outcome_dict(outcome)})
+        ok, verdict = reward_verdict(
+            spec, outcome.status, outcome.reason, outcome.final, outcome.sim_seconds
+        )
+        return RewardRun(ok, {**verdict, "outcome": outcome_dict(outcome)})
 
     def cancel(self) -> None:
         self.close()
@@ -188,12 +176,6 @@ def capped(spec: RewardSpec, duration: float | None) -> RewardSpec:
     if duration is None or duration >= spec.duration:
         return spec
     return dataclasses.replace(spec, duration=duration)
-
-
-def step_ok(spec: RewardSpec, outcome: EpisodeOutcome) -> bool:
-    """Success, or a spec without goal conditions (it runs for its duration) that ran out."""
-    goals = [c for c in spec.conditions if not c.always]
-    return outcome.success or (outcome.status == "timeout" and not goals)
 
 
 def outcome_dict(outcome: EpisodeOutcome) -> dict[str, Any]:

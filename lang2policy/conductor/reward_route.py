@@ -55,10 +55,10 @@ class RewardRoute:
         )
 
     def run(self, spec: RewardSpec, on_line: Callable[[str], None]) -> RewardRun:
-        """Run ``spec`` on the executor; it becomes the running spec."""
-        run = self.executor.run(spec, on_line)
+        """Run ``spec`` on the executor until it ends; it is the running spec from the start
+        (what a correction edits, what a stop cancels while the executor waits)."""
         self.running = spec
-        return run
+        return self.executor.run(spec, on_line)
 
     def swap(self, spec: RewardSpec) -> None:
         """A correction edited the running spec: hand the edited one to the executor."""

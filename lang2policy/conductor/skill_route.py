@@ -10,7 +10,8 @@
    decision gives the plan's limits (workspace box, joint speed cap, time budget);
 3. publishes the start message ``{"skill", "plan_id", "limits", "motions"}`` (``motions``: the
    corrections remembered for similar skill plans, applied from the first control cycle);
-4. relays the VLA node's status lines with its ``plan_id`` as progress, and ends on its terminal
+4. follows the VLA node's status lines with its ``plan_id`` (its progress is on the status
+   topic already and is not repeated as the planner's), and ends on its terminal
    state (success, timeout, failed, stopped, cancelled, rejected). No terminal state within the
    time budget and ``answer_margin_s``: the skill is cancelled (``""``) and the plan fails
    saying so. ``cancel`` (a stop) publishes ``""`` and waits ``CANCEL_GRACE_S`` for the end.
@@ -280,8 +281,7 @@ class SkillRoute:
         elif state in FINAL_SKILL_STATES:
             run.final = dict(line)
             run.done.set()
-        else:
-            run.on_line(f"VLA {state}: {detail_text(line.get('detail'))}".rstrip(": "))
+        # its progress lines are not repeated as the planner's: each is on the topic once
 
     def _answer(self, run: _Run, line: Mapping[str, Any]) -> None:
         detail = line.get("detail")

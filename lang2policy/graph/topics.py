@@ -80,13 +80,14 @@ STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NOD
 PLANNER_STATES = (
     "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
     "received",  # detail: {"route": ...}
-    "running",  # detail: a progress line
+    "planning",  # detail: a progress line while the plan is being made (the LLM writes it)
+    "running",  # detail: a progress line while the plan runs
     "plan",  # detail: the plan about to run: {"route": "code", "code", "goal"} or the spec
     "said",  # detail: one line the robot says
     "remembered",  # detail: the remembered corrections applied
     "correction",  # detail: {"text", "kind", "edit", "action", "notes"[, "error"]}
-    "done",
-    "failed",
+    "done",  # the plan's goal was verified from the scene (``detail.verdict`` goal_reached)
+    "failed",  # detail: "verdict", "outcome", "message" (the reason and the shortfall)
     "rejected",  # the instruction itself was bad; nothing ran
     "busy",  # another instruction runs
     "stopped",  # detail: the reason
@@ -135,10 +136,11 @@ def status_node(line: dict[str, Any]) -> str:
 
 
 def planner_phase(line: dict[str, Any]) -> str:
-    """What a ``running`` status says the planner is doing (its first words: "planning",
-    "checking the program on a simulated copy of the scene", "running the program ..."); ""
-    for other states. The bench's timeline shows where the time before the motion goes."""
+    """What a ``planning`` or ``running`` status says the planner is doing (its first words:
+    "planning", "checking the program on a simulated copy of the scene", "running the program
+    ..."); "" for other states. The bench's timeline shows where the time before the motion
+    goes."""
     detail = line.get("detail")
-    if line.get("state") != "running" or not isinstance(detail, str):
+    if line.get("state") not in ("planning", "running") or not isinstance(detail, str):
         return ""
     return detail.split(":", 1)[0].split(" (", 1)[0][:60]

@@ -198,7 +198,9 @@ def run_instruction(probe: GraphBenchProbe, item: dict, timeout: float) -> dict:
         ended, outcome = None, {"state": "timeout", "detail": f"no outcome in {timeout:g} s"}
     controller = None
     detail = outcome.get("detail")
-    if isinstance(detail, dict) and detail.get("outcome") == "reward_spec":
+    if isinstance(detail, dict) and isinstance(detail.get("controller"), dict):
+        controller = detail["controller"].get("state")  # the reward plan ended on its verdict
+    elif isinstance(detail, dict) and detail.get("outcome") == "reward_spec":  # older planners
         ended, controller = wait_controller(probe, since, timeout - (time.monotonic() - sent))
     settle(probe)
     with probe.lock:

@@ -4,10 +4,11 @@ Instructions arrive on ``/lang2policy/instruction`` and corrections on
 ``/lang2policy/correction`` (std_msgs/String); each status event leaves as one JSON line on
 ``/lang2policy/status`` (``{"node": "planner", "state", "instruction", "detail"}``, see
 ``lang2policy.graph.topics``). Reward specs go to the controller node on
-``/lang2policy/reward_spec`` (``null`` cancels); a ``stop`` correction calls
-``/lang2policy/stop`` on the safety node, and its ``stopped`` report on ``/lang2policy/safety``
-stops the running plan. What to do with each message is the conductor's business; this node
-reads parameters, converts messages and publishes.
+``/lang2policy/reward_spec`` (``null`` cancels), and a reward plan ends when the controller's
+status lines end its task (``conductor.spec_handoff``: ``done`` only on its ``success``); a
+``stop`` correction calls ``/lang2policy/stop`` on the safety node, and its ``stopped`` report
+on ``/lang2policy/safety`` stops the running plan. What to do with each message is the
+conductor's business; this node reads parameters, converts messages and publishes.
 
 Skill plans (issue 18): with ``vla`` true (a VLA node in the graph) an instruction the VLA
 can do is a skill plan (``lang2policy.conductor.skill_route``): gated by the privilege policy,
@@ -82,11 +83,12 @@ class PlannerNode(ReadOnlyParameters):
         code = self._code_executor()
         self.settings = self._settings()
         port = self if self._vla_on() else None
+        self.handoff = SpecHandOff(self)
         self.conductor = build_conductor(
-            self.settings, self, code, SpecHandOff(self), port, zone_port=self
+            self.settings, self, code, self.handoff, port, zone_port=self
         )
-        if isinstance(self.conductor.skills, SkillRoute):  # the VLA node's lines
-            self.create_subscription(String, topics.STATUS.name, self._on_status, 50)
+        # the controller's lines end reward plans; the VLA node's, skill plans
+        self.create_subscription(String, topics.STATUS.name, self._on_status, 50)
         self.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
         self.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
         self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
@@ -225,13 +227,16 @@ class PlannerNode(ReadOnlyParameters):
             self.arm.update_objects(objects)
 
     def _on_status(self, message: String) -> None:
-        """The VLA node's status lines go to the skill route (ours are ignored there)."""
+        """The controller's status lines go to the reward hand-off (its verdict on a spec),
+        the VLA node's to the skill route; ours are ignored."""
         try:
             line = decode_status(message.data, what=topics.STATUS.name)
         except MessageError as exc:
             self.get_logger().warning(f"ignored a message: {exc}", throttle_duration_sec=5.0)
             return
-        if line.get("node") == topics.VLA_NODE:
+        if line.get("node") == topics.CONTROLLER_NODE:
+            self.handoff.on_status(line)
+        elif line.get("node") == topics.VLA_NODE and isinstance(self.conductor.skills, SkillRoute):
             self.conductor.skills.on_status(line)
 
     def _on_safety(self, message: String) -> None:
