@@ -215,10 +215,11 @@ def test_a_stop_aborts_the_motion_skips_the_repair_and_cancels_the_reward_task(a
     conductor.safety_state("stopped")  # the safety node's report
     conductor.safety_state("stopped")  # said again: handled once
     conductor.wait_idle(30)
-    final = outlet.last("failed")
-    assert final.instruction == far and "stop" in str(final.detail["message"])
+    final = outlet.events[-1]  # the contract's third end: stopped, not failed
+    assert (final.state, final.instruction) == ("stopped", far)
+    assert "stop" in str(final.detail["message"])
     assert conductor.planning.planner.repairs == 0
-    assert outlet.states().count("stopped") == 1
+    assert outlet.states("").count("stopped") == 1  # the stop itself, said once
     assert outlet.specs[-1] is None and conductor.reward.running is None
     time.sleep(0.3)
     assert arm.tool()[0] < 0.28  # it did not go on to the target
@@ -274,7 +275,7 @@ def test_stop_said_as_a_correction_asks_the_safety_layer_and_ends_the_plan(arm):
     conductor, outlet = make(live_code(arm), {far: "move_to([0.30, 0.0, 0.10], speed=0.02)"})
     correct_while_moving(conductor, arm, far, "stop")
     assert outlet.stop_requests == 1 and outlet.last("correction").detail["action"] == "stop"
-    assert outlet.states(far)[-1] == "failed" and "stopped" in outlet.states()
+    assert outlet.states(far)[-1] == "stopped" and outlet.states("") == ["stopped"]
 
 
 # ------------------------------------------------------------------ recall

@@ -9,6 +9,7 @@ The skill route's VLA is ``test_skill_route.FakeVLA``.
 
 from __future__ import annotations
 
+import json
 import time
 
 from test_conductor import make, sim_code
@@ -172,8 +173,9 @@ def test_a_stop_while_the_controller_runs_the_spec_ends_the_plan_and_the_task():
     conductor.stop("stop said")
     conductor.wait_idle(10)
     final = outlet.events[-1]
-    assert final.state == "failed" and final.detail["outcome"] == "stopped"
-    assert outlet.specs[-1] is None and "stopped" in outlet.states()
+    assert (final.state, final.instruction) == ("stopped", LIFT)
+    assert final.detail["outcome"] == "stopped" and final.detail["verdict"] == "failed"
+    assert outlet.specs[-1] is None and outlet.states("") == ["stopped"]
 
 
 def test_an_edit_while_the_spec_runs_is_handed_on_and_the_edited_spec_is_judged():
@@ -218,3 +220,22 @@ def test_a_skill_plan_is_done_only_on_the_skills_success_check_and_says_each_eve
     result = conductor.handle(text)
     assert result.state == "done" and result.detail["verdict"] == "goal_reached"
     assert result.detail["goal"] == f"the success check of '{text}'"
+
+
+def test_the_terminal_shows_the_controllers_verdict_as_the_plans_outcome():
+    from lang2policy.terminal.status import StatusModel
+
+    conductor, outlet, controller = reward_conductor()
+    spec = started(conductor, outlet)
+    controller.say("accepted", spec.task)
+    controller.say("timeout", spec.task, "8 s passed", object_height=0.042)
+    conductor.wait_idle(10)
+    model = StatusModel()
+    notices = [model.fold(json.dumps(e.to_dict())) for e in outlet.events]
+    final = notices[-1]
+    assert final.final and not final.ok and final.state == "failed"
+    assert final.line == (
+        f"[planner] failed (reward): {LIFT} — finished but goal not reached: controller: "
+        "timeout (8 s passed); object_height 0.042 m (needs <= 0.01)"
+    )
+    assert final.more == ("    goal: object_height <= 0.01 m, held 0.5 s",)

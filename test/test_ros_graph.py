@@ -180,7 +180,7 @@ class Probe:
                         s
                         for s in self.statuses[since:]
                         if s.get("instruction") == instruction
-                        and s.get("state") in ("done", "failed", "rejected")
+                        and s.get("state") in ("done", "failed", "stopped", "rejected")
                     ),
                     None,
                 )
@@ -366,7 +366,7 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
     stopped = safety_status(probe, "stopped", seen)
     stopped_at = stopped["robot_time"]
     failed = probe.final(instruction, since=since)
-    assert failed["state"] == "failed" and "stop" in json.dumps(failed).lower(), failed
+    assert failed["state"] == "stopped" and "stop" in json.dumps(failed).lower(), failed
     # Commands the planner might still send must not move the arm: watch 1.6 s of sim time.
     wait_for(lambda: probe.last_stamp() > stopped_at + 1.6, 30, "1.6 s of sim time")
 

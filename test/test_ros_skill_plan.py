@@ -12,7 +12,7 @@ gates it and publishes the JSON start on /lang2policy/skill with a plan id and t
 limits; the VLA node runs it and reports with that plan id (once: the planner repeats none of
 its progress); the arm
 moves; a correction is forwarded to the VLA as a language motion; ``stop`` ends it: the
-planner's final status is ``failed`` (stopped or cancelled), the VLA's terminal status
+planner's final status is ``stopped`` (outcome stopped or cancelled), the VLA's terminal status
 carries the plan id, and the arm holds. A pick-and-place takes long enough (about 12 s) for
 the stop to come before its end. Nodes read the sim's ground-truth objects (``/sim/objects``
 remapped onto ``/lang2policy/objects``: no perception node needed).
@@ -292,7 +292,7 @@ def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
     with client.lock:
         called, called_stamp = time.monotonic(), client.states[-1][1]
     client.correction.publish(String(data="stop"))
-    final = client.line(topics.PLANNER_NODE, "failed", 15.0, instruction=SKILL)
+    final = client.line(topics.PLANNER_NODE, "stopped", 15.0, instruction=SKILL)
     assert final["detail"]["route"] == "skill" and final["detail"]["plan_id"] == plan_id
     assert final["detail"]["outcome"] in ("stopped", "cancelled"), final["detail"]
     ended = [s for s in ("stopped", "cancelled") if _has(client, topics.VLA_NODE, s, plan_id)]

@@ -15,7 +15,12 @@ One object owns what happens between a person's words and the arm, with no ROS i
   running reward task (``stop``; ``safety_state`` turns the safety node's report into one);
 * **corrections** (``correct``): routed, applied or refused by the gate, remembered and
   recalled (``lang2policy.conductor.corrections``);
-* **status**: every step is a ``StatusEvent`` handed to the host's ``Outlet``;
+* **status**: every step is a ``StatusEvent`` handed to the host's ``Outlet``, one per event,
+  under one contract for every route: ``received`` -> ``planning`` -> ``plan`` -> ``running``
+  -> ``done`` | ``failed`` | ``stopped``, where ``done`` means the plan's goal was verified
+  (code: the goal checked in the scene; reward: the controller's ``success``, which the reward
+  route waits for, ``spec_handoff``; skill: the skill's success check) and the final detail
+  says the ``verdict``, the ``goal`` and, when it was missed, why and by how much;
 * **keep-out zones**: each plan's (those of the privilege policy that gates it) go to the
   safety node through the host's ``ZonePort`` before the plan moves anything, and are
   withdrawn when it ends (``zone_announcer``), so a VLA skill or an MPC is held to them too.
@@ -59,7 +64,7 @@ class PlanResult:
 
     instruction: str
     route: str
-    state: str  # "done" | "failed"
+    state: str  # "done" | "failed" | "stopped"
     detail: Any
     code: InstructionResult | None = None  # code route
     reward_plan: Any = None  # reward route: the RewardPlan
@@ -181,10 +186,13 @@ class Conductor:
         except Exception as exc:  # the host must survive any planning error
             result = PlanResult(instruction, route, "failed", f"{type(exc).__name__}: {exc}")
         finally:
+            stopped = bool(self.stop_pending())  # read before the next plan may clear it
             try:  # a spec handed to the controller node runs on: its zones stay until the stop
                 self.zones.withdraw(unless=lambda: self.reward.running is not None)
             finally:  # before the final status: whoever hears it may send more
                 self._busy.release()
+        if stopped and result.state == "failed":
+            result.state = "stopped"  # a stop ended it, not a failure of the plan's own
         self.say(result.state, instruction, result.detail)
         return result
 

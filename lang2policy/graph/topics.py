@@ -90,9 +90,9 @@ PLANNER_STATES = (
     "failed",  # detail: "verdict", "outcome", "message" (the reason and the shortfall)
     "rejected",  # the instruction itself was bad; nothing ran
     "busy",  # another instruction runs
-    "stopped",  # detail: the reason
+    "stopped",  # detail: the reason (a stop); a plan the stop ended: its final line's state
 )
-FINAL_PLANNER_STATES = ("done", "failed", "rejected", "busy")
+FINAL_PLANNER_STATES = ("done", "failed", "stopped", "rejected", "busy")
 # The VLA node's states that end a skill (its last status line of a run): the skill route and
 # the bench's probe wait for one of these.
 FINAL_SKILL_STATES = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")

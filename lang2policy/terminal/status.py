@@ -30,7 +30,7 @@ from lang2policy.terminal.planview import (
 from lang2policy.wire_json import MessageError, decode_status
 
 PLANNER_ACTIVE = frozenset({"received", "planning", "plan", "running", "correction", "remembered"})
-PLANNER_FINAL = frozenset({"done", "failed", "rejected", "busy"})  # busy: refused, not queued
+PLANNER_FINAL = frozenset({"done", "failed", "stopped", "rejected", "busy"})  # busy: refused
 CONTROLLER_EVENTS = frozenset({"accepted", "rejected", "cancelled"})  # one message per spec
 CONTROLLER_ERRORS = frozenset({"failed", "timeout", "rejected"})
 SENT_GRACE = 5.0  # s an instruction counts as running before the planner confirms it
