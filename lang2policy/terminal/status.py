@@ -41,11 +41,11 @@ MAX_RAW = 300  # characters of an unrecognised message that are shown
 class Notice:
     """Something worth a line in the log: who said it, the state, and the line itself.
 
-    ``final`` marks the planner's last word on ``instruction`` (done, failed, rejected, busy);
-    ``ok`` is True only for ``done`` (and, when the planner states a verdict, only for one that
-    achieved what was asked). ``more`` holds the lines printed under ``line`` (a program, the
-    goal, what the robot said), each indented; ``program`` is the plan's code (or its reward
-    spec's task) and ``verdict`` the final verdict, for the console's history.
+    ``final`` marks the planner's last word on ``instruction`` (done, failed, stopped, rejected,
+    busy); ``ok`` is True only for ``done`` (and, when the planner states a verdict, only for
+    one that achieved what was asked). ``more`` holds the lines printed under ``line`` (a
+    program, the goal, what the robot said), each indented; ``program`` is the plan's code (or
+    its reward spec's task) and ``verdict`` the final verdict, for the console's history.
     """
 
     source: str  # planner | controller | safety | <other node> | unknown
