@@ -239,3 +239,18 @@ def test_the_terminal_shows_the_controllers_verdict_as_the_plans_outcome():
         "timeout (8 s passed); object_height 0.042 m (needs <= 0.01)"
     )
     assert final.more == ("    goal: object_height <= 0.01 m, held 0.5 s",)
+
+
+def test_an_edit_the_controller_rejects_leaves_the_running_spec_to_be_judged():
+    conductor, outlet, controller = reward_conductor()
+    spec = started(conductor, outlet)
+    controller.say("accepted", spec.task)
+    conductor.corrections.correct("a bit higher")
+    controller.say("rejected", spec.task, "spec.terms[0].params.height: out of range")
+    time.sleep(0.3)
+    assert conductor.busy  # the first spec runs on at the controller
+    controller.say("timeout", spec.task, "8 s passed", object_height=0.03)
+    conductor.wait_idle(10)
+    final = outlet.events[-1]
+    assert final.state == "failed" and final.detail["outcome"] == "timeout"
+    assert "object_height 0.030 m" in final.detail["message"]

@@ -16,7 +16,8 @@ hands them to ``on_status``):
    slower than real time is not cut short); past it the task is cancelled and the plan fails.
 
 An edit of the running spec (a correction, ``run`` while a run waits) is sent and taken over by
-the waiting run: its verdict is the edited spec's. ``cancel`` (a stop) cancels the task and ends
+the waiting run: its verdict is the edited spec's (an edit the controller rejects leaves the
+running spec, and the run follows that one again). ``cancel`` (a stop) cancels the task and ends
 the waiting run as ``stopped``. The hand-off relays none of the controller's lines as its own:
 they are on the status topic already, once.
 """
@@ -47,6 +48,7 @@ class _Task:
     started: float | None = None  # the controller's measured time at the first running line
     heard: float | None = None  # its measured time at the latest running line
     final: dict | None = None  # the controller's end line, or the hand-off's own end
+    before: tuple | None = None  # an edit not yet accepted: what the controller still runs
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -68,6 +70,8 @@ class SpecHandOff:
         with self._lock:
             waiting = self._task
             if waiting is not None and not waiting.done.is_set():
+                if waiting.accepted:
+                    waiting.before = _following(waiting)
                 waiting.spec, waiting.accepted = spec, False
                 waiting.started = waiting.heard = None
                 waiting.deadline = time.monotonic() + self.accept_timeout_s
@@ -130,10 +134,12 @@ class SpecHandOff:
                 return
             if line.get("task") != task.spec.task:
                 return
-            if state == "rejected":
+            if state == "rejected" and task.before is not None:
+                _restore(task)  # an edit the controller refused: the running spec goes on
+            elif state == "rejected":
                 self._end(task, dict(line))
             elif state == "accepted":
-                task.accepted = True
+                task.accepted, task.before = True, None
                 task.deadline = time.monotonic() + task.spec.duration + self.answer_margin_s
             elif task.accepted and state == "running":
                 self._progress(task, line.get("stats"))
@@ -168,6 +174,16 @@ class SpecHandOff:
 
     def close(self) -> None:
         """Nothing held here: the controller node owns the task."""
+
+
+def _following(task: _Task) -> tuple:
+    return task.spec, task.started, task.heard, task.deadline
+
+
+def _restore(task: _Task) -> None:
+    """Follow again the spec the controller runs (lock held)."""
+    task.spec, task.started, task.heard, task.deadline = task.before
+    task.accepted, task.before = True, None
 
 
 def _text(detail: object) -> str:
