@@ -53,7 +53,8 @@ def test_no_upstream_drives_the_arm_past_its_limits(robot):
         assert r["workspace_excursion"] <= 0.005, r
     stream = results["cap_stream"]
     assert stream["lag_max"] <= 0.3, stream  # was 0.45 -> 6.4 s with the robot's queue
-    kills = ("kill10", "kill50", "kill50safety") + (("kill10vlafar",) if robot == "sim" else ())
+    kills = ("kill10commander", "kill50commander", "kill50safety")
+    kills += ("kill10vlafar",) if robot == "sim" else ()
     for key in kills:
         r = results[key]
         assert r["still_after"] is not None and r["still_after"] <= 0.6, r

@@ -46,7 +46,13 @@ class Probe:
         self.skill = self.node.create_publisher(String, topics.SKILL.name, 10)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
-        threading.Thread(target=self.executor.spin, daemon=True).start()
+        self._stop = threading.Event()
+        self._spinner = threading.Thread(target=self._spin, daemon=True)
+        self._spinner.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
 
     def _on_state(self, msg: JointState) -> None:
         stamp = convert.to_seconds(msg.header.stamp)
@@ -102,6 +108,11 @@ class Probe:
         self.command.publish(convert.trajectory(names, [(period, list(target))]))
 
     def close(self) -> None:
+        """Stop spinning (and wait for it) before tearing down: destroying the node under a
+        spinning executor aborted the process ("terminate called without an active
+        exception")."""
+        self._stop.set()
+        self._spinner.join(timeout=5.0)
         self.executor.shutdown()
         self.node.destroy_node()
         rclpy.shutdown()

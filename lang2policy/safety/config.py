@@ -73,6 +73,9 @@ class RobotSafetyConfig:
     # Metres keep-out zones are grown by for the gripper check (the servo lags and overshoots
     # its target; the guard checks the target).
     zone_margin: float = 0.0
+    # Metres the workspace box is shrunk by for the check of every shaped sample's tool point
+    # (the servo runs a few mm past its target where the guard stops it at the box's face).
+    workspace_margin: float = 0.0
     # Seconds between the samples of a shaped trajectory (the robots' control period or less).
     sample_period: float = 0.02
 
@@ -105,6 +108,7 @@ def validate(config: RobotSafetyConfig, where: str) -> None:
     _not_negative(config.servo_overshoot, f"{where}.servo_overshoot")
     _not_negative(config.max_joint_deceleration, f"{where}.max_joint_deceleration")
     _not_negative(config.zone_margin, f"{where}.zone_margin")
+    _not_negative(config.workspace_margin, f"{where}.workspace_margin")
     _positive(config.sample_period, f"{where}.sample_period")
     if config.sample_period > 0.1:
         raise ConfigError(f"{where}.sample_period: at most 0.1 s, got {config.sample_period}")
