@@ -115,8 +115,15 @@ def test_corrections_reach_a_code_plans_vla_call_and_stop_ends_the_plan():
     wait_for(lambda: outlet.states().count("correction") == 2, "the VLA's answer")
     assert json.loads(vla.sent[-1])["motion"] == "a bit higher"
     conductor.corrections.correct("stop")
-    final = outlet.wait("failed", 20.0).detail
-    assert final["route"] == "code" and final["outcome"] == "stopped", final
+
+    def plan_end():  # the plan's own final line (the stop's own "stopped" line comes first)
+        ends = [e.detail for e in outlet.events if e.state in ("done", "failed", "stopped")]
+        return next((d for d in ends if isinstance(d, dict) and d.get("route") == "code"), None)
+
+    wait_for(plan_end, "the plan's end", timeout=20.0)
+    final = plan_end()
+    assert final["outcome"] == "stopped", final  # a plan a stop ended ends stopped
+    assert outlet.states()[-1] == "stopped"
     assert vla.sent[-1] == "" and conductor.outlet.stop_requests == 1
     assert "True" not in final["said"] and "False" not in final["said"]  # it ended there
 

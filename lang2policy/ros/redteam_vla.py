@@ -13,13 +13,14 @@ import time
 
 from std_msgs.msg import String
 
+from lang2policy.graph import topics
 from lang2policy.ros.redteam_attacker import ROBOT, Probe, go_to
 from lang2policy.safety import effects as metrics
 from lang2policy.safety import load_safety_config
 from lang2policy.safety.effects import Geometry
 from lang2policy.safety.plan_zones import encode_plan_zones
 
-VLA_ENDS = ("success", "timeout", "failed", "stopped", "cancelled", "rejected")
+VLA_ENDS = topics.FINAL_SKILL_STATES
 
 
 def vla(probe: Probe, geo: Geometry, plan: dict) -> dict:
