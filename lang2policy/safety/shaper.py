@@ -78,9 +78,6 @@ class Shaped:
     positions: np.ndarray
     velocities: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.times)
-
     def head(self, count: int) -> Shaped:
         return Shaped(self.times[:count], self.positions[:count], self.velocities[:count])
 
