@@ -171,7 +171,6 @@ class ArgEdits:
             if hook is not None:
                 hook(edit, note)
 
-
     def _situated(self, edit: ArgEdit) -> ArgEdit:
         """``edit`` with the situation of the call it was accepted on, if it waited for one."""
         if not edit.situate or self._decided is None:

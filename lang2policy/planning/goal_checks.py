@@ -162,6 +162,25 @@ def at_corner(world, block: str, corner: str) -> str | None:
     return None
 
 
+def at_points(world, goal, on_table: bool) -> str | None:
+    """Each of ``goal.objects`` lies within ``goal.tolerance`` of its point (``goal.points``,
+    x, y), on the table itself when ``on_table``. None when it holds, else the distances."""
+    missing = _missing(world, goal.objects)
+    if missing:
+        return missing
+    problems = []
+    for name, point in zip(goal.objects, goal.points, strict=True):
+        distance = math.dist(xy(world, name), point)
+        if on_table and not resting_on_table(world, name):
+            problems.append(f"the {name} is not lying on the table")
+        elif distance > goal.tolerance:
+            problems.append(
+                f"the {name} is {distance * 100:.1f} cm from {goal.place} (at most "
+                f"{goal.tolerance * 100:.1f} cm)"
+            )
+    return "; ".join(problems) or None
+
+
 def _missing(world, names) -> str | None:
     gone = [n for n in names if n not in world.present]
     return f"not on the table any more: {', '.join(gone)}" if gone else None

@@ -94,14 +94,18 @@ class Request:
     ``blocks``: the blocks of a ``tower`` or a ``line``; ``subject``/``reference``: the block to
     place and the object it goes beside (``beside``), or the block alone (``corner``);
     ``place``: the direction (``beside``), the line's orientation or "" (``line``), the corner
-    name as ``skills.geometry.corner_point`` takes it (``corner``)."""
+    name as ``skills.geometry.corner_point`` takes it (``corner``), the direction key of an
+    ``offset`` (``spatial_phrases``); ``blocks`` also lists the blocks to return (``back``)."""
 
-    kind: str  # "all_in_bowl" | "matching" | "tower" | "beside" | "line" | "corner"
+    kind: str  # "all_in_bowl" | "matching" | "tower" | "beside" | "line" | "corner", and
+    # the spatial vocabulary's "offset" | "between" | "back" (``spatial_phrases``)
     pairs: tuple[tuple[str, str], ...] = ()
     blocks: tuple[str, ...] = ()
     subject: str = ""
     reference: str = ""
     place: str = ""
+    other: str = ""  # "between": the second reference
+    distance: float = 0.0  # "offset": metres
 
 
 def read_request(instruction: str, objects: Sequence[str], kinds: dict[str, str]) -> Request | None:

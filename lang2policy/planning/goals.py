@@ -36,8 +36,17 @@ from lang2policy.planning.route import is_question
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.text_quote import one_line
 
-SUCCESS_VERDICTS = ("goal_reached", "answered")
-VERDICTS = ("goal_reached", "goal_not_reached", "answered", "refused", "failed")
+# "done_not_verified": it ran and moved what it named, but no goal the scene could confirm was
+# read from the instruction (its only check was that something moved)
+SUCCESS_VERDICTS = ("goal_reached", "done_not_verified", "answered")
+VERDICTS = (
+    "goal_reached",
+    "done_not_verified",
+    "goal_not_reached",
+    "answered",
+    "refused",
+    "failed",
+)
 _PUT = "put_first_on_second"
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (x, y) was moved
 _INTO = re.compile(r"\b(in|into|inside|onto|on|on top of|to|in to|on to)\s+(the\s+)?$")
@@ -78,8 +87,15 @@ class Goal:
     objects: tuple[str, ...] = ()  # the blocks of "one_tower", "in_a_line", "at_corner"
     place: str = ""  # "in_a_line": the orientation ("" any); "at_corner": the corner's name
     request: str = ""  # the compound request it was read from (goal_phrases), "" for none
+    # "at_point" (lying on the table) and "at_point_any": where each of ``objects`` must be,
+    # (x, y) in metres, within ``tolerance``; ``place`` says it in words
+    points: tuple[tuple[float, float], ...] = ()
+    tolerance: float = 0.0
+    steps: tuple[Goal, ...] = ()  # "steps": each step's goal (``objects``: the steps' words)
 
     def describe(self) -> str:
+        if self.kind == "steps":
+            return " then ".join(f"[{i}] {g.describe()}" for i, g in enumerate(self.steps, 1))
         if self.kind == "relations":
             return " and ".join(str(r) for r in self.relations)
         names = ", ".join(repr(n) for n in self.objects)
@@ -89,6 +105,9 @@ class Goal:
             return f"in_a_line({self.place!r}: {names})" if self.place else f"in_a_line({names})"
         if self.kind == "at_corner":
             return f"at_corner({names}, {self.place!r})"
+        if self.kind in ("at_point", "at_point_any"):
+            spots = ", ".join(f"[{x:.3f}, {y:.3f}]" for x, y in self.points)
+            return f"at({names}: {self.place}, {spots} within {self.tolerance * 100:.1f} cm)"
         if self.kind == "answer":
             return "nothing to move: answer the question"
         if self.kind == "into":
@@ -183,14 +202,29 @@ def judge(goal: Goal, outcome: PlanOutcome, world, before: dict) -> Verdict:
     if still:
         reason = f"finished, but {', '.join(repr(n) for n in still)} did not move"
         return Verdict("goal_not_reached", goal, reason, [goal.describe()])
-    return Verdict("goal_reached", goal)
+    reason = "no goal the scene can confirm was read from the instruction; only that it moved"
+    return Verdict("done_not_verified", goal, reason)
+
+
+def unmet_now(goal: Goal, world) -> str:
+    """Why ``goal`` does not hold in ``world`` now ("" when it does, or when it is a goal
+    that only a run can show: moved, into, answer)."""
+    if goal.kind == "steps":
+        return next((why for g in goal.steps if (why := unmet_now(g, world))), "")
+    if goal.kind not in ("relations", *_SHAPES):
+        return ""
+    return "; ".join(what + (f" ({why})" if why else "") for what, why in _problems(goal, world))
 
 
 def _compound_goal(instruction: str, objects: Sequence[str], kinds: dict[str, str]):
     """The goal of a compound request (``goal_phrases.read_request``), or None."""
     request = read_request(instruction, objects, kinds)
-    if request is None:
-        return None
+    return None if request is None else goal_of_request(request)
+
+
+def goal_of_request(request) -> Goal:
+    """The goal of a request read from the instruction (``goal_phrases.Request``) whose goal
+    needs no positions: every kind but the spatial vocabulary's offsets, between and back."""
     if request.kind in ("all_in_bowl", "matching"):
         relations = tuple(Relation(a, "in", b) for a, b in request.pairs)
         return Goal("relations", relations, request=request.kind)
@@ -231,6 +265,8 @@ _SHAPES = {
     "one_tower": lambda world, goal: goal_checks.one_tower(world, goal.objects),
     "in_a_line": lambda world, goal: goal_checks.in_a_line(world, goal.objects, goal.place),
     "at_corner": lambda world, goal: goal_checks.at_corner(world, goal.objects[0], goal.place),
+    "at_point": lambda world, goal: goal_checks.at_points(world, goal, on_table=True),
+    "at_point_any": lambda world, goal: goal_checks.at_points(world, goal, on_table=False),
 }
 
 

@@ -36,6 +36,11 @@ from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
 from lang2policy.planning.dry_run import DryRun
 from lang2policy.planning.goals import Goal, Verdict, corrected_goal, judge, state_goal
 from lang2policy.planning.grounding import GroundingSettings
+from lang2policy.planning.reader_plan import MovedMemory, read_plan
+from lang2policy.planning.request_programs import Refusal
+from lang2policy.planning.result import InstructionResult
+from lang2policy.planning.sequence import run_steps
+from lang2policy.planning.steps import split_steps
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.skills.backend import SkillBackend
@@ -46,35 +51,6 @@ Event = Callable[[str, object], None]  # ("plan" | "said", detail)
 # What most first instructions ask (the start-up warm-up plans for it: its examples, its prompt).
 TYPICAL_INSTRUCTION = "put the red block in the blue bowl"
 MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
-
-
-@dataclass
-class InstructionResult:
-    instruction: str
-    program: GeneratedProgram | None  # None when the LLM failed; the outcome explains
-    outcome: PlanOutcome  # final outcome (after the one re-plan, if any)
-    attempts: int  # 1 or 2
-    first_outcome: PlanOutcome | None = None  # the failed first attempt when a re-plan ran
-    verdict: Verdict | None = None  # judged by the goal; None when nothing ran
-    first_program: GeneratedProgram | None = None  # the first attempt's, when a re-plan ran
-    first_verdict: Verdict | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict.ok if self.verdict is not None else False
-
-    def as_dict(self) -> dict:
-        return {
-            "instruction": self.instruction,
-            "ok": self.ok,
-            "verdict": self.verdict.verdict if self.verdict else "failed",
-            "goal": self.verdict.goal.describe() if self.verdict else "",
-            "reason": self.verdict.reason if self.verdict else self.outcome.headline(),
-            "program": None if self.program is None else self.program.as_dict(),
-            "outcome": self.outcome.as_dict(),
-            "attempts": self.attempts,
-            "first_outcome": None if self.first_outcome is None else self.first_outcome.as_dict(),
-        }
 
 
 @dataclass
@@ -106,10 +82,12 @@ class PlanLoop:
         self.on_event: Event = lambda _state, _detail: None  # the plan before it runs; said
         self._dry_run = DryRun(runner.policy, runner.limits) if self.grounding.dry_run else None
         self.choice: Choice | None = None  # the scored candidates of the last instruction
+        self.moved = MovedMemory()  # what "put it back" returns, and where to
 
     def reset(self) -> None:
         """Forget the history (a new scene)."""
         self.history.clear()
+        self.moved.clear()
 
     def prepare(self) -> str:
         """Pay the first instruction's one-time costs now (hosts call it at start-up, before
@@ -128,22 +106,48 @@ class PlanLoop:
         return f"{', '.join(done) or 'nothing to prepare'} in {time.monotonic() - started:.1f} s"
 
     def handle(self, instruction: str, on_status: Status | None = None) -> InstructionResult:
+        """Plan, check, run and judge ``instruction``; a compound one step by step
+        (``steps.split_steps``), stopping at the first step that fails."""
         status = on_status or (lambda _text: None)
+        steps = split_steps(instruction, self.backend.object_names())
+        if len(steps) > 1:
+            return run_steps(self, instruction, steps, status)
+        return self.handle_step(instruction, status)
+
+    def handle_step(self, instruction: str, status: Status) -> InstructionResult:
+        """One step: the instruction reader's program when it reads the request
+        (``reader_plan``), else the LLM's; checked, run, judged, repaired once."""
         objects = self.backend.object_names()
-        before = self._positions(objects)
+        before = self.positions(objects)
         history = list(self.history)
         status(f"planning: {one_line(instruction)}")
+        read = self._read(instruction, before)
+        if isinstance(read, Refusal):
+            status(f"failed: {read.reason}")
+            refused = PlanOutcome("rejected", f"nothing was run: {read.reason}")
+            return InstructionResult(instruction, None, refused, 1)
         try:
-            program = self._first_program(instruction, objects, history, status)
+            program = (
+                read[0] if read else self._first_program(instruction, objects, history, status)
+            )
         except LLMError as exc:
             status("failed: the LLM call failed")
             return InstructionResult(instruction, None, _llm_failure(exc), attempts=1)
-        first = self._attempt(instruction, program, objects, before, status)
+        goal = read[1] if read else None
+        if read:
+            status(f"planned from the instruction's words (no LLM call); goal: {goal.describe()}")
+        first = self._attempt(instruction, program, objects, before, status, goal)
         if first.verdict.ok:
             return self._succeeded(instruction, first, before, 1, None, status)
         if self.cancelled():
             status(f"cancelled: {first.verdict.reason}")
             return InstructionResult(instruction, program, first.outcome, 1, None, first.verdict)
+        return self._repair(instruction, objects, history, before, first, status)
+
+    def _repair(self, instruction, objects, history, before, first: Attempt, status: Status):
+        """The one re-plan after a failed first attempt: the LLM's corrected program, held to
+        the first attempt's goal."""
+        program = first.program
         status(f"repairing after: {first.verdict.reason}")
         try:
             repaired = self.planner.repair(instruction, objects, history, program, _feedback(first))
@@ -151,7 +155,7 @@ class PlanLoop:
             status("failed: the LLM call for the repair failed")
             final = _llm_failure(exc, f"no repair was run after: {first.verdict.reason};")
             return InstructionResult(instruction, program, final, 2, first.outcome, first.verdict)
-        second = self._attempt(instruction, repaired, objects, before, status)
+        second = self._attempt(instruction, repaired, objects, before, status, first.goal)
         if second.verdict.ok:
             result = self._succeeded(instruction, second, before, 2, first.outcome, status)
         else:
@@ -161,6 +165,18 @@ class PlanLoop:
             )
         result.first_program, result.first_verdict = program, first.verdict
         return result
+
+    def _read(self, instruction: str, before: dict[str, np.ndarray]):
+        """(program, goal) when the instruction reader plans it, a ``Refusal`` when it reads
+        the request but the scene does not allow it, else None (the LLM plans)."""
+        world = self.backend.world
+        kinds = {name: world.object_kind(name) for name in before}
+        read = read_plan(instruction, before, kinds, world.description, self.moved)
+        if read is None or isinstance(read, Refusal):
+            return read
+        self.choice = None
+        program = GeneratedProgram(code=read.code, main=read.code)
+        return program, read.goal
 
     def _first_program(self, instruction, objects, history, status: Status) -> GeneratedProgram:
         """The greedy program, or with ``grounding.candidates`` > 1 the best-scoring of that
@@ -175,11 +191,13 @@ class PlanLoop:
         )
         return self.choice.program
 
-    def _attempt(self, instruction, program, objects, before, status: Status) -> Attempt:
-        """State the goal, check on a copy (``dry_run``), run on the arm, judge."""
+    def _attempt(self, instruction, program, objects, before, status: Status, goal=None):
+        """State the goal (unless the reader stated it), check on a copy (``dry_run``), run
+        on the arm, judge."""
         world = self.backend.world
         kinds = {name: world.object_kind(name) for name in objects}
-        goal = state_goal(instruction, program.code, objects, kinds)
+        if goal is None:
+            goal = state_goal(instruction, program.code, objects, kinds)
         if program.problems:  # it breaks the grammar's rules (an endpoint without grammars)
             reason = "the program breaks the scene's rules: " + "; ".join(program.problems)
             refused = PlanOutcome("rejected", reason)
@@ -234,6 +252,7 @@ class PlanLoop:
 
     def _succeeded(self, instruction, attempt: Attempt, before, attempts, first, status):
         moved = self._moved_lines(before)
+        self.moved.remember(before, self.moved_since(before))
         code = "\n".join([attempt.program.main.strip("\n"), *moved])
         self.history.append((instruction, code))
         status(f"done: {attempt.verdict.verdict.replace('_', ' ')}: {attempt.goal.describe()}")
@@ -241,7 +260,7 @@ class PlanLoop:
             instruction, attempt.program, attempt.outcome, attempts, first, attempt.verdict
         )
 
-    def _positions(self, objects: list[str]) -> dict[str, np.ndarray]:
+    def positions(self, objects: list[str]) -> dict[str, np.ndarray]:
         positions = {}
         for name in objects:
             try:
@@ -251,11 +270,20 @@ class PlanLoop:
             positions[name] = np.asarray(value, dtype=float)
         return positions
 
+    def moved_since(self, before: dict[str, np.ndarray]) -> list[str]:
+        """The objects whose centre moved more than ``MOVED_METRES`` since ``before``."""
+        after = self.positions(list(before))
+        return [
+            name
+            for name, start in before.items()
+            if name in after and np.linalg.norm(after[name][:2] - start[:2]) > MOVED_METRES
+        ]
+
     def _moved_lines(self, before: dict[str, np.ndarray]) -> list[str]:
         """One history comment per object that moved. Object names come from the scene
         (perception, the network), so each is quoted with ``prompt_quote``: a line break in a
         name cannot start an uncommented line of the next prompt's history."""
-        after = self._positions(list(before))
+        after = self.positions(list(before))
         lines = []
         for name, start in before.items():
             end = after.get(name)

@@ -1,0 +1,58 @@
+"""The instruction reader's plan: a program written from the instruction's words, no LLM call.
+
+``read_plan`` reads the request (``spatial_phrases`` first: an offset, "between", "back";
+then ``goal_phrases``: all in a bowl, matching bowls, a tower, a line, beside, a corner) and
+has ``request_programs`` write the program with the spots resolved from the scene. None
+when the words name no such request: the LLM plans it, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lang2policy.planning.goal_phrases import read_request
+from lang2policy.planning.request_programs import Refusal, Scene, Written, write
+from lang2policy.planning.spatial_phrases import read_spatial
+from lang2policy.scene.robot_description import RobotDescription
+
+
+def read_plan(
+    instruction: str,
+    positions: dict[str, np.ndarray],
+    kinds: dict[str, str],
+    description: RobotDescription,
+    memory: MovedMemory,
+) -> Written | Refusal | None:
+    """The reader's program and goal for ``instruction``, a refusal that says why it cannot
+    be done on this scene, or None when the reader does not recognise the request."""
+    objects = list(positions)
+    request = read_spatial(instruction, objects, kinds, memory.last_moved)
+    if request is None:
+        request = read_request(instruction, objects, kinds)
+    if request is None:
+        return None
+    scene = Scene(positions, kinds, description, dict(memory.previous))
+    return write(request, scene)
+
+
+class MovedMemory:
+    """Where the blocks the last finished instruction moved were before it: what "put it
+    back" returns them to, and which blocks "it" and "them" are."""
+
+    def __init__(self) -> None:
+        self.previous: dict[str, np.ndarray] = {}
+        self.last_moved: tuple[str, ...] = ()
+
+    def remember(self, before: dict[str, np.ndarray], moved: Sequence[str]) -> None:
+        """``moved`` (names) moved from their ``before`` positions; nothing moved keeps the
+        memory as it was (a question does not make "it" mean nothing)."""
+        if not moved:
+            return
+        self.last_moved = tuple(moved)
+        self.previous.update({n: np.asarray(before[n], dtype=float) for n in moved})
+
+    def clear(self) -> None:
+        self.previous.clear()
+        self.last_moved = ()
