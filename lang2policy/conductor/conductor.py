@@ -31,6 +31,7 @@ so the graph and the command line cannot drift.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -339,6 +340,7 @@ def _skill_verdict(run: RewardRun) -> dict[str, Any]:
 def _phase(line: str) -> str:
     """A code plan's progress line as a status state: ``planning`` while the LLM writes (or
     repairs) the program, ``running`` once it is checked and run."""
+    line = re.sub(r"^step \d+ of \d+: ", "", line)  # a step of a compound instruction
     return "planning" if line.startswith(("planning", "repairing")) else "running"
 
 

@@ -86,7 +86,8 @@ PLANNER_STATES = (
     "said",  # detail: one line the robot says
     "remembered",  # detail: the remembered corrections applied
     "correction",  # detail: {"text", "kind", "edit", "action", "notes"[, "error"]}
-    "done",  # the plan's goal was verified from the scene (``detail.verdict`` goal_reached)
+    "done",  # ``detail.verdict``: goal_reached (verified from the scene), answered, or
+    # done_not_verified (no checkable goal could be read from the words: it only moved)
     "failed",  # detail: "verdict", "outcome", "message" (the reason and the shortfall)
     "rejected",  # the instruction itself was bad; nothing ran
     "busy",  # another instruction runs

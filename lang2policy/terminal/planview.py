@@ -25,6 +25,7 @@ from lang2policy.text_quote import one_line, quoted_lines
 # verdict -> the words shown, and whether the instruction achieved what was asked
 VERDICTS: dict[str, tuple[str, bool]] = {
     "goal_reached": ("goal reached", True),
+    "done_not_verified": ("done, not verified (no checkable goal in the words)", True),
     "goal_not_reached": ("finished but goal not reached", False),
     "answered": ("answered", True),
     "refused": ("refused", False),
