@@ -17,6 +17,7 @@ from lang2policy.corrections import (
     situation_for_call,
     situation_for_spec,
 )
+from lang2policy.corrections.memory import objects_named
 from lang2policy.rewards.spec import validate_spec
 
 OBJECTS = ["red block", "blue block", "green bowl"]
@@ -83,7 +84,9 @@ def test_similar_phrasing_is_recalled_and_unrelated_is_not(memory):
     assert memory.recall("push the green bowl to the far corner") == []
     assert memory.recall("what time is it") == []
     anything = memory.recall("what time is it", threshold=0.0)
-    assert len(anything) == 4 and all(-1.0 <= r.score < 0.5 for r in anything)
+    # in scope: only the record whose instruction names no object either (the gripper's)
+    assert [r.record.instruction for r in anything] == ["move the gripper to the left side"]
+    assert all(-1.0 <= r.score < 0.5 for r in anything)
 
 
 def test_edits_for_gives_the_remembered_edits_in_the_order_they_were_made(memory):
@@ -153,3 +156,42 @@ def test_bad_use_is_rejected_with_a_reason(tmp_path, memory):
     with pytest.raises(CorrectionError, match="threshold"):
         memory.recall("lift", threshold=1.5)
     assert CorrectionMemory(tmp_path / "none.jsonl").recall("lift") == []
+
+
+def test_an_edit_remembered_for_one_object_is_not_recalled_for_another(memory, embedder):
+    """The issue's case: "a bit to the left" remembered for the red block was applied to an
+    instruction about another object (similarity 0.82). Similar wording is not enough now."""
+    other = "hover over the blue block"
+    vectors = embedder.encode(["hover over the red block", other])
+    assert float(np.dot(vectors[0], vectors[1])) >= 0.8  # similar enough without the scope
+    assert memory.edits_for(other) == []
+    assert [e.record.text for e in memory.edits_for("hover above the red block")] == [
+        "a bit to the left"
+    ]
+    assert objects_named("put the red cube in the blue bowl") == {"red block", "blue bowl"}
+    assert objects_named("move the gripper to the left") == frozenset()
+
+
+def test_the_run_scope_recalls_only_what_this_run_remembered(memory, embedder):
+    this_run = CorrectionMemory(memory.path, embedder=embedder, scope="run")
+    assert this_run.edits_for("hover above the red block") == []  # made before it started
+    this_run.remember("hover over the red block", classify("a bit higher", OBJECTS))
+    assert [e.record.text for e in this_run.edits_for("hover above the red block")] == [
+        "a bit higher"
+    ]
+    with pytest.raises(CorrectionError, match="scope"):
+        CorrectionMemory(memory.path, embedder=embedder, scope="forever")
+
+
+def test_the_memory_lists_and_forgets(memory, embedder):
+    lines = memory.listing()
+    assert len(lines) == 4 and "'a bit to the left' (offset) for 'hover over the red block'" in (
+        lines[-1]
+    )
+    memory.recall("hover above the red block")  # builds the embedding cache
+    assert memory.cache_path.exists()
+    assert memory.forget() == 4
+    assert not memory.path.exists() and not memory.cache_path.exists()
+    assert memory.listing() == [] and memory.recall("hover over the red block") == []
+    again = CorrectionMemory(memory.path, embedder=embedder)
+    assert len(again) == 0

@@ -97,6 +97,30 @@ def test_a_missing_service_is_named():
     assert backend.sent == [("service", "resume"), ("service", "reset")]
 
 
+def test_memory_lists_the_planners_remembered_corrections_and_forget_clears_them():
+    listing = "2 remembered in /m.jsonl:\nab12  'a bit to the left' (offset)\ncd34  'slower'\x1b[2J"
+    console, backend, _ = make(
+        services={
+            "memory": ServiceAnswer(True, True, listing),
+            "forget": ServiceAnswer(True, True, "forgot 2 remembered corrections"),
+        }
+    )
+    reply = console.handle_line(":memory")
+    assert reply.ok and reply.lines == [
+        "memory: ok — 2 remembered in /m.jsonl:",
+        "    ab12 'a bit to the left' (offset)",
+        "    cd34 'slower'\\x1b[2J",
+    ]
+    assert console.handle_line(":forget").lines == [
+        "forget: ok — forgot 2 remembered corrections"
+    ]
+    assert backend.sent == [("service", "memory"), ("service", "forget")]
+    missing, _, _ = make()
+    assert missing.handle_line(":memory").lines == [
+        "! no planner node answering on /lang2policy/memory"
+    ]
+
+
 def test_a_refusing_service_is_reported_as_refused():
     console, _, _ = make(services={"resume": ServiceAnswer(True, False, "not\nstopped\x1b[2J")})
     reply = console.handle_line(":resume")

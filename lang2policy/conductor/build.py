@@ -36,6 +36,7 @@ class ConductorSettings:
     route: str = "auto"  # code | reward | auto | skill (needs a VLA)
     memory: Path | None = None  # corrections memory (JSONL); None = off
     memory_threshold: float = 0.8  # cosine similarity to recall
+    memory_scope: str = "objects"  # objects | run (corrections.memory.RECALL_SCOPES)
     grounding: GroundingSettings = field(default_factory=GroundingSettings)  # code plans
     skill: SkillSettings = field(default_factory=SkillSettings)  # skill plans (with a VLA)
 
@@ -128,5 +129,5 @@ def correction_router(settings: ConductorSettings) -> CorrectionRouter:
     if settings.memory is not None:
         from lang2policy.corrections import CorrectionMemory
 
-        memory = CorrectionMemory(settings.memory.expanduser())
+        memory = CorrectionMemory(settings.memory.expanduser(), scope=settings.memory_scope)
     return CorrectionRouter(memory, settings.memory_threshold)

@@ -168,6 +168,26 @@ class CorrectionDesk:
             self.conductor.say("remembered", instruction, recalled_lines(skill))
         return [r.record.text for r in skill]
 
+    # ------------------------------------------------------------------ the memory itself
+    def memory_listing(self) -> tuple[bool, str]:
+        """(memory on, one line per remembered correction): the terminal's ``:memory``."""
+        memory = self.router.memory
+        if memory is None:
+            return False, 'the corrections memory is off (planner parameter memory: "")'
+        lines = memory.listing()
+        scope = f"recalled for a similar instruction naming the same objects (scope {memory.scope})"
+        if not lines:
+            return True, f"no corrections remembered in {memory.path}"
+        return True, "\n".join([f"{len(memory)} remembered in {memory.path}, {scope}:", *lines])
+
+    def forget(self) -> tuple[bool, str]:
+        """Clear the remembered corrections: the terminal's ``:forget``."""
+        memory = self.router.memory
+        if memory is None:
+            return False, "the corrections memory is off: nothing to forget"
+        count = memory.forget()
+        return True, f"forgot {count} remembered correction{'s' * (count != 1)}"
+
     # ------------------------------------------------------------------ recall
     def start_code_edits(self, instruction: str) -> None:
         """Fresh argument edits for a code plan, with what memory holds for it."""

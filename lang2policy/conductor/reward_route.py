@@ -23,6 +23,9 @@ class RewardRoute:
         self.executor = executor
         self.make_planner = make_planner
         self.running: RewardSpec | None = None
+        # The running spec's task ended (its verdict came: done, failed, timed out): a new
+        # instruction is a new task, not an edit of it; a correction still edits it.
+        self.finished = False
         self._planner = None
         self._objects: frozenset[str] = frozenset()
 
@@ -49,7 +52,7 @@ class RewardRoute:
         planner = self.planner_for(dict(positions) if positions else list(objects))
         return planner.plan(
             instruction,
-            self.running,
+            None if self.finished else self.running,
             positions=dict(positions) or None,
             headings=dict(headings) or None,
         )
@@ -57,8 +60,11 @@ class RewardRoute:
     def run(self, spec: RewardSpec, on_line: Callable[[str], None]) -> RewardRun:
         """Run ``spec`` on the executor until it ends; it is the running spec from the start
         (what a correction edits, what a stop cancels while the executor waits)."""
-        self.running = spec
-        return self.executor.run(spec, on_line)
+        self.running, self.finished = spec, False
+        try:
+            return self.executor.run(spec, on_line)
+        finally:
+            self.finished = True
 
     def swap(self, spec: RewardSpec) -> None:
         """A correction edited the running spec: hand the edited one to the executor."""

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,10 +46,36 @@ from lang2policy.wire_json import decode_json_object
 log = logging.getLogger("lang2policy.corrections")
 
 DEFAULT_THRESHOLD = 0.8
+# Which remembered corrections a new instruction may recall, besides being similar enough:
+# "objects": those made for an instruction that names the same objects (a "bit to the left"
+# for the red block is not applied to the yellow bowl); "run": those too, and only the ones
+# made since this graph started.
+RECALL_SCOPES = ("objects", "run")
+_OBJECT = re.compile(r"\b(?:([a-z]+) )?(block|bowl|cube)s?\b")
+_NOT_A_NAME = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "this",
+        "that",
+        "each",
+        "every",
+        "all",
+        "both",
+        "one",
+        "two",
+        "three",
+        "its",
+        "their",
+    ]
+)
 EDIT_KINDS = ("offset", "speed", "target")
 MAX_INSTRUCTION = 500
 MAX_RECORD_BYTES = 64 * 1024  # one log line (a record with its situation)
 _RECORD_KEYS = ("id", "time", "instruction", "text", "kind", "edit", "situation")
+
+
 @dataclass(frozen=True)
 class MemoryRecord:
     """One remembered correction and the situation it was made in."""
@@ -112,7 +139,12 @@ def _key(instruction: str) -> str:
 class CorrectionMemory:
     """The correction log at ``path`` and its embedding cache (``<path>.emb.npz``)."""
 
-    def __init__(self, path: str | Path, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, embedder: Embedder | None = None, scope: str = "objects"
+    ) -> None:
+        if scope not in RECALL_SCOPES:
+            raise CorrectionError(f"memory scope {scope!r} is not one of {list(RECALL_SCOPES)}")
+        self.scope, self.started = scope, time.time()
         self.path = Path(path)
         if self.path.is_dir():
             raise CorrectionError(
@@ -220,10 +252,38 @@ class CorrectionMemory:
             for r in records
         ]
         found = sorted(
-            (s for s in scored if s.score >= threshold), key=lambda s: (-s.score, -s.record.time)
+            (s for s in scored if s.score >= threshold and self.in_scope(s.record, instruction)),
+            key=lambda s: (-s.score, -s.record.time),
         )[:limit]
         self.last_recall_ms = 1000 * (time.perf_counter() - started)
         return found
+
+    def in_scope(self, record: MemoryRecord, instruction: str) -> bool:
+        """Whether ``record`` may be recalled for ``instruction`` under ``scope``: made for
+        an instruction naming the same objects (and, for "run", since this memory started)."""
+        if self.scope == "run" and record.time < self.started:
+            return False
+        return objects_named(record.instruction) == objects_named(instruction)
+
+    def forget(self) -> int:
+        """Clear the log and its embedding cache; the number of records forgotten."""
+        count = len(self.records())
+        self.path.unlink(missing_ok=True)
+        self.cache_path.unlink(missing_ok=True)
+        self._records, self._stamp, self._vectors = [], None, None
+        return count
+
+    def listing(self, limit: int = 50) -> list[str]:
+        """One line per remembered correction, newest first: what was said, for what."""
+        records = sorted(self.records(), key=lambda r: -r.time)
+        lines = [
+            f"{r.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.time))}  "
+            f"{r.text!r} ({r.kind}) for {r.instruction!r}"
+            for r in records[:limit]
+        ]
+        if len(records) > limit:
+            lines.append(f"... and {len(records) - limit} older")
+        return lines
 
     def edits_for(self, instruction: str, threshold: float = DEFAULT_THRESHOLD) -> list[Recalled]:
         """The remembered edits (offset, speed, target) to apply when planning
@@ -273,6 +333,16 @@ class CorrectionMemory:
             model=np.array(MODEL_NAME),
         )
         os.replace(partial, self.cache_path)
+
+
+def objects_named(instruction: str) -> frozenset[str]:
+    """The objects an instruction names ("red block"; "block" for one named by kind only; a
+    cube is a block), for recall's scope: an instruction about the gripper alone names none."""
+    found = set()
+    for word, kind in _OBJECT.findall(" ".join(instruction.lower().split())):
+        kind = "block" if kind == "cube" else kind
+        found.add(kind if not word or word in _NOT_A_NAME else f"{word} {kind}")
+    return frozenset(found)
 
 
 def _check_instruction(instruction: object) -> str:

@@ -48,6 +48,9 @@ PLAN_ZONES = Endpoint("/lang2policy/plan_zones", "std_msgs/msg/String")
 STOP = Endpoint("/lang2policy/stop", "std_srvs/srv/Trigger")
 RESUME = Endpoint("/lang2policy/resume", "std_srvs/srv/Trigger")
 RESET = Endpoint("/lang2policy_sim/reset", "std_srvs/srv/Trigger")  # the sim node's ~/reset
+# The planner's corrections memory: list what is remembered (one line each), forget it all.
+MEMORY = Endpoint("/lang2policy/memory", "std_srvs/srv/Trigger")
+FORGET = Endpoint("/lang2policy/forget", "std_srvs/srv/Trigger")
 
 TOPICS: tuple[Endpoint, ...] = (
     JOINT_STATES,
@@ -69,7 +72,7 @@ TOPICS: tuple[Endpoint, ...] = (
 # Topics whose publisher keeps its last message for late joiners (QoS reliable, transient
 # local, depth 1; ``ros.qos.LATCHED``): a safety node started after the plan still gets its zones.
 LATCHED_TOPICS: tuple[Endpoint, ...] = (PLAN_ZONES,)
-SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET)
+SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET, MEMORY, FORGET)
 TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 
 # ------------------------------------------------------------------ status events

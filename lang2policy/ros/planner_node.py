@@ -93,6 +93,8 @@ class PlannerNode(ReadOnlyParameters):
         self.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
         self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
         self.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
+        self.create_service(Trigger, topics.MEMORY.name, self._on_memory)
+        self.create_service(Trigger, topics.FORGET.name, self._on_forget)
         where = ", ".join(code.object_names()) if self.arm is None else "the graph's arm"
         self.get_logger().info(f"up: {where}; route {self.conductor.route_setting}")
         threading.Thread(target=self._warm_up, name="llm-warm-up", daemon=True).start()
@@ -130,6 +132,9 @@ class PlannerNode(ReadOnlyParameters):
             grounding=self._grounding(),
             memory=Path(memory) if memory else None,
             memory_threshold=self._number("memory_threshold", 0.8, "similarity to recall"),
+            memory_scope=self._param(
+                "memory_scope", "objects", "objects | run: which remembered corrections recall"
+            ),
             skill=self._skill_settings(),
         )
 
@@ -211,6 +216,14 @@ class PlannerNode(ReadOnlyParameters):
     # ------------------------------------------------------------------ messages in
     def _on_instruction(self, message: String) -> None:
         self.conductor.instruct(message.data)
+
+    def _on_memory(self, _request, response):
+        response.success, response.message = self.conductor.corrections.memory_listing()
+        return response
+
+    def _on_forget(self, _request, response):
+        response.success, response.message = self.conductor.corrections.forget()
+        return response
 
     def _on_correction(self, message: String) -> None:
         self.conductor.corrections.correct(message.data)

@@ -43,7 +43,9 @@ from visualization_msgs.msg import MarkerArray
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.graph.topics import (
     CORRECTION,
+    FORGET,
     INSTRUCTION,
+    MEMORY,
     OBJECTS,
     RESET,
     RESUME,
@@ -62,7 +64,7 @@ from lang2policy.terminal import (
 )
 from lang2policy.text_quote import one_line
 
-SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET}
+SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET, "memory": MEMORY, "forget": FORGET}
 # s the spinner waits for work before it looks at its stop flag: messages wake it at once, so
 # this bounds only how long stopping takes, and an idle terminal wakes 4 times a second.
 SPIN_TIMEOUT = 0.25

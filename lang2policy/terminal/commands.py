@@ -31,6 +31,8 @@ class CommandKind(StrEnum):
     RESUME = "resume"
     RESET = "reset"
     HISTORY = "history"
+    MEMORY = "memory"
+    FORGET = "forget"
     SCENE = "scene"
     HELP = "help"
     QUIT = "quit"
@@ -53,6 +55,8 @@ COLON_COMMANDS: dict[str, CommandKind] = {
     "resume": CommandKind.RESUME,
     "reset": CommandKind.RESET,
     "history": CommandKind.HISTORY,
+    "memory": CommandKind.MEMORY,
+    "forget": CommandKind.FORGET,
     "scene": CommandKind.SCENE,
     "objects": CommandKind.SCENE,
     "help": CommandKind.HELP,
@@ -65,7 +69,9 @@ COLON_COMMANDS: dict[str, CommandKind] = {
     "fix": CommandKind.CORRECTION,
 }
 
-KNOWN = ":stop, :resume, :reset, :do TEXT, :fix TEXT, :scene, :history, :help, :quit"
+KNOWN = (
+    ":stop, :resume, :reset, :do TEXT, :fix TEXT, :scene, :history, :memory, :forget, :help, :quit"
+)
 
 HELP = """\
 Type what the robot should do, in plain language. While a task runs, plain text is sent as a
@@ -77,6 +83,8 @@ correction of it ("a bit higher", "no, the blue one"); otherwise it is a new ins
   :fix TEXT           send TEXT as a correction of the running task
   :scene              the objects on the table and where they are (as perception sees them)
   :history            each instruction from this terminal: its program and how it ended
+  :memory             the corrections the planner remembers and re-applies to similar tasks
+  :forget             forget every remembered correction
   :help               this text
   :quit, Ctrl-D       leave (Ctrl-C too)"""
 

@@ -21,6 +21,7 @@ from lang2policy.sandbox.outcome import printable
 from lang2policy.terminal.commands import HELP, CommandKind, TerminalInputError, parse_line
 from lang2policy.terminal.planview import (
     HISTORY_PROGRAM_LINES,
+    INDENT,
     program_lines,
     scene_line,
     verdict_words,
@@ -29,7 +30,16 @@ from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_se
 from lang2policy.terminal.status import Notice, StatusModel, same_text
 from lang2policy.text_quote import one_line
 
-SERVICES = {CommandKind.STOP: "stop", CommandKind.RESUME: "resume", CommandKind.RESET: "reset"}
+SERVICES = {
+    CommandKind.STOP: "stop",
+    CommandKind.RESUME: "resume",
+    CommandKind.RESET: "reset",
+    CommandKind.MEMORY: "memory",
+    CommandKind.FORGET: "forget",
+}
+SERVICE_OWNERS = {"reset": "sim", "memory": "planner", "forget": "planner"}  # else safety
+LISTING_SERVICES = frozenset({"memory"})  # answers of one line per item
+MAX_ANSWER_LINES = 60  # of such an answer
 STALE_OBJECTS = 5.0  # s after which :scene says how old the objects it shows are
 
 
@@ -242,15 +252,20 @@ class Console:
         answer = self.backend.call_service(which)
         entry.ok = answer.answered and answer.success
         if not answer.answered:
-            owner = "sim" if which == "reset" else "safety"
+            owner = SERVICE_OWNERS.get(which, "safety")
             entry.outcome = "no answer"
             message = f"! no {owner} node answering on {self.backend.service_name(which)}"
             return Reply([message], entry, ok=False)
-        said = printable(" ".join(answer.message.split()))  # it came over the network
+        # it came over the network: printable, one line (the memory's listing: one per
+        # record, at most MAX_ANSWER_LINES)
+        texts = answer.message.splitlines() if which in LISTING_SERVICES else [answer.message]
+        lines = [x for x in (printable(" ".join(t.split())) for t in texts) if x]
+        lines = lines[:MAX_ANSWER_LINES]
+        said = lines[0] if lines else ""
         entry.outcome = ("ok" if answer.success else "refused") + (f": {said}" if said else "")
         verdict = "ok" if answer.success else "REFUSED"
         line = f"{which}: {verdict}" + (f" — {said}" if said else "")
-        return Reply([line], entry, ok=answer.success)
+        return Reply([line, *(INDENT + x for x in lines[1:])], entry, ok=answer.success)
 
     def history_lines(self) -> list[str]:
         with self._changed:

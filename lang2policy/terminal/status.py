@@ -218,8 +218,11 @@ class StatusModel:
             line += f" [policy {backend[3:]}]"
         else:
             backend = ""
-        changed = (state, task, backend) != (self.controller_state, self.controller_task,
-                                             self.controller_backend)
+        changed = (state, task, backend) != (
+            self.controller_state,
+            self.controller_task,
+            self.controller_backend,
+        )
         self.controller_state, self.controller_task = state, task
         self.controller_backend = backend
         return Notice("controller", state, task, line) if changed else None
