@@ -4,6 +4,8 @@ back as a structured outcome with the arm holding still."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,8 @@ def assert_still(session, before: np.ndarray) -> None:
 
 # ---------------------------------------------------------------- benign programs
 CAP_PROGRAM = """
+import time
+
 import numpy as np
 
 def block_names():
@@ -324,3 +328,32 @@ def test_state_does_not_persist_between_plans(scene):
     third = runner.run("print(get_ee_pos().tolist())\nprint(leftover)\n")
     assert third.kind == "runtime" and "leftover" in third.message
     assert third.output.startswith("[")
+
+
+class StalledBackend(SimSkillBackend):
+    """The real backend on a machine so busy that every query waits (no CPU of its own) for
+    ``stall`` seconds before it is answered: a second process holding the cores."""
+
+    def __init__(self, session, stall: float) -> None:
+        super().__init__(session)
+        self.stall = stall
+
+    def execute(self, skill, args, **limits):
+        if skill == "get_obj_pos":
+            time.sleep(self.stall)
+        return super().execute(skill, args, **limits)
+
+
+def test_a_busy_machine_does_not_cut_a_correct_program_short(session, scene):
+    """The compute limit counts CPU time (the child's and the host's planning), not wall
+    time: six answers that each wait 0.4 s (2.4 s of waiting) pass a 1 s limit, while a
+    program that computes for longer than 1 s is still ended."""
+    limits = SandboxLimits(wall_seconds=1, cpu_seconds=3, memory_mb=512)
+    policy = default_policy(SimSkillBackend(session).description, known_skills=SKILLS)
+    runner = SandboxRunner(StalledBackend(session, 0.4), policy, limits=limits)
+    queries = "for _ in range(6):\n    get_obj_pos('red block')\n"
+    outcome = runner.run(queries)
+    assert outcome.ok, outcome.headline()
+    assert outcome.wall_seconds > 2.4
+    busy = runner.run("x = 0\nwhile True:\n    x += 1\n")
+    assert busy.kind == "limit" and "compute time" in busy.message

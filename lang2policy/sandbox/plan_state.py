@@ -33,7 +33,12 @@ class PlanState:
     output_truncated: bool = False
     layers: dict[str, str] = field(default_factory=dict)
     motion_seconds: float = 0.0
-    motion_wall: float = 0.0  # wall seconds of motion since the wall deadline was last moved
+    motion_wall: float = 0.0  # wall seconds of motion since the compute clock last took it
+    motion_cpu: float = 0.0  # the host thread's CPU seconds in motion, likewise
+
+    def take_motion_cpu(self) -> float:
+        seconds, self.motion_cpu = self.motion_cpu, 0.0
+        return seconds
 
     def take_motion_wall(self) -> float:
         seconds, self.motion_wall = self.motion_wall, 0.0

@@ -29,6 +29,7 @@ from lang2policy.sandbox.child_messages import (
     short_args,
     skill_message,
 )
+from lang2policy.sandbox.compute_clock import ComputeClock
 from lang2policy.sandbox.gate_edits import ArgumentEdits, speed_cap
 from lang2policy.sandbox.limits import SandboxLimits
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
@@ -145,8 +146,8 @@ class SandboxRunner:
             except ChildTimeout:
                 outcome = PlanOutcome(
                     "limit",
-                    f"the program ran longer than {limits.wall_seconds:g} s of compute time "
-                    "and was killed",
+                    f"the program used more than {limits.wall_seconds:g} s of compute time "
+                    "(CPU, motion excluded) and was killed",
                     limit="wall",
                 )
             except ProtocolError as exc:
@@ -176,13 +177,15 @@ class SandboxRunner:
         )
         ready = child.receive(time.monotonic() + limits.startup_seconds)
         check_ready(ready, state, limits.required_layers)
-        deadline = time.monotonic() + limits.wall_seconds
+        clock = ComputeClock(child.pid, limits.wall_seconds)  # CPU seconds (compute_clock)
         while True:
-            message = child.receive(deadline)
+            message = clock.receive(child)
             kind = message["type"]
             if kind == "call":
+                started = time.thread_time()
                 child.send(self._handle_call(message, state))
-                deadline += state.take_motion_wall()  # host planning stays on the clock
+                spent = time.thread_time() - started - state.take_motion_cpu()
+                clock.charge_host(spent, state.take_motion_wall())  # host planning counts
                 if self.on_intent is not None:
                     self.on_intent(state.intents[-1])
             elif kind == "print":
@@ -360,7 +363,11 @@ class SandboxRunner:
         limits = {"time_limit": time_limit}
         if request.skill == VLA_SKILL:  # the policy acts on its own: in the gate's box
             limits["workspace"] = call_workspace(state.policy, request)
-        started, wall_started = self.backend.clock(), time.monotonic()
+        started, wall_started, cpu_started = (
+            self.backend.clock(),
+            time.monotonic(),
+            time.thread_time(),
+        )
         moved = False
         try:
             value = self.backend.execute(request.skill, request.args, **limits)
@@ -381,9 +388,8 @@ class SandboxRunner:
             state.motion_seconds += robot_seconds
             if moved and skill.category == "motion":
                 state.motion_wall += time.monotonic() - wall_started
+                state.motion_cpu += time.thread_time() - cpu_started
 
 
 def _points(points) -> tuple[tuple[float, float, float], ...]:
     return tuple(tuple(float(v) for v in p) for p in points)
-
-
