@@ -15,7 +15,7 @@ from lang2policy.conductor.conductor import Conductor
 from lang2policy.conductor.ports import CodeExecutor, Outlet, RewardExecutor, ZonePort
 from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.conductor.skill_route import SkillPort, SkillRoute, SkillSettings
-from lang2policy.llm.warm import Warmth, warm_up
+from lang2policy.llm.warm import Progress, Warmth, warm_up
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.loop import TYPICAL_INSTRUCTION, PlanLoop
@@ -97,7 +97,9 @@ def build_conductor(
     )
 
 
-def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
+def warm_conductor(
+    conductor: Conductor, settings: ConductorSettings, on_progress: Progress | None = None
+) -> Warmth:
     """Process the fixed parts of the prompts the conductor's routes will send (issue 16): the
     code planner's, and the reward planner's when it shares the LLM. Blocks for as long as
     the server takes (seconds on two cores); hosts run it in a thread and say when it is done."""
@@ -120,7 +122,8 @@ def warm_conductor(conductor: Conductor, settings: ConductorSettings) -> Warmth:
     # What a first instruction meets first: the main code prompt (with a typical instruction's
     # examples), the reward prompts, then the helper-writing and parsing prompts (which share
     # most of the code prompt).
-    return warm_up(planning.planner.llm, [*code[:1], *typical, *reward, *code[1:]])
+    prompts = [*code[:1], *typical, *reward, *code[1:]]
+    return warm_up(planning.planner.llm, prompts, on_progress)
 
 
 def correction_router(settings: ConductorSettings) -> CorrectionRouter:

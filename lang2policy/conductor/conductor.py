@@ -52,6 +52,7 @@ from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.loop import InstructionResult, PlanLoop
+from lang2policy.planning.progress import waiting
 from lang2policy.planning.route import check_instruction, choose_planner
 from lang2policy.robots.streamed_robot import MotionAborted
 from lang2policy.session.readout import scene_readout
@@ -222,7 +223,11 @@ class Conductor:
         self._stopped.clear()
         self._stop_reason = ""
         self.say("planning", instruction, f"planning: {instruction}")
-        plan = self.reward.plan(instruction, self.scene_names(), self.positions, self.headings)
+        status = lambda line: self.say("planning", instruction, line)  # noqa: E731
+        with waiting(status, "the LLM to write the reward", None):
+            plan = self.reward.plan(
+                instruction, self.scene_names(), self.positions, self.headings
+            )
         self.say("planning", instruction, _plan_line(plan))
         spec, remembered = self.corrections.recall_into_spec(instruction, plan.spec)
         about = {"route": "reward", "spec": spec.to_dict(), "description": plan.description}

@@ -81,6 +81,7 @@ VLA_NODE = "vla"
 TELEOP_NODE = "teleop"  # its "received" (instruction: the task) and "done" cut demonstrations
 STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NODE)
 PLANNER_STATES = (
+    "starting",  # detail: what start-up waits for ("warming the planner's prompts: 3 of 7")
     "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
     "received",  # detail: {"route": ...}
     "planning",  # detail: a progress line while the plan is being made (the LLM writes it)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lang2policy.errors import LLMError, LLMResponseError
@@ -20,6 +20,7 @@ from lang2policy.llm.client import LLMClient
 from lang2policy.llm.exchange import LLM
 
 log = logging.getLogger("lang2policy.llm")
+Progress = Callable[[int, int, float], None]  # (prompts done, prompts in all, seconds so far)
 
 
 @dataclass
@@ -47,15 +48,19 @@ def live_completion_client(llm: LLM) -> LLMClient | None:
     return None
 
 
-def warm_up(llm: LLM, prompts: Sequence[str]) -> Warmth:
+def warm_up(llm: LLM, prompts: Sequence[str], on_progress: Progress | None = None) -> Warmth:
     """Send each distinct prompt of ``prompts`` to ``llm`` for one token, in order. An
     unreachable server is reported in the result, not raised: the planner then meets the
-    same error, with its own message, on the first instruction."""
+    same error, with its own message, on the first instruction. ``on_progress(done, total,
+    seconds)`` hears of each prompt before it is sent and once at the end."""
     client = live_completion_client(llm)
     if client is None:
         return Warmth(skipped="replay or chat endpoint: nothing to warm")
     warmth, started = Warmth(), time.monotonic()
-    for prompt in dict.fromkeys(p for p in prompts if p):
+    distinct = list(dict.fromkeys(p for p in prompts if p))
+    report = on_progress or (lambda _done, _total, _seconds: None)
+    for prompt in distinct:
+        report(warmth.prompts, len(distinct), time.monotonic() - started)
         try:
             client.complete(prompt, max_tokens=1, temperature=0.0)
         except LLMResponseError:
@@ -65,5 +70,6 @@ def warm_up(llm: LLM, prompts: Sequence[str]) -> Warmth:
             break
         warmth.prompts += 1
     warmth.seconds = time.monotonic() - started
+    report(warmth.prompts, len(distinct), warmth.seconds)
     log.info("%s", warmth.describe())
     return warmth

@@ -36,6 +36,7 @@ from lang2policy.planning.cap import CodeAsPoliciesPlanner, GeneratedProgram
 from lang2policy.planning.dry_run import DryRun
 from lang2policy.planning.goals import Goal, Verdict, corrected_goal, judge, state_goal
 from lang2policy.planning.grounding import GroundingSettings
+from lang2policy.planning.progress import llm_budget, waiting
 from lang2policy.planning.reader_plan import MovedMemory, read_plan
 from lang2policy.planning.request_programs import Refusal
 from lang2policy.planning.result import InstructionResult
@@ -131,7 +132,7 @@ class PlanLoop:
                 read[0] if read else self._first_program(instruction, objects, history, status)
             )
         except LLMError as exc:
-            status("failed: the LLM call failed")
+            status(f"failed: the LLM call failed: {one_line(str(exc))}")
             return InstructionResult(instruction, None, _llm_failure(exc), attempts=1)
         goal = read[1] if read else None
         if read:
@@ -150,9 +151,13 @@ class PlanLoop:
         program = first.program
         status(f"repairing after: {first.verdict.reason}")
         try:
-            repaired = self.planner.repair(instruction, objects, history, program, _feedback(first))
+            budget = llm_budget(getattr(self.planner, "llm", None))
+            with waiting(status, "the LLM to correct the program", budget):
+                repaired = self.planner.repair(
+                    instruction, objects, history, program, _feedback(first)
+                )
         except LLMError as exc:
-            status("failed: the LLM call for the repair failed")
+            status(f"failed: the LLM call for the repair failed: {one_line(str(exc))}")
             final = _llm_failure(exc, f"no repair was run after: {first.verdict.reason};")
             return InstructionResult(instruction, program, final, 2, first.outcome, first.verdict)
         second = self._attempt(instruction, repaired, objects, before, status, first.goal)
@@ -182,9 +187,12 @@ class PlanLoop:
         """The greedy program, or with ``grounding.candidates`` > 1 the best-scoring of that
         many (SayCan style: the model's likelihood with the scene's grounding signals)."""
         self.choice = None
+        budget = llm_budget(getattr(self.planner, "llm", None))
         if self.grounding.candidates <= 1:
-            return self.planner.generate(instruction, objects, history)
-        self.choice = plan_candidates(self.planner, instruction, objects, history)
+            with waiting(status, "the LLM to write the program", budget):
+                return self.planner.generate(instruction, objects, history)
+        with waiting(status, "the LLM to write the candidate programs", budget):
+            self.choice = plan_candidates(self.planner, instruction, objects, history)
         status(
             f"chose 1 of {1 + len(self.choice.alternatives)} candidate programs "
             f"(score {self.choice.score.total:.2f})"

@@ -50,6 +50,7 @@ from lang2policy.conductor import (
 )
 from lang2policy.conductor.build import warm_conductor
 from lang2policy.conductor.skill_route import SkillRoute, SkillSettings
+from lang2policy.conductor.start_gate import MAX_HELD, StartGate
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
 from lang2policy.graph.topics import PLANNER_NODE, StatusEvent
@@ -97,6 +98,7 @@ class PlannerNode(ReadOnlyParameters):
         self.create_service(Trigger, topics.FORGET.name, self._on_forget)
         where = ", ".join(code.object_names()) if self.arm is None else "the graph's arm"
         self.get_logger().info(f"up: {where}; route {self.conductor.route_setting}")
+        self.gate = StartGate()  # instructions that come before ``ready`` wait in it
         threading.Thread(target=self._warm_up, name="llm-warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:
@@ -111,9 +113,12 @@ class PlannerNode(ReadOnlyParameters):
                 self.get_logger().warning(f"start-up warm-up failed ({exc}); planning goes on")
                 detail = {"llm": f"warm-up failed: {exc}"}
                 self.status(StatusEvent(PLANNER_NODE, "ready", "", detail))
+                for text in self.gate.open():
+                    self.conductor.handle(text)
 
     def _announce_ready(self) -> None:
-        self.warmth = warm_conductor(self.conductor, self.settings)
+        self._starting("preparing the planner (example retriever, a rehearsal on a copy)")
+        self.warmth = warm_conductor(self.conductor, self.settings, self._warm_progress)
         detail = {"llm": self.warmth.describe(), "warm_s": round(self.warmth.seconds, 2)}
         deadline = time.monotonic() + READY_LISTENER_WAIT  # a terminal started with the graph
         while self._status.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -122,6 +127,18 @@ class PlannerNode(ReadOnlyParameters):
             time.sleep(0.1)
         event = StatusEvent(PLANNER_NODE, "ready", "", {**detail, "prompts": self.warmth.prompts})
         self.status(event)
+        for text in self.gate.open():  # typed while it started: planned now, in order
+            self.conductor.handle(text)
+
+    def _starting(self, line: str) -> None:
+        self.status(StatusEvent(PLANNER_NODE, "starting", "", line))
+
+    def _warm_progress(self, done: int, total: int, seconds: float) -> None:
+        """One ``starting`` line per warmed prompt: how many, and about how long is left."""
+        if done >= total:
+            return
+        left = f", ~{seconds / done * (total - done):.0f} s left" if done else ""
+        self._starting(f"warming the planner's prompts: {done} of {total}{left}")
 
     def _settings(self) -> ConductorSettings:
         memory = self._param("memory", "", 'corrections memory (JSONL path); "" = off')
@@ -215,7 +232,17 @@ class PlannerNode(ReadOnlyParameters):
 
     # ------------------------------------------------------------------ messages in
     def _on_instruction(self, message: String) -> None:
-        self.conductor.instruct(message.data)
+        held = self.gate.hold(message.data)
+        if not held:
+            self.conductor.instruct(message.data)
+            return
+        text = message.data[:500]
+        if held == "full":
+            why = f"the planner is still starting and holds {MAX_HELD} instructions already"
+            self.status(StatusEvent(PLANNER_NODE, "rejected", text, why))
+            return
+        why = "queued: the planner is still starting; it plans this as soon as it is ready"
+        self.status(StatusEvent(PLANNER_NODE, "received", text, {"queued": why}))
 
     def _on_memory(self, _request, response):
         response.success, response.message = self.conductor.corrections.memory_listing()

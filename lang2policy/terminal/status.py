@@ -319,6 +319,6 @@ def _planner_line(state: str, instruction: str, detail: object) -> str:
         what = short({k: v for k, v in detail.items() if k != "route"} or "")
     else:
         what = short(detail)
-    if state in ("running", "planning") and what:
+    if state in ("running", "planning", "starting") and what:
         return f"{head}: {what}"
     return f"{head}: {instruction}" + (f" — {what}" if what else "")
