@@ -10,13 +10,17 @@ REWARD = [
     "keep the gripper above the blue bowl", "hover 5 cm over the bowl", "avoid the blue bowl",
     "stay away from the red bowl", "push the red block to the left", "turn the block 90 degrees",
     "rotate the green block", "stand the block upright", "put the red block on the bowl gently",
-    "move the gripper to x 0.2, y 0.1, 8 cm up",
+    "move the gripper to x 0.2, y 0.1, 8 cm up", "move the red block 10 cm to the left slowly",
+    "move the gripper slowly above the yellow bowl",
 ]
 CODE = [
     "put the red block in the blue bowl", "pick up the red block", "where is the red block?",
     "how many blocks are there", "stack all the blocks", "put the blocks in matching bowls",
     "sort the blocks", "put the red block in the bowl, then the green one", "say hello",
     "now put it back", "",
+    "move the red block 10 cm to the left", "shift the blue block a bit closer to the robot",
+    "put the red block between the blue bowl and the green bowl",
+    "put the blue block to the right of the yellow bowl",
 ]
 
 

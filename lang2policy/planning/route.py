@@ -6,6 +6,9 @@
 1. a question ("where is the red block?", "how many blocks ...") -> code;
 2. several objects or steps ("all the blocks", "each", "then", "stack", "sort") -> code:
    sequences of discrete picks and places are what policy code is good at;
+   and a block placed by an offset or a relation ("move the red block 10 cm to the left",
+   "put the red block between the bowls") -> code: the instruction reader resolves the spot
+   from the scene (``planning.spatial_phrases``) and checks it after;
 3. a continuous or quantitative motion goal -> reward: heights and distances ("lift ... 10 cm",
    "higher", "lower"), speeds ("slowly", "faster"), staying above or away ("hover", "keep ...
    above", "avoid", "stay away"), pushing, turning and uprighting, and relative corrections
@@ -49,6 +52,18 @@ _SEQUENCE = re.compile(
     r"matching)\b|\bblocks\b|\bbowls\b",
     re.IGNORECASE,
 )
+# A block picked and placed at a spot named by an offset or a relation (not pushed, not held).
+_PLACEMENT = re.compile(
+    r"\b(put|place|move|set|bring|take|shift|carry|drop|position)\b.*\bblock\b.*"
+    r"\b(to the (left|right)|(left|right)ward|left|right|between|back|closer|nearer|toward"
+    r"|towards|away from|forwards?|backwards?|corner|side|edge|next to|beside|behind|in front)\b",
+    re.IGNORECASE,
+)
+_NOT_PLACEMENT = re.compile(
+    r"\b(push\w*|slow\w*|fast\w*|quick\w*|gentl\w*|lift\w*|rais\w*|hover\w*|hold\w*|"
+    r"keep|stay|avoid\w*|turn\w*|rotat\w*|upright|gripper|arm)\b",
+    re.IGNORECASE,
+)
 _CONTINUOUS = re.compile(
     r"\d+(\.\d+)?\s*(cm|mm|m|centimet\w*|millimet\w*|met\w*|deg\w*|°|m/s|s|sec\w*)\b"
     r"|\b(lift|raise|hold\w*|higher|lower|hover\w*|above|keep|stay\w*|avoid\w*|"
@@ -67,6 +82,8 @@ def choose_planner(instruction: str, setting: str = "auto") -> str:
         return setting
     text = " ".join(str(instruction or "").split())
     if _QUESTION.search(text) or _SEQUENCE.search(text):
+        return "code"
+    if _PLACEMENT.search(text) and not _NOT_PLACEMENT.search(text):
         return "code"
     return "reward" if _CONTINUOUS.search(text) else "code"
 
