@@ -25,6 +25,7 @@ import pytest
 
 from lang2policy.bench import graph_bench
 from lang2policy.bench.graph_bench_analysis import (
+    claims_row,
     resource_rows,
     stop_figures,
     succeeded,
@@ -166,6 +167,15 @@ def test_task_figures_split_wall_time_into_planning_and_motion():
     assert figures["first_motion_s"] == 3.0 and figures["wall_s"] == 26.0
     assert figures["wall_ratio"] == pytest.approx(26.0 / 22.0, abs=1e-3)
     assert figures["success"] and figures["statuses"][1] == ["plan", 2.0]
+    assert figures["claim_matches_sim"]
+    missed = task_figures({**task, "objects_after": task["objects_before"]}, SIZES)
+    assert not missed["claim_matches_sim"]  # "done", but the block is not in the bowl
+    row = claims_row([figures, missed])
+    assert row["passed"] is False and "mismatched" in row["value"]
+    honest = task_figures(
+        {**task, "outcome": "failed", "objects_after": task["objects_before"]}, SIZES
+    )
+    assert claims_row([figures, honest])["passed"] is True
 
 
 def test_instructions_cover_each_route_asked():
@@ -190,6 +200,8 @@ def test_the_timeline_names_the_planner_phases_and_the_first_motion():
     running = {"state": "running", "detail": "running the program (2 lines, 0 generated ...)"}
     assert planner_phase(running) == "running the program"
     assert planner_phase({"state": "plan", "detail": {"code": "x"}}) == ""
-    task = {"statuses": [["received", 0.0], ["running: planning", 0.01], ["plan", 3.5]],
-            "first_motion_s": 4.4}
+    task = {
+        "statuses": [["received", 0.0], ["running: planning", 0.01], ["plan", 3.5]],
+        "first_motion_s": 4.4,
+    }
     assert timeline(task) == "received 0.0, running: planning 0.0, plan 3.5, FIRST MOTION 4.4"

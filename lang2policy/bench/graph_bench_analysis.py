@@ -91,6 +91,8 @@ def task_figures(task: dict, sizes) -> dict:
         "wall_ratio": rounded(ratio),
         "success": ok and task["outcome"] == "done",
         "success_detail": why,
+        # the planner's claim agrees with the simulator: "done" exactly when the goal holds
+        "claim_matches_sim": (task["outcome"] == "done") == ok,
         "statuses": [
             [f"{state}: {phase[0]}" if phase and phase[0] else state, rounded(t - sent, 2)]
             for t, state, *phase in task["statuses"]
@@ -187,7 +189,26 @@ def latency_rows(report: dict) -> list[dict]:
                 task["success"],
             )
         )
+    rows.append(claims_row(report["tasks"]))
     return rows
+
+
+def claims_row(tasks: list[dict]) -> dict:
+    """Over every instruction, per route: how often the planner's final state ("done" or
+    not) agrees with the goal judged from the simulator's poses; a "done" whose goal does
+    not hold (or a failure that did reach it) is listed."""
+    routes: dict[str, list[int]] = {}
+    wrong = []
+    for task in tasks:
+        agree = routes.setdefault(task["route"], [0, 0])
+        agree[1] += 1
+        if task["claim_matches_sim"]:
+            agree[0] += 1
+        else:
+            wrong.append(f"{task['instruction']!r} claimed {task['outcome']}")
+    value = ", ".join(f"{route} {a}/{n}" for route, (a, n) in routes.items())
+    value += f"; mismatched: {'; '.join(wrong)}" if wrong else ""
+    return _row("claimed outcome = simulator's verdict", value, "all", not wrong and bool(tasks))
 
 
 def resource_rows(report: dict) -> list[dict]:
