@@ -18,9 +18,11 @@ EVERY_S = 4.0  # seconds between progress lines
 
 @contextmanager
 def waiting(
-    status: Callable[[str], None], what: str, budget_s: float | None, every: float = EVERY_S
+    status: Callable[[str], None], what: str, budget_s: float | None, every: float | None = None
 ) -> Iterator[None]:
-    """Say every ``every`` s how long ``what`` has been waited for (and its budget)."""
+    """Say every ``every`` s (``EVERY_S``) how long ``what`` has been waited for (and its
+    budget)."""
+    every = every or EVERY_S
     done = threading.Event()
     started = time.monotonic()
     limit = f" of at most {budget_s:.0f} s" if budget_s else ""
