@@ -2,7 +2,9 @@
 
 ``RewardRoute`` keeps one ``RewardPlanner`` per set of objects (a new set of objects is a new
 scene: a new planner, and no running spec), plans each instruction with the running spec as
-context (so "higher" edits it), and runs the spec on its ``RewardExecutor``.
+context (so "higher" edits it), and runs the spec on its ``RewardExecutor``. Once the spec's
+task has ended (done, failed, timed out), only a correction's words ("higher", "slower") edit
+it; any other instruction is a new task.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lang2policy.conductor.ports import Positions, RewardExecutor, RewardRun
+from lang2policy.corrections import classify
+from lang2policy.corrections.memory import EDIT_KINDS
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.rewards.spec import RewardSpec
 
 PlannerFactory = Callable[[Sequence[str] | Positions], Any]  # -> a RewardPlanner
@@ -52,10 +57,21 @@ class RewardRoute:
         planner = self.planner_for(dict(positions) if positions else list(objects))
         return planner.plan(
             instruction,
-            None if self.finished else self.running,
+            self.running if self._edits_running(instruction, objects) else None,
             positions=dict(positions) or None,
             headings=dict(headings) or None,
         )
+
+    def _edits_running(self, instruction: str, objects: Sequence[str]) -> bool:
+        """Whether ``instruction`` may be planned as an edit of the last spec: while its task
+        runs, or after it ended when the words are a correction of it ("higher", "slower",
+        "no, the blue one"); a whole new request after it ended is a new task."""
+        if self.running is None or not self.finished:
+            return self.running is not None
+        try:
+            return classify(instruction, list(objects)).kind in EDIT_KINDS
+        except Lang2PolicyError:
+            return False
 
     def run(self, spec: RewardSpec, on_line: Callable[[str], None]) -> RewardRun:
         """Run ``spec`` on the executor until it ends; it is the running spec from the start
