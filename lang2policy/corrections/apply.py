@@ -251,5 +251,3 @@ def _move_points(
     if moved:
         notes.append(f"moved {', '.join(moved)} from the {old} to the {new}")
     return moved
-
-

@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import os
-import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ import numpy as np
 from lang2policy.corrections.apply import Applied, apply_to_spec
 from lang2policy.corrections.correction import Correction, CorrectionError
 from lang2policy.corrections.embedder import MODEL_NAME, Embedder
+from lang2policy.corrections.recall_scope import RECALL_SCOPES, objects_named
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.wire_json import decode_json_object
@@ -46,30 +46,6 @@ from lang2policy.wire_json import decode_json_object
 log = logging.getLogger("lang2policy.corrections")
 
 DEFAULT_THRESHOLD = 0.8
-# Which remembered corrections a new instruction may recall, besides being similar enough:
-# "objects": those made for an instruction that names the same objects (a "bit to the left"
-# for the red block is not applied to the yellow bowl); "run": those too, and only the ones
-# made since this graph started.
-RECALL_SCOPES = ("objects", "run")
-_OBJECT = re.compile(r"\b(?:([a-z]+) )?(block|bowl|cube)s?\b")
-_NOT_A_NAME = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "each",
-        "every",
-        "all",
-        "both",
-        "one",
-        "two",
-        "three",
-        "its",
-        "their",
-    ]
-)
 EDIT_KINDS = ("offset", "speed", "target")
 MAX_INSTRUCTION = 500
 MAX_RECORD_BYTES = 64 * 1024  # one log line (a record with its situation)
@@ -333,16 +309,6 @@ class CorrectionMemory:
             model=np.array(MODEL_NAME),
         )
         os.replace(partial, self.cache_path)
-
-
-def objects_named(instruction: str) -> frozenset[str]:
-    """The objects an instruction names ("red block"; "block" for one named by kind only; a
-    cube is a block), for recall's scope: an instruction about the gripper alone names none."""
-    found = set()
-    for word, kind in _OBJECT.findall(" ".join(instruction.lower().split())):
-        kind = "block" if kind == "cube" else kind
-        found.add(kind if not word or word in _NOT_A_NAME else f"{word} {kind}")
-    return frozenset(found)
 
 
 def _check_instruction(instruction: object) -> str:

@@ -67,7 +67,6 @@ def words_of(text: str) -> list[str]:
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text)
 
 
-
 def parse_number(token: str) -> float:
     return float(_NUMBER_WORDS[token]) if token in _NUMBER_WORDS else float(token)
 
