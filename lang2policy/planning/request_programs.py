@@ -162,22 +162,35 @@ def _beside(request: Request, scene: Scene):
 
 def _line(request: Request, scene: Scene):
     blocks = list(request.blocks)
-    unit = np.array(LINES[request.place])
-    normal = np.array([-unit[1], unit[0]])
-    step = LINE_STEP * scene.description.objects.block_half
-    centre = corner_point(scene.description, "center")[:2]
     others = tuple(o for o in scene.positions if o not in blocks)
-    for shift in (0.0, 1, -1, 2, -2, 3, -3):
-        middle = centre + normal * shift * step
-        spots = [middle + unit * step * (i - (len(blocks) - 1) / 2) for i in range(len(blocks))]
+    for spots in _line_candidates(request.place, len(blocks), scene):
         if all(_free(scene, s, ignore=blocks, only=others) is None for s in spots):
             order = _assign(blocks, spots, scene)
             if order is not None:
                 kind = f"{request.place} " if request.place else ""
-                lines = [f"# the blocks in a {kind}line, {step * 100:.1f} cm apart"]
+                gap = math.dist(spots[0], spots[1]) * 100
+                lines = [f"# the blocks in a {kind}line, {gap:.1f} cm apart"]
                 lines += [_place_line(b, s) for b, s in order]
                 return "\n".join(lines)
     return Refusal("no free straight stretch of table for the line (the bowls are in the way)")
+
+
+def _line_candidates(orientation: str, count: int, scene: Scene):
+    """Spots for a line of ``count`` blocks, nearest the table's centre first: the middle
+    shifted across and along the line in half steps, at the usual spacing, then closer."""
+    unit = np.array(LINES[orientation])
+    normal = np.array([-unit[1], unit[0]])
+    centre = corner_point(scene.description, "center")[:2]
+    half = scene.description.objects.block_half
+    shifts = sorted(
+        ((a / 2, b / 2) for a in range(-4, 5) for b in range(-2, 3)),
+        key=lambda ab: abs(ab[0]) + abs(ab[1]),
+    )
+    for halves in (LINE_STEP, LINE_STEP - 1.0):
+        step = halves * half
+        for across, along in shifts:
+            middle = centre + normal * across * step + unit * along * step
+            yield [middle + unit * step * (i - (count - 1) / 2) for i in range(count)]
 
 
 def _assign(blocks, spots, scene: Scene):
