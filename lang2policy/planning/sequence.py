@@ -17,7 +17,9 @@ import numpy as np
 
 from lang2policy.planning.cap import GeneratedProgram
 from lang2policy.planning.goals import Goal, Verdict, unmet_now
+from lang2policy.planning.reader_plan import MovedMemory
 from lang2policy.planning.result import InstructionResult
+from lang2policy.skills.backend import SkillBackend
 
 Status = Callable[[str], None]
 
@@ -25,17 +27,21 @@ Status = Callable[[str], None]
 class StepLoop(Protocol):
     """What ``run_steps`` needs of ``loop.PlanLoop``."""
 
-    moved: object
-    backend: object
+    moved: MovedMemory
+    backend: SkillBackend
 
     def handle_step(self, instruction: str, status: Status) -> InstructionResult: ...
+
+    def positions(self, objects: list[str]) -> dict[str, np.ndarray]: ...
 
     def moved_since(self, before: dict[str, np.ndarray]) -> list[str]: ...
 
     def cancelled(self) -> bool: ...
 
 
-def run_steps(loop, instruction: str, steps: list[str], status: Status) -> InstructionResult:
+def run_steps(
+    loop: StepLoop, instruction: str, steps: list[str], status: Status
+) -> InstructionResult:
     """Run ``steps`` of ``instruction`` in order (see the module doc)."""
     status(f"{len(steps)} steps: " + "; ".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
     before = loop.positions(loop.backend.object_names())
@@ -55,7 +61,7 @@ def run_steps(loop, instruction: str, steps: list[str], status: Status) -> Instr
     return _combined(instruction, done, None)
 
 
-def _broken(loop, done) -> str:
+def _broken(loop: StepLoop, done) -> str:
     """Why an earlier step's goal no longer holds at the end, or ""."""
     world = loop.backend.world
     for index, (step, result) in enumerate(done[:-1], 1):
