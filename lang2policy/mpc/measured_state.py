@@ -13,8 +13,6 @@ import time as _time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.model import ObjectState
 
@@ -73,10 +71,10 @@ def checked_object(name: str, obj: ObjectState) -> ObjectState:
         raise InvalidStateError(f"object '{name}': pose values must be numbers ({exc})") from exc
     if (len(position), len(quat), len(velocity)) != (3, 4, 3):
         raise InvalidStateError(f"object '{name}': expected position[3], quat[4], velocity[3]")
-    values = np.array(position + quat + velocity)
-    if not np.all(np.isfinite(values)):
+    # plain floats, not numpy: this runs for every object of every 50 Hz state message
+    if not all(math.isfinite(v) for v in (*position, *quat, *velocity)):
         raise InvalidStateError(f"object '{name}' has a non-finite pose or velocity")
-    norm = float(np.linalg.norm(quat))
+    norm = math.sqrt(sum(q * q for q in quat))
     if norm < 1e-6:
         raise InvalidStateError(f"object '{name}' has a zero quaternion")
     return ObjectState(tuple(position), tuple(q / norm for q in quat), tuple(velocity))

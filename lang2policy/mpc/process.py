@@ -32,6 +32,7 @@ from lang2policy.mpc.worker import Snapshot
 from lang2policy.rewards.spec import RewardSpec
 
 _STATS_FIELDS = set(RealtimeStats.__dataclass_fields__)
+IDLE_STATE_PERIOD = 1.0  # s of state time between the states sent while no task runs
 
 
 class ProcessMPC(MPCFront):
@@ -42,6 +43,12 @@ class ProcessMPC(MPCFront):
         super().__init__(*args, **kwargs)
         self._outbox: list[tuple] = []  # states (only the newest kept) and specs, in order
         self._seq = 0  # spec requests sent; snapshots acknowledging fewer are dropped
+        # While no task runs the worker gets a state when the objects heard change or once
+        # every IDLE_STATE_PERIOD s (50 a second of pickling and checking for nothing cost the
+        # idle graph's budget); the newest goes with the next spec.
+        self._task_live = False
+        self._latest_state: tuple | None = None
+        self._idle_sent = (-1e9, frozenset())  # (state time, object names) last sent idle
         self._stats: dict = {}
         self._stopping = False
         self._dead = False
@@ -117,6 +124,13 @@ class ProcessMPC(MPCFront):
     def _state_accepted(self, state: MeasuredState) -> None:
         message = ("state", state.time, state.joints, state.objects, state.velocities)
         with self.board.lock:
+            self._latest_state = message
+            if not self._task_live:
+                names = frozenset(state.objects)
+                last, heard = self._idle_sent
+                if names == heard and 0.0 <= state.time - last < IDLE_STATE_PERIOD:
+                    return
+                self._idle_sent = (state.time, names)
             if self._outbox and self._outbox[-1][0] == "state":
                 self._outbox[-1] = message  # the worker lags: only the newest state matters
             else:
@@ -131,6 +145,9 @@ class ProcessMPC(MPCFront):
 
     def _spec_changed_locked(self, spec: RewardSpec | None, fresh: bool) -> None:
         self._seq += 1
+        self._task_live = spec is not None
+        if spec is not None and self._latest_state is not None:
+            self._outbox.append(self._latest_state)  # the worker plans from the state now
         self._outbox.append(("spec", self._seq, spec))
 
     def _send_loop(self) -> None:
@@ -172,6 +189,7 @@ class ProcessMPC(MPCFront):
                 return
             board = self.board
             board.running, board.status, board.reason = snap.running, snap.status, snap.reason
+            self._task_live = snap.running  # the task ended: no more states until the next
             board.task_name = snap.task
             board.plan = (
                 None

@@ -48,9 +48,11 @@ class ArmLayout:
 
     def gripper_opening(self, qpos: np.ndarray) -> float:
         """Normalised opening (0 closed, 1 open) from the gripper joint positions."""
-        value = float(np.mean(qpos[self.gripper_qpos_adr]))
+        # plain floats: read at every control step (np.mean/np.clip cost ~10x on two values)
+        values = [float(qpos[a]) for a in self.gripper_qpos_adr]
+        value = sum(values) / len(values)
         span = self.gripper_open - self.gripper_closed
-        return float(np.clip((value - self.gripper_closed) / span, 0.0, 1.0))
+        return min(1.0, max(0.0, (value - self.gripper_closed) / span))
 
 
 def arm_layout(model: mujoco.MjModel, description: RobotDescription) -> ArmLayout:
