@@ -62,6 +62,7 @@ from lang2policy.vla.scenes import Appearance
 
 OBJECTS_KEEPALIVE = 0.5  # s of sim time between object messages while nothing moves
 OBJECTS_MOVED = 1e-5  # m (and quaternion units): a smaller change of a pose is no motion
+IDLE_OBJECT_TICKS = 5  # while the arm follows nothing, objects are checked every 5th tick
 
 
 def world_object_poses(world: World) -> list[convert.ObjectPose]:
@@ -118,6 +119,8 @@ class SimNode(ReadOnlyParameters):
         self._period = 1.0 / self.control_rate
         self._clock_offset = 0.0  # keeps /clock monotonic across world resets
         self._objects_sent = None  # (names, poses, stamp) of the last objects message
+        self._sent_target: np.ndarray | None = None  # the last target sent whole
+        self._ticks = 0
         self.robot = SimRobot(self.world, control_period=self._period)
         self.robot.connect()
         self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
@@ -181,16 +184,27 @@ class SimNode(ReadOnlyParameters):
         if lost:
             self.get_logger().warning(lost)
             self._brake()
-        self.robot.send_action(self.follower.target(self.now()))
+        self._send_target(self.follower.target(self.now()))
         self.world.step_seconds(self._period)
         obs = self.robot.get_observation()
         stamp = self.now()
         self._clock_pub.publish(convert.clock(stamp))
         self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
-        self._publish_objects(stamp)
+        self._ticks += 1
+        if self._ticks % IDLE_OBJECT_TICKS == 0 or self.follower.active(stamp):
+            self._publish_objects(stamp)
         if self._camera is not None and stamp + 1e-9 >= self._next_frame:
             self._next_frame = max(self._next_frame + 1.0 / self.camera_rate, stamp)
             self._submit_frame(stamp)
+
+    def _send_target(self, target: np.ndarray) -> None:
+        """Send the follower's target; an unchanged one that was sent whole is not re-sent
+        (the actuators keep it; an idle arm's 50 Hz re-sends were the sim node's idle cost)."""
+        sent = self._sent_target
+        if sent is not None and not self.robot.last_clipped and np.array_equal(sent, target):
+            return
+        self.robot.send_action(target)
+        self._sent_target = np.array(target, dtype=float)
 
     def _publish_objects(self, stamp: float) -> None:
         """The object poses, when one moved or ``OBJECTS_KEEPALIVE`` s after the last message:
@@ -258,6 +272,7 @@ class SimNode(ReadOnlyParameters):
         velocity = self.robot.get_observation().velocity
         if self.follower.stop(self.now(), current, braking, velocity).any():
             self.robot.forget_last_command()
+        self._sent_target = None
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response):
         self.resets += 1
@@ -272,6 +287,7 @@ class SimNode(ReadOnlyParameters):
         self._objects_sent = None  # the new scene goes out at the next tick
         self._next_frame = self.now()
         self.robot.forget_last_command()
+        self._sent_target = None  # the reset scene's actuators need the target again
         self.follower.hold(self._position())
         response.success = True
         response.message = json.dumps({"seed": seed, "objects": self.objects, "sim_time": before})
