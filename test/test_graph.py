@@ -177,10 +177,13 @@ def test_bad_joint_map_options_are_refused(options, message):
         graph.graph("robot", **options)
 
 
-def test_sim_time_everywhere_but_the_sim_node_and_never_on_a_robot():
+def test_sim_time_only_where_a_node_reads_the_clock_and_never_on_a_robot():
     sim = by_executable(graph.graph("sim", record="/tmp/r"))
     assert sim.pop("sim_node").overrides["use_sim_time"] is False
-    assert all(s.overrides["use_sim_time"] is True for s in sim.values())
+    # steady timers and message stamps only: no /clock subscription to wake them 50 times a second
+    for name in graph.CLOCK_FREE_NODES:
+        assert sim.pop(name).overrides["use_sim_time"] is False
+    assert sim and all(s.overrides["use_sim_time"] is True for s in sim.values())
     robot = graph.graph("robot", record="/tmp/r")
     assert all(s.overrides["use_sim_time"] is False for s in robot)
 

@@ -63,6 +63,10 @@ WALL_TIME_NODES = (
     "joint_map_bridge_node",
     "usb_camera_node",
 )
+# Nodes that time everything by steady clocks and stamp from the messages they get: they
+# never subscribe /clock (in a simulated graph each of its 50 Hz messages woke every node on
+# sim time, most of the idle graph's CPU; the sim node still publishes it for everyone else).
+CLOCK_FREE_NODES = ("perception_node", "safety_node", "controller_node", "planner_node")
 # The nodes that load a robot description (parameter ``robot``).
 ROBOT_NODES = ("sim_node", "perception_node", "safety_node", "controller_node", "planner_node")
 
@@ -125,7 +129,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         if not _included(executable, options):
             continue
         common: dict[str, object] = {"use_sim_time": sim_time}
-        if executable in WALL_TIME_NODES:
+        if executable in WALL_TIME_NODES or executable in CLOCK_FREE_NODES:
             common["use_sim_time"] = False
         if executable in ROBOT_NODES:
             common["robot"] = options.robot
