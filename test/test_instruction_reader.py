@@ -202,6 +202,14 @@ def test_a_stack_then_a_place_runs_and_checks_each_step(session):
     assert result.verdict.goal.kind == "steps" and len(result.verdict.goal.steps) == 2
     assert world.is_on("red block", "blue block") and world.is_in("green block", "yellow bowl")
     assert planner.asked == ["put the green block in the yellow bowl"]  # only step 2's words
+    # the LLM's history shows the reader's step as the skill call, without the helper's def
+    # (shown a def, the 270M model wrote a def and no call for step 2)
+    assert loop.history[0] == (
+        "stack the red block on the blue block",
+        "# one tower: each block on the one before it\n"
+        "put_first_on_second('red block', 'blue block')\n"
+        "# (the red block was at [0.16, 0.10, 0.01])",
+    )
     assert any(line.startswith("step 1 of 2: done: goal reached") for line in lines)
     assert any(line.startswith("step 2 of 2: done: goal reached") for line in lines)
 

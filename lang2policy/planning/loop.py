@@ -180,7 +180,7 @@ class PlanLoop:
         if read is None or isinstance(read, Refusal):
             return read
         self.choice = None
-        program = GeneratedProgram(code=read.code, main=read.code)
+        program = GeneratedProgram(code=read.code, main=read.history)
         return program, read.goal
 
     def _first_program(self, instruction, objects, history, status: Status) -> GeneratedProgram:

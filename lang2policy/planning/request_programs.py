@@ -50,8 +50,13 @@ class Scene:
 
 @dataclass(frozen=True)
 class Written:
+    """A program, its goal, and the code the LLM's history shows for it: the program without
+    helper definitions (a 270M model shown a ``def`` in its history wrote a ``def`` and no
+    call for the next instruction), each placement as ``put_first_on_second``."""
+
     code: str
     goal: Goal
+    history: str
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,17 @@ def write(request: Request, scene: Scene) -> Written | Refusal:
     if isinstance(result, Refusal):
         return result
     code, goal = result if isinstance(result, tuple) else (result, goal_of_request(request))
-    return Written(code.strip("\n") + "\n", goal)
+    return Written(code.strip("\n") + "\n", goal, _history_code(code))
+
+
+def _history_code(code: str) -> str:
+    """``code`` without its helper definitions, ``put_on_top`` calls as the skill they do."""
+    kept = [
+        line.replace("put_on_top(", "put_first_on_second(")
+        for line in code.split(_PUT_ON_TOP.strip())[-1].splitlines()
+        if line.strip()
+    ]
+    return "\n".join(kept) + "\n"
 
 
 def _pairs(request: Request, scene: Scene) -> str:
