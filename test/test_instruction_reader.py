@@ -249,3 +249,17 @@ def test_a_goal_that_only_says_something_moved_is_not_called_reached(session):
     outcome = PlanOutcome("ok", intents=[IntentRecord("move_to", {}, "allowed", ok=True)])
     verdict = judge(goal, outcome, world, before)
     assert verdict.verdict == "done_not_verified" and verdict.ok
+
+
+def test_back_is_refused_once_the_block_moved_since(session):
+    """A reset scene (or a hand) moved the block after the instruction: its "back" is not
+    known, and the arm does not move (it once put blocks "back" to another layout's spots)."""
+    world = arrange(session)
+    loop = plan_loop(session, NoLLM())
+    assert loop.handle("move the red block 5 cm to the left").ok
+    half = world.description.objects.block_half
+    world._set_object("red block", 0.22, 0.12, half + 1e-4, 0.0)  # moved by someone else
+    world.step_seconds(0.5)
+    result = loop.handle("put it back")
+    assert not result.ok and "moved since" in result.outcome.message
+    assert math.dist(xy(world, "red block"), (0.22, 0.12)) < 0.005

@@ -260,7 +260,8 @@ class PlanLoop:
 
     def _succeeded(self, instruction, attempt: Attempt, before, attempts, first, status):
         moved = self._moved_lines(before)
-        self.moved.remember(before, self.moved_since(before))
+        after = self.positions(list(before))
+        self.moved.remember(before, after, self.moved_since(before))
         code = "\n".join([attempt.program.main.strip("\n"), *moved])
         self.history.append((instruction, code))
         status(f"done: {attempt.verdict.verdict.replace('_', ' ')}: {attempt.goal.describe()}")

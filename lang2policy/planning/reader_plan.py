@@ -17,6 +17,8 @@ from lang2policy.planning.request_programs import Refusal, Scene, Written, write
 from lang2policy.planning.spatial_phrases import read_spatial
 from lang2policy.scene.robot_description import RobotDescription
 
+STILL = 0.02  # m: a block within this of where the last instruction left it has not moved since
+
 
 def read_plan(
     instruction: str,
@@ -33,7 +35,7 @@ def read_plan(
         request = read_request(instruction, objects, kinds)
     if request is None:
         return None
-    scene = Scene(positions, kinds, description, dict(memory.previous))
+    scene = Scene(positions, kinds, description, memory.still_valid(positions))
     return write(request, scene)
 
 
@@ -43,16 +45,32 @@ class MovedMemory:
 
     def __init__(self) -> None:
         self.previous: dict[str, np.ndarray] = {}
+        self.left_at: dict[str, np.ndarray] = {}  # where that instruction left each of them
         self.last_moved: tuple[str, ...] = ()
 
-    def remember(self, before: dict[str, np.ndarray], moved: Sequence[str]) -> None:
-        """``moved`` (names) moved from their ``before`` positions; nothing moved keeps the
-        memory as it was (a question does not make "it" mean nothing)."""
+    def remember(
+        self, before: dict[str, np.ndarray], after: dict[str, np.ndarray], moved: Sequence[str]
+    ) -> None:
+        """``moved`` (names) moved from their ``before`` positions to ``after``; nothing moved
+        keeps the memory as it was (a question does not make "it" mean nothing)."""
         if not moved:
             return
         self.last_moved = tuple(moved)
         self.previous.update({n: np.asarray(before[n], dtype=float) for n in moved})
+        self.left_at.update({n: np.asarray(after[n], dtype=float) for n in moved})
+
+    def still_valid(self, positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The remembered starting points of the blocks that are still where the instruction
+        left them: one moved since (a reset of the scene, a hand, another plan) has no "back"
+        the planner can know."""
+        return {
+            name: start
+            for name, start in self.previous.items()
+            if name in positions
+            and float(np.linalg.norm(positions[name][:2] - self.left_at[name][:2])) <= STILL
+        }
 
     def clear(self) -> None:
         self.previous.clear()
+        self.left_at.clear()
         self.last_moved = ()

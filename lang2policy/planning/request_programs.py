@@ -255,7 +255,7 @@ def _back(request: Request, scene: Scene):
     if missing:
         return Refusal(
             f"where the {', '.join(missing)} was before is not known: no earlier instruction "
-            "of this run moved it"
+            "of this run moved it, or it has moved since (a reset, a hand, another plan)"
         )
     spots = tuple(scene.previous[b][:2] for b in request.blocks)
     lines = ["# back where each block was before the last instruction moved it"]

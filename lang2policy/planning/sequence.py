@@ -57,7 +57,8 @@ def run_steps(
     broken = _broken(loop, done)
     if broken:
         return _stopped_at(instruction, done, len(steps), status, broken)
-    loop.moved.remember(before, loop.moved_since(before))
+    after = loop.positions(list(before))
+    loop.moved.remember(before, after, loop.moved_since(before))
     return _combined(instruction, done, None)
 
 
