@@ -262,4 +262,7 @@ def test_back_is_refused_once_the_block_moved_since(session):
     world.step_seconds(0.5)
     result = loop.handle("put it back")
     assert not result.ok and "moved since" in result.outcome.message
+    fresh = plan_loop(session, NoLLM())  # nothing moved yet in its run
+    nothing = fresh.handle("now put it back")
+    assert not nothing.ok and "nothing to put back" in nothing.outcome.message
     assert math.dist(xy(world, "red block"), (0.22, 0.12)) < 0.005

@@ -251,6 +251,8 @@ def _between(request: Request, scene: Scene):
 
 
 def _back(request: Request, scene: Scene):
+    if not request.blocks:
+        return Refusal("nothing to put back: no earlier instruction of this run moved a block")
     missing = [b for b in request.blocks if b not in scene.previous]
     if missing:
         return Refusal(

@@ -115,7 +115,7 @@ def _back(text: str, named, kinds, last_moved: Sequence[str]) -> Request | None:
         if not re.search(r"\b(it|them|that|everything|back)\b", text):
             return None
         blocks = [n for n in last_moved if kind_of(n, kinds) == "block"]
-    return Request("back", blocks=tuple(blocks)) if blocks else None
+    return Request("back", blocks=tuple(blocks))  # none: the writer says nothing moved
 
 
 def _without_between(text: str) -> str:
