@@ -41,18 +41,6 @@ KINDS = {name: name.split()[-1] for name in OBJECTS}
             ["put the red block in the blue bowl", "put the green block in the yellow bowl"],
         ),
         (
-            "put the red block and the green block in the yellow bowl",
-            ["put the red block in the yellow bowl", "put the green block in the yellow bowl"],
-        ),
-        (
-            "put the red, green and blue blocks in the yellow bowl",
-            [
-                "put the red block in the yellow bowl",
-                "put the green block in the yellow bowl",
-                "put the blue block in the yellow bowl",
-            ],
-        ),
-        (
             "stack the red block on the blue block, then move it 5 cm to the left",
             ["stack the red block on the blue block", "move the red block 5 cm to the left"],
         ),
@@ -73,6 +61,7 @@ def test_compound_instructions_split_into_their_steps(instruction, steps):
         "put the red block next to the blue bowl",  # "next" is no sequence word
         "put all the blocks in the yellow bowl",
         "put the red block between the blue bowl and the yellow bowl",
+        "put the red block and the green block in the yellow bowl",  # one request: a list
     ],
 )
 def test_one_step_instructions_stay_whole(instruction):
@@ -95,6 +84,19 @@ def test_spatial_words_read_as_requests(instruction, kind, place, distance):
     request = read_spatial(instruction, OBJECTS, KINDS, last_moved=("red block",))
     assert request is not None and request.kind == kind
     assert request.place == place and math.isclose(request.distance, distance)
+
+
+@pytest.mark.parametrize(
+    "instruction, pairs",
+    [
+        ("put the red block and the green block in the yellow bowl", ["red", "green"]),
+        ("put the red, green and blue blocks into the yellow bowl", ["red", "green", "blue"]),
+    ],
+)
+def test_a_list_of_blocks_for_one_bowl_is_every_one_into_it(instruction, pairs):
+    request = read_spatial(instruction, OBJECTS, KINDS)
+    assert request is not None and request.kind == "all_in_bowl"
+    assert request.pairs == tuple((f"{c} block", "yellow bowl") for c in pairs)
 
 
 @pytest.mark.parametrize(

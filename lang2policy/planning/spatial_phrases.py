@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from lang2policy.corrections.vocabulary import DISTANCE, UNITS, parse_number, unit_name
 from lang2policy.planning.goal_phrases import Request, kind_of, named_in, normalise
+from lang2policy.planning.steps import list_names
 
 MAX_OFFSET_METRES = 0.5  # a larger stated offset is surely a misreading: not read
 _MOVE = r"(put|place|move|set|bring|take|shift|slide|carry|drop|get|position|nudge)"
@@ -79,13 +80,29 @@ def read_spatial(
     back = _back(text, named, kinds, last_moved)
     if back is not None:
         return back
-    if _UNSURE.search(_without_between(text)):
-        return None
+    listed = _list_into(instruction, objects, kinds)  # its "and" joins the list
+    if listed is not None or _UNSURE.search(_without_between(text)):
+        return listed
     return (
         _between(text, named, objects, kinds)
         or _stack(text, named, kinds)
         or _offset(text, named, kinds)
     )
+
+
+def _list_into(instruction: str, objects, kinds) -> Request | None:
+    """Named blocks, listed, into one bowl ("put the red block and the green block in the
+    yellow bowl", "the red, green and blue blocks into the bowl"): each into it, side by side."""
+    text = " ".join(re.sub(r"[^\w\s,']", " ", instruction.lower()).split()).replace(" ,", ",")
+    into = r"(in|into|inside) (the )?(?P<bowl>.+?)( please)?$"
+    match = re.match(rf"^(please )?{_MOVE}( the)? (?P<list>.+?) {into}", text)
+    if match is None or not re.search(r"\band\b|,", match["list"]):
+        return None
+    bowl = match["bowl"]
+    names = list_names(match["list"], objects)
+    if names is None or bowl not in objects or kind_of(bowl, kinds) != "bowl":
+        return None
+    return Request("all_in_bowl", pairs=tuple((n, bowl) for n in names))
 
 
 def _stack(text: str, named, kinds) -> Request | None:

@@ -8,8 +8,8 @@ as it is) when it names no sequence. It reads:
 * a second command joined by "and": "stack the red block on the blue block and put the green
   block in the yellow bowl" (the part after "and" starts with a verb of placing and names its
   own object, so "pick up the red block and put it in the bowl" stays one step);
-* lists of blocks for one destination: "put the red block and the green block in the yellow
-  bowl", "put the red, green and blue blocks in the bowl" -> one step per block.
+* (a list of blocks for one bowl, "put the red block and the green block in the yellow bowl",
+  is one step: ``spatial_phrases`` reads it as every named block into that bowl).
 
 A step that says "it" or "them" gets the object of the step before it in their place ("stack
 the red block on the blue block, then move it 5 cm to the left"). Each step is planned and
@@ -45,7 +45,6 @@ def split_steps(instruction: str, objects: Sequence[str]) -> list[str]:
     steps: list[str] = []
     for part in parts:
         steps.extend(_split_and(part, objects))
-    steps = [s for part in steps for s in _expand_list(part, objects)]
     if len(steps) <= 1 or len(steps) > MAX_STEPS:
         return [instruction]
     return _resolve_pronouns(steps, objects)
@@ -72,22 +71,7 @@ def _stands_alone(text: str) -> bool:
     return bool(re.match(r"^(go (back )?home|return home|say\b|tell\b)", text))
 
 
-def _expand_list(step: str, objects: Sequence[str]) -> list[str]:
-    """One step per block of a list put in one place: "put the red block and the blue block
-    in the bowl" -> two steps; any other step unchanged."""
-    text = " ".join(re.sub(r"[^\w\s,']", " ", step.lower()).split()).replace(" ,", ",")
-    match = re.match(
-        rf"^(?P<verb>{_VERB})( the)? (?P<list>.+?) (?P<dest>(in|into|on|onto) .+)$", text
-    )
-    if match is None or not re.search(r"\band\b|,", match["list"]):
-        return [step]
-    names = _list_names(match["list"], objects)
-    if names is None or named_in(match["dest"], objects) == []:
-        return [step]
-    return [f"{match['verb']} the {name} {match['dest']}" for name in names]
-
-
-def _list_names(phrase: str, objects: Sequence[str]) -> list[str] | None:
+def list_names(phrase: str, objects: Sequence[str]) -> list[str] | None:
     """The blocks a list phrase names ("the red block and the blue block", "red, green and
     blue blocks"), or None when it is not a plain list of named blocks."""
     items = [i.strip() for i in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", phrase) if i.strip()]
