@@ -55,8 +55,6 @@ def assert_still(session, before: np.ndarray) -> None:
 
 # ---------------------------------------------------------------- benign programs
 CAP_PROGRAM = """
-import time
-
 import numpy as np
 
 def block_names():

@@ -98,11 +98,6 @@ class SimNode(ReadOnlyParameters):
         self.camera_rate = self._number(
             "camera_rate", 10.0, "Hz of sim time; 0 disables cameras", zero=True
         )
-        # Every node on sim time wakes for each /clock message: at the control rate that was
-        # most of the idle graph's CPU. Nodes time with steady clocks and stamp from messages;
-        # /clock only has to tell sim time, and 10 Hz does.
-        clock_rate = self._number("clock_rate", 10.0, "Hz of sim time of /clock messages")
-        self._clock_every = max(1, round(self.control_rate / clock_rate))
         width = int(self._number("camera_width", 224, "image width (px)", integer=True))
         height = int(self._number("camera_height", 224, "image height (px)", integer=True))
         rtf = self._number("real_time_factor", 1.0, "sim seconds per wall second")
@@ -119,8 +114,7 @@ class SimNode(ReadOnlyParameters):
         look = self._param("appearance", "", 'JSON of a vla.scenes.Appearance; "" = the model\'s')
         if look:
             self._apply_look(look)
-        self.resets = 0
-        self.rejected_trajectories = 0
+        self.resets = self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
         self._clock_offset = 0.0  # keeps /clock monotonic across world resets
         self._objects_sent = None  # (names, poses, stamp) of the last objects message
@@ -193,8 +187,7 @@ class SimNode(ReadOnlyParameters):
         self.world.step_seconds(self._period)
         obs = self.robot.get_observation()
         stamp = self.now()
-        if self._ticks % self._clock_every == 0:
-            self._clock_pub.publish(convert.clock(stamp))
+        self._clock_pub.publish(convert.clock(stamp))
         self._joint_pub.publish(convert.joint_state(obs.names, obs.position, obs.velocity, stamp))
         self._ticks += 1
         if self._ticks % IDLE_OBJECT_TICKS == 0 or self.follower.active(stamp):
@@ -204,8 +197,7 @@ class SimNode(ReadOnlyParameters):
             self._submit_frame(stamp)
 
     def _send_target(self, target: np.ndarray) -> None:
-        """Send the follower's target; an unchanged one that was sent whole is not re-sent
-        (the actuators keep it; an idle arm's 50 Hz re-sends were the sim node's idle cost)."""
+        """Send the follower's target, unless it is the one last sent whole (idle cost)."""
         sent = self._sent_target
         if sent is not None and not self.robot.last_clipped and np.array_equal(sent, target):
             return

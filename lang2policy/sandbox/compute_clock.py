@@ -4,9 +4,11 @@ correct program short.
 On a 2-core robot computer that also runs the graph, a program's wall time outside motion can
 be several times its compute: a correct multi-step program was cut at its 10 s limit under
 load and then "repaired" wrongly. The clock counts what the plan itself costs: the sandbox
-child's CPU time (user + system, from ``/proc/<pid>/stat``) and the host thread's CPU time
-planning its calls (IK, paths, the gate), less the CPU the motions themselves took (the local
-simulator steps physics in that thread). A wall-clock backstop of ``BACKSTOP`` times the
+child's CPU time (user + system, from ``/proc/<pid>/stat``) and the host process's CPU time
+while it plans the child's calls (IK, paths, the gate; a remote arm's backend plans in threads
+of its own, so the process's time, not the calling thread's), less the CPU the motions
+themselves took (the local simulator steps physics then). Other processes, however busy, do
+not count. A wall-clock backstop of ``BACKSTOP`` times the
 budget, motion time excluded, still ends a program that hangs without using CPU.
 """
 
@@ -50,10 +52,12 @@ class ComputeClock:
 
     def receive(self, child: ChildProcess) -> dict:
         """The child's next message; ``ChildTimeout`` once the plan's compute passes its
-        budget, or the backstop passes."""
+        budget, or the backstop passes (checked before each wait too: a child that calls
+        without pause never lets a wait run out)."""
         while True:
+            if self.used() > self.budget or time.monotonic() >= self.backstop:
+                raise ChildTimeout("the plan used up its compute time")
             try:
                 return child.receive(min(time.monotonic() + POLL_SECONDS, self.backstop))
             except ChildTimeout:
-                if self.used() > self.budget or time.monotonic() >= self.backstop:
-                    raise
+                continue  # checked at the top

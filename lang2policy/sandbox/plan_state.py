@@ -34,7 +34,7 @@ class PlanState:
     layers: dict[str, str] = field(default_factory=dict)
     motion_seconds: float = 0.0
     motion_wall: float = 0.0  # wall seconds of motion since the compute clock last took it
-    motion_cpu: float = 0.0  # the host thread's CPU seconds in motion, likewise
+    motion_cpu: float = 0.0  # the host process's CPU seconds in motion, likewise
 
     def take_motion_cpu(self) -> float:
         seconds, self.motion_cpu = self.motion_cpu, 0.0

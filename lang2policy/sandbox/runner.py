@@ -182,9 +182,9 @@ class SandboxRunner:
             message = clock.receive(child)
             kind = message["type"]
             if kind == "call":
-                started = time.thread_time()
+                started = time.process_time()
                 child.send(self._handle_call(message, state))
-                spent = time.thread_time() - started - state.take_motion_cpu()
+                spent = time.process_time() - started - state.take_motion_cpu()
                 clock.charge_host(spent, state.take_motion_wall())  # host planning counts
                 if self.on_intent is not None:
                     self.on_intent(state.intents[-1])
@@ -366,7 +366,7 @@ class SandboxRunner:
         started, wall_started, cpu_started = (
             self.backend.clock(),
             time.monotonic(),
-            time.thread_time(),
+            time.process_time(),
         )
         moved = False
         try:
@@ -388,7 +388,7 @@ class SandboxRunner:
             state.motion_seconds += robot_seconds
             if moved and skill.category == "motion":
                 state.motion_wall += time.monotonic() - wall_started
-                state.motion_cpu += time.thread_time() - cpu_started
+                state.motion_cpu += time.process_time() - cpu_started
 
 
 def _points(points) -> tuple[tuple[float, float, float], ...]:
