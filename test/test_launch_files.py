@@ -214,7 +214,9 @@ def test_sim_launch_default_graph(launch):
     launched = launch("sim.launch.py")
     assert set(launched.nodes) == SIM_NODES
     for executable, node in launched.nodes.items():
-        check_node(node, use_sim_time=executable != "sim_node")
+        # the sim node is the clock; the steady-timed nodes never subscribe it (graph.nodes)
+        on_sim_time = executable != "sim_node" and executable not in graph.CLOCK_FREE_NODES
+        check_node(node, use_sim_time=on_sim_time)
         assert node.remappings == []
         assert node.process["output"] == "screen" and node.process.get("prefix") is None
     sim = launched.nodes["sim_node"].parameters[1]
