@@ -259,10 +259,9 @@ class PlanLoop:
         return Attempt(program, goal, outcome, verdict)
 
     def _succeeded(self, instruction, attempt: Attempt, before, attempts, first, status):
-        moved = self._moved_lines(before)
-        after = self.positions(list(before))
-        self.moved.remember(before, after, self.moved_since(before))
-        code = "\n".join([attempt.program.main.strip("\n"), *moved])
+        after = self.positions(list(before))  # read once: the memory and the history share it
+        self.moved.remember(before, after, moved_between(before, after))
+        code = "\n".join([attempt.program.main.strip("\n"), *_moved_lines(before, after)])
         self.history.append((instruction, code))
         status(f"done: {attempt.verdict.verdict.replace('_', ' ')}: {attempt.goal.describe()}")
         return InstructionResult(
@@ -281,25 +280,26 @@ class PlanLoop:
 
     def moved_since(self, before: dict[str, np.ndarray]) -> list[str]:
         """The objects whose centre moved more than ``MOVED_METRES`` since ``before``."""
-        after = self.positions(list(before))
-        return [
-            name
-            for name, start in before.items()
-            if name in after and np.linalg.norm(after[name][:2] - start[:2]) > MOVED_METRES
-        ]
+        return moved_between(before, self.positions(list(before)))
 
-    def _moved_lines(self, before: dict[str, np.ndarray]) -> list[str]:
-        """One history comment per object that moved. Object names come from the scene
-        (perception, the network), so each is quoted with ``prompt_quote``: a line break in a
-        name cannot start an uncommented line of the next prompt's history."""
-        after = self.positions(list(before))
-        lines = []
-        for name, start in before.items():
-            end = after.get(name)
-            if end is not None and np.linalg.norm(end[:2] - start[:2]) > MOVED_METRES:
-                where = ", ".join(f"{v:.2f}" for v in start)
-                lines.append(f"# (the {prompt_quote(name)} was at [{where}])")
-        return lines
+
+def moved_between(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
+    """The objects whose centre moved more than ``MOVED_METRES`` (x, y) from before to after."""
+    return [
+        name
+        for name, start in before.items()
+        if name in after and np.linalg.norm(after[name][:2] - start[:2]) > MOVED_METRES
+    ]
+
+
+def _moved_lines(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
+    """One history comment per object that moved. Object names come from the scene
+    (perception, the network), so each is quoted with ``prompt_quote``: a line break in a
+    name cannot start an uncommented line of the next prompt's history."""
+    return [
+        f"# (the {prompt_quote(name)} was at [{', '.join(f'{v:.2f}' for v in before[name])}])"
+        for name in moved_between(before, after)
+    ]
 
 
 def _feedback(attempt: Attempt) -> str:

@@ -234,19 +234,21 @@ def _offset(request: Request, scene: Scene):
         vector = radial * (-1.0 if vector == "in" else 1.0)
     spot = start + np.asarray(vector, dtype=float) * request.distance
     what = f"{request.distance * 100:.0f} cm {request.place} of where it was"
-    why = _free(scene, spot, ignore=(block,))
-    if why is not None:
-        return Refusal(f"the {block} cannot go {what}: {why}")
-    return _place_code(block, spot, what), _at_goal(request, (block,), (spot,), what, scene)
+    return _one_spot(request, scene, block, spot, what, f"the {block} cannot go {what}")
 
 
 def _between(request: Request, scene: Scene):
     block, first, second = request.subject, request.reference, request.other
     spot = (scene.positions[first][:2] + scene.positions[second][:2]) / 2
     what = f"between the {first} and the {second}"
+    return _one_spot(request, scene, block, spot, what, f"no room for the {block} {what}")
+
+
+def _one_spot(request: Request, scene: Scene, block: str, spot, what: str, no: str):
+    """``block`` put at ``spot`` with the goal of lying there, or ``no``: why not."""
     why = _free(scene, spot, ignore=(block,))
     if why is not None:
-        return Refusal(f"no room for the {block} {what}: {why}")
+        return Refusal(f"{no}: {why}")
     return _place_code(block, spot, what), _at_goal(request, (block,), (spot,), what, scene)
 
 
