@@ -33,6 +33,7 @@ from lang2policy.llm import LLMConfig, LLMReply
 from lang2policy.planning import CodeAsPoliciesPlanner, PlanLoop
 from lang2policy.planning.cap import GeneratedProgram
 from lang2policy.planning.grounding import GroundingSettings
+from lang2policy.planning.loop import moved_lines
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.text_quote import prompt_quote
@@ -102,7 +103,8 @@ def cap_main(name: str) -> str:
     and the loop's note of where it was) and the instruction."""
     planner, llm = code_planner(["say('ok')"])
     loop = PlanLoop(planner, SimpleNamespace(policy=None, limits=None), MovingBackend())
-    moved = loop._moved_lines({name: np.array([0.2, 0.05, 0.01])})
+    before = {name: np.array([0.2, 0.05, 0.01])}
+    moved = moved_lines(before, loop.positions(list(before)))
     code = "\n".join([f"put_first_on_second({name!r}, {OTHER!r})", *moved])
     planner.generate("now put it back", [name, OTHER], [("put it in the bowl", code)])
     return llm.text(0)

@@ -37,7 +37,7 @@ from lang2policy.planning.dry_run import DryRun
 from lang2policy.planning.goals import Goal, Verdict, corrected_goal, judge, state_goal
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.progress import llm_budget, waiting
-from lang2policy.planning.reader_plan import MovedMemory, read_plan
+from lang2policy.planning.reader_plan import MovedMemory, moved_between, read_plan
 from lang2policy.planning.request_programs import Refusal
 from lang2policy.planning.result import InstructionResult
 from lang2policy.planning.sequence import run_steps
@@ -51,7 +51,6 @@ Status = Callable[[str], None]
 Event = Callable[[str, object], None]  # ("plan" | "said", detail)
 # What most first instructions ask (the start-up warm-up plans for it: its examples, its prompt).
 TYPICAL_INSTRUCTION = "put the red block in the blue bowl"
-MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
 
 
 @dataclass
@@ -260,8 +259,8 @@ class PlanLoop:
 
     def _succeeded(self, instruction, attempt: Attempt, before, attempts, first, status):
         after = self.positions(list(before))  # read once: the memory and the history share it
-        self.moved.remember(before, after, moved_between(before, after))
-        code = "\n".join([attempt.program.main.strip("\n"), *_moved_lines(before, after)])
+        self.moved.remember(before, after)
+        code = "\n".join([attempt.program.main.strip("\n"), *moved_lines(before, after)])
         self.history.append((instruction, code))
         status(f"done: {attempt.verdict.verdict.replace('_', ' ')}: {attempt.goal.describe()}")
         return InstructionResult(
@@ -278,21 +277,8 @@ class PlanLoop:
             positions[name] = np.asarray(value, dtype=float)
         return positions
 
-    def moved_since(self, before: dict[str, np.ndarray]) -> list[str]:
-        """The objects whose centre moved more than ``MOVED_METRES`` since ``before``."""
-        return moved_between(before, self.positions(list(before)))
 
-
-def moved_between(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
-    """The objects whose centre moved more than ``MOVED_METRES`` (x, y) from before to after."""
-    return [
-        name
-        for name, start in before.items()
-        if name in after and np.linalg.norm(after[name][:2] - start[:2]) > MOVED_METRES
-    ]
-
-
-def _moved_lines(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
+def moved_lines(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
     """One history comment per object that moved. Object names come from the scene
     (perception, the network), so each is quoted with ``prompt_quote``: a line break in a
     name cannot start an uncommented line of the next prompt's history."""

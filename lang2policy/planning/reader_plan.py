@@ -8,8 +8,6 @@ when the words name no such request: the LLM plans it, as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from lang2policy.planning.goal_phrases import read_request
@@ -17,6 +15,7 @@ from lang2policy.planning.request_programs import Refusal, Scene, Written, write
 from lang2policy.planning.spatial_phrases import read_spatial
 from lang2policy.scene.robot_description import RobotDescription
 
+MOVED_METRES = 0.02  # an object whose centre moved farther than this (in x, y) was moved
 STILL = 0.02  # m: a block within this of where the last instruction left it has not moved since
 
 
@@ -39,6 +38,15 @@ def read_plan(
     return write(request, scene)
 
 
+def moved_between(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:
+    """The objects whose centre moved more than ``MOVED_METRES`` (x, y) from before to after."""
+    return [
+        name
+        for name, start in before.items()
+        if name in after and np.linalg.norm(after[name][:2] - start[:2]) > MOVED_METRES
+    ]
+
+
 class MovedMemory:
     """Where the blocks the last finished instruction moved were before it: what "put it
     back" returns them to, and which blocks "it" and "them" are."""
@@ -48,11 +56,10 @@ class MovedMemory:
         self.left_at: dict[str, np.ndarray] = {}  # where that instruction left each of them
         self.last_moved: tuple[str, ...] = ()
 
-    def remember(
-        self, before: dict[str, np.ndarray], after: dict[str, np.ndarray], moved: Sequence[str]
-    ) -> None:
-        """``moved`` (names) moved from their ``before`` positions to ``after``; nothing moved
+    def remember(self, before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> None:
+        """The objects that moved from their ``before`` positions to ``after``; nothing moved
         keeps the memory as it was (a question does not make "it" mean nothing)."""
+        moved = moved_between(before, after)
         if not moved:
             return
         self.last_moved = tuple(moved)

@@ -34,7 +34,6 @@ class StepLoop(Protocol):
 
     def positions(self, objects: list[str]) -> dict[str, np.ndarray]: ...
 
-    def moved_since(self, before: dict[str, np.ndarray]) -> list[str]: ...
 
     def cancelled(self) -> bool: ...
 
@@ -58,7 +57,7 @@ def run_steps(
     if broken:
         return _stopped_at(instruction, done, len(steps), status, broken)
     after = loop.positions(list(before))
-    loop.moved.remember(before, after, loop.moved_since(before))
+    loop.moved.remember(before, after)
     return _combined(instruction, done, None)
 
 
