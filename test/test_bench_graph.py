@@ -146,6 +146,25 @@ def test_success_is_judged_from_the_simulators_object_poses():
     assert not succeeded(lift, before, before, {"red block": 0.03}, SIZES)[0]
 
 
+def test_a_compound_instructions_checks_all_hold_and_an_offset_is_judged_from_where_it_was():
+    bowl = [0.2, 0.1, 0.0]
+    blocks = {"red block": [0.1, -0.1, 0.0125], "blue block": [0.2, -0.1, 0.0125]}
+    before = {**blocks, "blue bowl": bowl}
+    shifted = {**before, "red block": [0.205, 0.1, 0.02], "blue block": [0.2, -0.045, 0.0125]}
+    offset = {"kind": "offset", "object": "blue block", "by": [0.0, 0.05]}
+    both = {"kind": "all", "checks": [
+        {"kind": "in", "object": "red block", "bowl": "blue bowl"}, offset]}  # fmt: skip
+    ok, why = succeeded(both, before, shifted, {}, SIZES)
+    assert ok and "blue block: moved (+0.0, +5.5) cm" in why
+    wrong_way = {**shifted, "blue block": [0.2, -0.15, 0.0125]}
+    assert not succeeded(offset, before, wrong_way, {}, SIZES)[0]
+    assert not succeeded(both, before, wrong_way, {}, SIZES)[0]
+    on_the_bowl = {**shifted, "blue block": [0.2, -0.05, 0.05]}  # the right xy, stacked up
+    assert not succeeded(offset, before, on_the_bowl, {}, SIZES)[0]
+    unmoved_red = {**shifted, "red block": before["red block"]}
+    assert not succeeded(both, before, unmoved_red, {}, SIZES)[0]
+
+
 def test_task_figures_split_wall_time_into_planning_and_motion():
     task = {
         "text": "put the red block in the blue bowl",

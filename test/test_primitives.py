@@ -29,6 +29,33 @@ def test_pick_lifts_the_block_off_the_table(session):
     assert ("red block", "table") not in session.world.contacts()
 
 
+def test_pick_opens_the_jaw_while_the_arm_travels(session):
+    # The jaw used to open with the arm standing still (a second before any motion); it now
+    # opens on the way, and is at the pre-grasp opening before the arm descends.
+    session.reset(4, ["red block", "blue bowl"])
+    motion = session.primitives
+    motion.close_gripper()
+    start, sent = motion.joints().copy(), []
+    step = motion._step
+
+    def record(q, gripper):
+        sent.append((np.array(q, float), float(gripper)))
+        step(q, gripper)
+
+    motion._step = record
+    try:
+        motion.pick("red block")
+    finally:
+        del motion._step
+    first_arm = next(i for i, (q, _) in enumerate(sent) if np.max(np.abs(q - start)) > 1e-3)
+    assert first_arm * motion.dt < 0.25  # the arm moves at once (the jaw takes 0.5 s)
+    assert sent[first_arm][1] < session.world.description.grasp.pre_grasp_opening
+    lowest = int(np.argmin([motion.kin.forward(q).position[2] for q, _ in sent]))
+    pre_grasp = session.world.description.grasp.pre_grasp_opening
+    assert sent[lowest - 10][1] == pytest.approx(pre_grasp)  # open before it reaches the block
+    assert session.world.object_pose("red block").position[2] > 0.04
+
+
 def test_a_held_block_does_not_creep_out_of_the_fingers(session):
     # In the graph real time passes while the planner thinks, with the block in the fingers:
     # a grip that creeps (soft contacts without the noslip solver: ~0.7 mm/s) drops it.

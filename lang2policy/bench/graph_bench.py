@@ -56,6 +56,11 @@ INSTRUCTIONS: dict[str, tuple[dict, ...]] = {
          "check": {"kind": "in", "object": "red block", "bowl": "blue bowl"}},
         {"text": "put the red block in the green bowl",
          "check": {"kind": "in", "object": "red block", "bowl": "green bowl"}},
+        # compound and spatial: two steps, the second an offset read from the words
+        {"text": "put the red block in the blue bowl, then move the blue block 5 cm to the left",
+         "check": {"kind": "all", "checks": [
+             {"kind": "in", "object": "red block", "bowl": "blue bowl"},
+             {"kind": "offset", "object": "blue block", "by": [0.0, 0.05]}]}},
     ),
     "reward": (  # the blue block: still on the table after the code route's instructions
         {"text": "lift the blue block 10 cm",
@@ -331,7 +336,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=cli_types.seed, default=1, help="scene seed")
     parser.add_argument("--objects", type=_objects, default=OBJECTS, help="objects on the table")
     parser.add_argument("--routes", type=_routes, default=ROUTES, help="code,reward (default)")
-    parser.add_argument("--per-route", type=int, default=2, help="instructions per route (max)")
+    parser.add_argument("--per-route", type=int, default=3, help="instructions per route (max)")
     parser.add_argument("--grounding", choices=("on", "off"), default="on", help="code plans")
     parser.add_argument("--no-cameras", dest="cameras", action="store_false", help="no images")
     parser.add_argument("--skip-idle", action="store_true", help="no idle CPU measurement")

@@ -24,6 +24,8 @@ HALT_SPEED = 0.05  # rad/s: every arm joint slower than this is halted
 MOVING_SPEED = 0.05  # rad/s: a joint this fast at the stop call was moving
 REST_WINDOW = 0.2  # s of sim time at the end of the record whose mean is the rest position
 LIFT_SHARE = 0.5  # a lift succeeds when the object rose at least this share of the height
+OFFSET_TOLERANCE = 0.025  # m: a block moved by an offset lies this close to the spot asked
+OFFSET_LEVEL = 0.01  # m: ... at the height it had (on the table, not on something)
 
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
@@ -41,26 +43,47 @@ def succeeded(check: dict, before: dict, after: dict, top: dict, sizes) -> tuple
     """Whether the simulator's object poses show the task done, and why (``sizes``: the
     robot description's ``ObjectSizes``). ``in``: the object rests inside the bowl (xy within
     the rim, z between the bowl's base and rim, as ``World.is_in``); ``lift``: the object rose
-    at least ``LIFT_SHARE`` of the height asked."""
+    at least ``LIFT_SHARE`` of the height asked; ``offset``: the object lies within
+    ``OFFSET_TOLERANCE`` of where it was plus ``by`` (x, y metres), on the table; ``all``: every
+    check of ``checks`` (a compound instruction's steps)."""
+    if check["kind"] == "all":
+        results = [succeeded(part, before, after, top, sizes) for part in check["checks"]]
+        return all(ok for ok, _ in results), "; ".join(why for _, why in results)
     name = check["object"]
     if name not in before or name not in after:
         return False, f"{name!r} not on /sim/objects"
     if check["kind"] == "in":
-        bowl = check["bowl"]
-        if bowl not in after:
-            return False, f"{bowl!r} not on /sim/objects"
-        a, b = np.array(after[name]), np.array(after[bowl])
-        distance = float(np.hypot(*(a[:2] - b[:2])))
-        rim = sizes.bowl_radius - 0.5 * sizes.block_half
-        low = b[2] < a[2] < b[2] + sizes.bowl_height + sizes.block_half
-        why = f"xy {100 * distance:.1f} cm from the bowl's centre (< {100 * rim:.1f}), "
-        why += f"z {100 * (a[2] - b[2]):.1f} cm above its base"
-        return bool(distance < rim and low), why
+        return _in_bowl(name, check["bowl"], after, sizes)
     if check["kind"] == "lift":
         rose = max(top.get(name, after[name][2]), after[name][2]) - before[name][2]
         need = LIFT_SHARE * check["height"]
         return rose >= need, f"rose {100 * rose:.1f} cm (>= {100 * need:.1f} asked)"
+    if check["kind"] == "offset":
+        return _offset(name, check["by"], before, after)
     raise ValueError(f"unknown success check {check['kind']!r}")
+
+
+def _in_bowl(name: str, bowl: str, after: dict, sizes) -> tuple[bool, str]:
+    if bowl not in after:
+        return False, f"{bowl!r} not on /sim/objects"
+    a, b = np.array(after[name]), np.array(after[bowl])
+    distance = float(np.hypot(*(a[:2] - b[:2])))
+    rim = sizes.bowl_radius - 0.5 * sizes.block_half
+    low = b[2] < a[2] < b[2] + sizes.bowl_height + sizes.block_half
+    why = f"{name}: xy {100 * distance:.1f} cm from the bowl's centre (< {100 * rim:.1f}), "
+    why += f"z {100 * (a[2] - b[2]):.1f} cm above its base"
+    return bool(distance < rim and low), why
+
+
+def _offset(name: str, by, before: dict, after: dict) -> tuple[bool, str]:
+    was, now = np.array(before[name]), np.array(after[name])
+    wanted = was[:2] + np.array(by, float)
+    miss = float(np.hypot(*(now[:2] - wanted)))
+    level = abs(now[2] - was[2]) < OFFSET_LEVEL
+    moved = 100 * (now[:2] - was[:2])
+    why = f"{name}: moved ({moved[0]:+.1f}, {moved[1]:+.1f}) cm, {100 * miss:.1f} cm from the "
+    why += f"spot asked (< {100 * OFFSET_TOLERANCE:.1f}), {'on' if level else 'off'} the table"
+    return bool(miss < OFFSET_TOLERANCE and level), why
 
 
 def task_figures(task: dict, sizes) -> dict:

@@ -23,6 +23,7 @@ to a few milliseconds.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import mujoco
@@ -57,6 +58,19 @@ def box_corners(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The 8 corners of each box (lo, hi: (B, 3)) as one (8B, 3) array."""
     lo, hi = np.atleast_2d(lo), np.atleast_2d(hi)
     return (lo[:, None, :] + (hi - lo)[:, None, :] * _CUBE[None]).reshape(-1, 3)
+
+
+_HULLS: weakref.WeakKeyDictionary[Kinematics, GripperHull] = weakref.WeakKeyDictionary()
+
+
+def hull_for(kin: Kinematics) -> GripperHull:
+    """The hull of ``kin``'s gripper, shared by everything planning with ``kin``: its boxes
+    are measured once per jaw interval (a fraction of a second each), not once per backend
+    (the check on a copy makes a backend per program)."""
+    hull = _HULLS.get(kin)
+    if hull is None:
+        hull = _HULLS[kin] = GripperHull(kin)
+    return hull
 
 
 class GripperHull:

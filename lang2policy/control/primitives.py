@@ -123,8 +123,9 @@ class MotionPrimitives:
         yaw, line_down = self.paths.vertical(
             above(center, grasp.grasp_offset), yaw, grasp.approach_height, f"pick('{obj}')"
         )
-        self.open_gripper(grasp.pre_grasp_opening)
-        self._follow(self.paths.transit(above(center, grasp.approach_height), yaw, line_down[0]))
+        self.holding = None  # the jaw opens on the way: what it held is let go
+        approach = self.paths.transit(above(center, grasp.approach_height), yaw, line_down[0])
+        self._follow(approach, opening=grasp.pre_grasp_opening)
         self._follow(line_down)
         self.close_gripper()
         self._follow(line_down[::-1])
@@ -210,13 +211,30 @@ class MotionPrimitives:
         return above(base, self.scene.object_size(target) + half + _DROP_CLEARANCE)
 
     # ---------------------------------------------------------------- execution
-    def _follow(self, path: np.ndarray) -> None:
+    def _follow(self, path: np.ndarray, opening: float | None = None) -> None:
+        """Follow the joint ``path``; with ``opening``, the jaw moves there on the way (as fast
+        as ``open_gripper`` moves it), and the arm waits at the end until the fingers stop. A pick
+        opens while it travels: a jaw opened first kept the arm still for a second."""
         duration = duration_for(path, self.max_speed)
         if self.tcp_speed is not None:
             duration = max(duration, self._tcp_duration(path, self.tcp_speed))
-        for q in sample_path(path, duration, self.dt):
-            self._step(q, self.gripper)
+        samples = sample_path(path, duration, self.dt)
+        jaw = self._jaw_ramp(opening)
+        for i in range(max(len(samples), len(jaw))):
+            if i < len(jaw):
+                self.gripper = float(jaw[i])
+            self._step(samples[min(i, len(samples) - 1)], self.gripper)
         self._hold(path[-1], _SETTLE_TIME)
+        if opening is not None:
+            self.gripper = opening
+            self._hold_until_gripper_settles(path[-1])
+
+    def _jaw_ramp(self, opening: float | None) -> np.ndarray:
+        """The gripper commands, one per control period, that take the jaw to ``opening`` in
+        ``_GRIPPER_TIME`` (none for None)."""
+        if opening is None:
+            return np.empty(0)
+        return np.linspace(self.gripper, opening, max(1, round(_GRIPPER_TIME / self.dt)))
 
     def _tcp_duration(self, path: np.ndarray, tcp_speed: float) -> float:
         """Duration at which the tool centre point's peak speed along ``path`` (min-jerk timed,
@@ -285,8 +303,7 @@ class MotionPrimitives:
 
     def _move_gripper(self, opening: float) -> None:
         target = self.joints() if self._target is None else self._target
-        steps = max(1, round(_GRIPPER_TIME / self.dt))
-        for g in np.linspace(self.gripper, opening, steps):
+        for g in self._jaw_ramp(opening):
             self._check_deadline()
             self.gripper = float(g)
             self.robot.send_action(np.append(target, g))

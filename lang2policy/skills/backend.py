@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lang2policy.control.gripper_hull import GripperHull, box_corners
+from lang2policy.control.gripper_hull import GripperHull, box_corners, hull_for
 from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.control.pusher import PushPlan, nominal_push_points
 from lang2policy.errors import (
@@ -177,11 +177,8 @@ class SimSkillBackend:
         return tool, self._compound_sweep(skill, bound, tool)
 
     def _hull(self) -> GripperHull:
-        """The gripper's boxes for this session's kinematics (built once, then cached)."""
-        hull = getattr(self, "_gripper_hull", None)
-        if hull is None or hull.kin is not self.motion.kin:
-            hull = self._gripper_hull = GripperHull(self.motion.kin)
-        return hull
+        """The gripper's boxes for this session's kinematics (measured once per kinematics)."""
+        return hull_for(self.motion.kin)
 
     def _joint_sweep(self, goal: np.ndarray) -> np.ndarray:
         """Gripper box corners along a joint-space move from here to ``goal``; the jaw keeps
@@ -211,15 +208,17 @@ class SimSkillBackend:
 
     def _moving_jaw(self, skill: str) -> tuple[float, float]:
         """The jaw's openings while a compound motion moves (as ``MotionPrimitives`` runs it):
-        pick opens to the pre-grasp opening before it moves and closes on the object; place
-        moves with the jaw as it is (closed on the object) and opens to the pre-grasp opening
-        to let go; push closes the jaw before it moves."""
+        pick moves the jaw from where it is to the pre-grasp opening on its way to the object
+        and closes on it; place moves with the jaw as it is (closed on the object) and opens to
+        the pre-grasp opening to let go; push closes the jaw before it moves."""
         if skill == "push":
             return (0.0, 0.0)
-        pre_grasp = self.description.grasp.pre_grasp_opening
-        if skill == "place":
-            return (0.0, max(pre_grasp, self.world.gripper_opening(), self.motion.gripper))
-        return (0.0, pre_grasp)
+        widest = max(
+            self.description.grasp.pre_grasp_opening,
+            self.world.gripper_opening(),
+            self.motion.gripper,
+        )
+        return (0.0, widest)
 
     def _held_size(self, obj: str | None) -> float:
         """Half-size of a cube around the tool centre point that holds a block that is or
