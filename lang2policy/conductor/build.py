@@ -21,6 +21,7 @@ from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.loop import TYPICAL_INSTRUCTION, PlanLoop
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.sandbox.spare_child import SpareChild
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 
@@ -56,7 +57,8 @@ def build_plan_loop(
     grounding = grounding or GroundingSettings()
     policy = default_policy(backend.description, known_skills=SKILLS)
     planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding, vla=vla)
-    return PlanLoop(planner, SandboxRunner(backend, policy), backend, grounding=grounding)
+    runner = SandboxRunner(backend, policy)
+    return PlanLoop(planner, runner, backend, grounding=grounding, spare_child=SpareChild())
 
 
 def build_conductor(

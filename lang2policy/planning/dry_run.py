@@ -10,11 +10,13 @@ its goal there, never moves the real arm.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import mujoco
 
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.policy import PrivilegePolicy
+from lang2policy.sandbox.process import ChildProcess
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
@@ -23,8 +25,13 @@ from lang2policy.skills.backend import SimSkillBackend
 class DryRun:
     """A private simulated copy of a scene, re-synced before each program it runs."""
 
-    def __init__(self, policy: PrivilegePolicy, limits: SandboxLimits | None = None) -> None:
-        self.policy, self.limits = policy, limits
+    def __init__(
+        self,
+        policy: PrivilegePolicy,
+        limits: SandboxLimits | None = None,
+        start_child: Callable[[int], ChildProcess] = ChildProcess,
+    ) -> None:
+        self.policy, self.limits, self.start_child = policy, limits, start_child
         self._copy: SimSession | None = None
         self._lock = threading.Lock()  # a start-up rehearsal may overlap a first instruction
 
@@ -32,8 +39,7 @@ class DryRun:
         """(the outcome of ``code`` on a copy of ``world``, the copy's world afterwards)."""
         with self._lock:
             session = self._synced(world)
-            runner = SandboxRunner(SimSkillBackend(session), self.policy, limits=self.limits)
-            return runner.run(code), session.world
+            return self._runner(session).run(code), session.world
 
     def rehearse(self, robot: str, layout: str) -> PlanOutcome:
         """Build the copy for ``robot`` on ``layout`` and run one pick-and-place on it (a seeded
@@ -46,8 +52,12 @@ class DryRun:
             block = next((n for n in names if n.endswith("block")), None)
             bowl = next((n for n in names if n.endswith("bowl")), None)
             code = f"put_first_on_second({block!r}, {bowl!r})" if block and bowl else "pass"
-            runner = SandboxRunner(SimSkillBackend(copy), self.policy, limits=self.limits)
-            return runner.run(code)
+            return self._runner(copy).run(code)
+
+    def _runner(self, copy: SimSession) -> SandboxRunner:
+        runner = SandboxRunner(SimSkillBackend(copy), self.policy, limits=self.limits)
+        runner.start_child = self.start_child
+        return runner
 
     def _session(self, robot: str, layout: str) -> SimSession:
         """The copy for ``robot`` on ``layout`` (a new one when either changed)."""

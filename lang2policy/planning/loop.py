@@ -44,6 +44,7 @@ from lang2policy.planning.sequence import run_steps
 from lang2policy.planning.steps import split_steps
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.runner import SandboxRunner
+from lang2policy.sandbox.spare_child import SpareChild
 from lang2policy.skills.backend import SkillBackend
 from lang2policy.text_quote import one_line, prompt_quote
 
@@ -73,6 +74,7 @@ class PlanLoop:
         backend: SkillBackend,
         *,
         grounding: GroundingSettings | None = None,
+        spare_child: SpareChild | None = None,
     ) -> None:
         self.planner, self.runner, self.backend = planner, runner, backend
         self.grounding = grounding or GroundingSettings.off()
@@ -80,7 +82,14 @@ class PlanLoop:
         # Asked after a failed run: True (e.g. the person said stop) skips the re-plan.
         self.cancelled: Callable[[], bool] = lambda: False
         self.on_event: Event = lambda _state, _detail: None  # the plan before it runs; said
-        self._dry_run = DryRun(runner.policy, runner.limits) if self.grounding.dry_run else None
+        # With a spare: the next program's sandbox child (on the copy or the arm) starts ahead
+        self.spare_child = spare_child
+        if spare_child is not None:
+            runner.start_child = spare_child.take
+        start_child = runner.start_child
+        self._dry_run = (
+            DryRun(runner.policy, runner.limits, start_child) if self.grounding.dry_run else None
+        )
         self.choice: Choice | None = None  # the scored candidates of the last instruction
         self.moved = MovedMemory()  # what "put it back" returns, and where to
 
@@ -99,6 +108,8 @@ class PlanLoop:
         if self.grounding.retrieved_examples > 0:
             self.planner.main_prompt(TYPICAL_INSTRUCTION)
             done.append("example retriever loaded")
+        if self.spare_child is not None:
+            self.spare_child.prepare(self.runner.limits.max_message_bytes)
         if self._dry_run is not None:
             world = self.backend.world
             outcome = self._dry_run.rehearse(world.description.name, world.layout.name)

@@ -84,6 +84,7 @@ class SandboxRunner:
         self.edits: ArgumentEdits | None = None
         self.restarts = 0  # skill calls restarted after a correction (status, tests)
         self.cancelled: Callable[[], str] = lambda: ""  # a stop's reason, "" while none
+        self.start_child: Callable[[int], ChildProcess] = ChildProcess  # or SpareChild.take
 
     # ------------------------------------------------------------------ entry point
     def run(self, source: str, plan_policy: PrivilegePolicy | None = None) -> PlanOutcome:
@@ -138,7 +139,7 @@ class SandboxRunner:
 
     def _run_child(self, source: str, state: PlanState) -> PlanOutcome:
         limits = self.limits
-        with ChildProcess(limits.max_message_bytes) as child:
+        with self.start_child(limits.max_message_bytes) as child:
             try:
                 outcome = self._converse(child, source, state)
             except PlanEnded as ended:
