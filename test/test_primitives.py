@@ -56,6 +56,29 @@ def test_pick_opens_the_jaw_while_the_arm_travels(session):
     assert session.world.object_pose("red block").position[2] > 0.04
 
 
+def test_a_transit_across_the_table_turns_the_wrist_evenly_not_round():
+    # Seed 1: the red block into the blue bowl (left), then the blue block (right): the base pans
+    # 1.7 rad. The gripper's yaw held fixed in the world drove the wrist into its limit, and IK
+    # spun it round (-1.8 -> 2.4 -> -2.7 rad): the transit took 27.6 s instead of 4.
+    session = SimSession("so101")
+    session.reset(1, ["red block", "blue block", "blue bowl", "green bowl"])
+    motion = session.primitives
+    motion.place("red block", "blue bowl")
+    started = session.world.data.time
+    motion.tcp_speed = 0.15
+    roll = [motion.joints()[-1]]
+    step = motion._step
+    motion._step = lambda q, gripper: (roll.append(q[-1]), step(q, gripper))
+    try:
+        motion.pick("blue block")
+    finally:
+        del motion._step
+    assert np.max(np.abs(np.diff(roll))) < 0.2  # no jump between two control periods
+    assert np.ptp(roll) < np.pi  # no turn round
+    assert session.world.data.time - started < 12.0
+    assert session.world.object_pose("blue block").position[2] > 0.04
+
+
 def test_a_held_block_does_not_creep_out_of_the_fingers(session):
     # In the graph real time passes while the planner thinks, with the block in the fingers:
     # a grip that creeps (soft contacts without the noslip solver: ~0.7 mm/s) drops it.
