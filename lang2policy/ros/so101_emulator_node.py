@@ -14,6 +14,11 @@ stamps joint states).
 
 Faults for testing the driver and the graph: ``drop_rate``, ``corrupt_rate`` (fractions of
 replies), ``latency`` (s before each reply), ``silent`` (servo ids that never answer).
+
+``realism`` (``off``, ``mild``, ``hard`` or a YAML file, ``config/realism/``): the servo part of
+a realism profile makes the servos imperfect (deadband, backlash, position-loop lag, command
+latency, reading noise, gripper slip), seeded by ``seed``; ``off`` (the default) keeps them
+ideal, exactly as without it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from visualization_msgs.msg import MarkerArray
 from lang2policy.errors import ConfigError
 from lang2policy.graph.rules import DEFAULT_PORT
 from lang2policy.graph.topics import SIM_OBJECTS
+from lang2policy.realism import RealismProfile, load_realism
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
+from lang2policy.robots.feetech.servo_realism import is_ideal
 from lang2policy.robots.so101.calibration import Calibration
 from lang2policy.robots.so101.mujoco_plant import MujocoPlant
 from lang2policy.ros import convert
@@ -66,6 +73,7 @@ class SO101EmulatorNode(ReadOnlyParameters):
         path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
         topic = self._param("objects_topic", SIM_OBJECTS.name, "ground-truth object poses")
         rate = self._number("objects_rate", 20.0, "Hz of the object poses")
+        realism = self._realism()
         faults = {
             "drop_rate": self._number("drop_rate", 0.0, "fraction of replies dropped", zero=True),
             "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
@@ -86,7 +94,11 @@ class SO101EmulatorNode(ReadOnlyParameters):
             self.world, calibration, set_initial_pose=False, max_catch_up=MAX_CATCH_UP
         )
         self.emulator = ServoBusEmulator(
-            calibration.servo_ids, plant=self.plant, positions=self.plant.present_ticks()
+            calibration.servo_ids,
+            plant=self.plant,
+            positions=self.plant.present_ticks(),
+            realism=realism.servo,
+            realism_seed=seed,
         )
         self.emulator.set_faults(**faults)
         self.port = self.emulator.start()
@@ -101,7 +113,18 @@ class SO101EmulatorNode(ReadOnlyParameters):
             f"emulated SO-101 on {self.link} -> {self.port}: servos {list(calibration.servo_ids)}"
             f", objects {self.objects} (layout '{layout}', seed {seed}); object poses on {topic}"
             + (f"; faults {faults}, silent {silent}" if any(faults.values()) or silent else "")
+            + ("" if is_ideal(realism.servo) else f"; servo realism '{realism.name}'")
         )
+
+    def _realism(self) -> RealismProfile:
+        """``realism``: off | mild | hard | a YAML file (a bare off on the command line is YAML
+        for false: taken as off)."""
+        value = self._switch("realism", "off", "servo imperfections: off, mild, hard or a file")
+        if isinstance(value, bool):
+            if value:
+                raise ConfigError("parameter 'realism' must be off, mild, hard or a YAML file")
+            value = "off"
+        return load_realism(str(value))
 
     def _link_port(self) -> None:
         """Point ``link`` at the pty (replacing a stale link; never a real file)."""
@@ -113,7 +136,7 @@ class SO101EmulatorNode(ReadOnlyParameters):
         os.symlink(self.port, self.link)
 
     def _advance(self) -> None:
-        self.plant.advance(time.monotonic())
+        self.emulator.plant.advance(time.monotonic())  # through the servos' imperfections
 
     def _publish_objects(self) -> None:
         with self.plant.lock:

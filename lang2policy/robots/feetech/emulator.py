@@ -9,8 +9,13 @@ Faults, changeable at run time and deterministic under a seed: dropped and corru
 (a rate, or the next N), latency, a silent servo (as if unplugged), over-temperature (sets the
 overheat bit and drops torque) and out-of-range voltage.
 
+Servo imperfections (``realism=``, a realism profile's ``ServoRealism``: deadband, backlash,
+position-loop lag, command latency, reading noise, gripper slip; seeded by ``realism_seed``,
+default ``seed``) put a ``RealisticPlant`` in front of the plant (``servo_realism``); without
+them, or with every one at 0 (the ``off`` profile), nothing is put there.
+
 Run as a process: ``python -m lang2policy.robots.feetech.emulator --ids 1,2,3,4,5,6`` prints the
-pty path and serves until interrupted.
+pty path and serves until interrupted (``--realism off|mild|hard|FILE`` for the imperfections).
 
 Emulator assumptions (check on a real arm): torque is off at power-up; ``Lock`` is 1 at power-up
 and EEPROM writes (addresses < 40) take effect at once but survive ``power_cycle`` only when
@@ -36,13 +41,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lang2policy import cli_types
+from lang2policy.errors import ConfigError
 from lang2policy.robots.feetech.counters import Counters
 from lang2policy.robots.feetech.protocol import (
     InstructionPacket,
     InstructionParser,
 )
+from lang2policy.robots.feetech.realistic_plant import RealisticPlant
 from lang2policy.robots.feetech.servo_chain import EmulatedServo, ServoChain
 from lang2policy.robots.feetech.servo_plant import KinematicPlant, ServoPlant
+from lang2policy.robots.feetech.servo_realism import (
+    ServoImperfections,
+    check_realism,
+    is_ideal,
+)
 
 
 @dataclass
@@ -67,7 +79,22 @@ class ServoBusEmulator:
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         positions: Mapping[int, int] | None = None,
+        realism: ServoImperfections | None = None,
+        realism_seed: int | None = None,
+        gripper_id: int | None = None,
     ) -> None:
+        """``realism``: the servos' imperfections (None or all 0: ideal servos, as ever);
+        ``gripper_id``: the servo that slips (default: the plant's ``gripper_joint``)."""
+        if realism is not None:
+            check_realism(realism)
+        if not is_ideal(realism):
+            inner = plant if plant is not None else KinematicPlant()
+            plant = RealisticPlant(
+                inner,
+                realism,
+                seed=seed if realism_seed is None else realism_seed,
+                gripper_joint=_gripper_joint(servo_ids, gripper_id, inner),
+            )
         self.chain = ServoChain(servo_ids, plant=plant, clock=clock, positions=positions)
         self.stats = EmulatorStats()
         self.drop_rate = 0.0
@@ -165,6 +192,12 @@ class ServoBusEmulator:
     def servo(self, servo_id: int) -> EmulatedServo:
         return self.chain.servo(servo_id)
 
+    @property
+    def plant(self) -> ServoPlant:
+        """What the servos drive (a ``RealisticPlant`` around the given one with realism):
+        advance this one to run physics between requests."""
+        return self.chain.plant
+
     # -- serving ---------------------------------------------------------------------------------
 
     def _serve(self) -> None:
@@ -220,6 +253,27 @@ class ServoBusEmulator:
         return rate > 0 and self._rng.random() < rate
 
 
+def _gripper_joint(
+    servo_ids: Sequence[int], gripper_id: int | None, plant: ServoPlant
+) -> int | None:
+    """The plant joint whose grasps may slip: ``gripper_id``'s, else the plant's own."""
+    if gripper_id is None:
+        return getattr(plant, "gripper_joint", None)
+    if gripper_id not in servo_ids:
+        raise ValueError(f"gripper_id {gripper_id} is not among the servo ids {list(servo_ids)}")
+    return list(servo_ids).index(gripper_id)
+
+
+def _servo_realism(parser: argparse.ArgumentParser, level_or_file: str) -> ServoImperfections:
+    """``--realism``: the servo part of a realism profile (exits naming what is allowed)."""
+    from lang2policy.realism import load_realism  # the profiles: only the CLI reads them
+
+    try:
+        return load_realism(level_or_file).servo
+    except ConfigError as exc:
+        parser.error(str(exc))
+
+
 def _fraction(name: str, value: float) -> float:
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be within 0..1, got {value}")
@@ -238,9 +292,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silent", default="", help="ids that never answer, comma separated")
     parser.add_argument("--max-speed", type=float, default=3000.0, help="ticks/s")
     parser.add_argument("--link", help="also make this symlink to the pty (a stable port name)")
+    parser.add_argument(
+        "--realism",
+        default="off",
+        metavar="LEVEL|FILE",
+        help="servo imperfections of a realism profile: off, mild, hard or a YAML file "
+        "(config/realism/); seeded by --seed",
+    )
     args = parser.parse_args(argv)
     ids = [int(i) for i in args.ids.split(",") if i]
-    emulator = ServoBusEmulator(ids, plant=KinematicPlant(args.max_speed), seed=args.seed)
+    realism = _servo_realism(parser, args.realism)
+    emulator = ServoBusEmulator(
+        ids, plant=KinematicPlant(args.max_speed), seed=args.seed, realism=realism
+    )
     emulator.set_faults(drop_rate=args.drop, corrupt_rate=args.corrupt, latency_s=args.latency)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

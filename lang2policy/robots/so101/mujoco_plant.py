@@ -9,6 +9,11 @@ Joint ``i`` of the plant is the servo ``servo_ids[i]`` (default: the calibration
 order), so create the emulator with the same ids in the same order. Torque off makes a joint
 limp (its actuator's gain is zeroed), as an unpowered servo. The emulator calls the plant from
 its thread under its own lock; anyone else reading the world should hold ``plant.lock``.
+
+The servos' imperfections (``ServoBusEmulator(..., realism=...)``) are put in front of this
+plant by the emulator (``RealisticPlant``): the goals it gets are then the shaft targets of
+imperfect servos; ``gripper_joint`` tells it which joint's grasps may slip (the jaw eases
+open for a moment and the physics decides what the object does).
 """
 
 from __future__ import annotations
@@ -137,6 +142,12 @@ class MujocoPlant:
             return float(np.clip(self._cal[joint].sign * force / self._force_limit[joint], -1, 1))
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    @property
+    def gripper_joint(self) -> int | None:
+        """The plant joint of the gripper's servo (None without one): where a grasp may slip."""
+        names = [cal.name for cal in self._cal]
+        return names.index(GRIPPER) if GRIPPER in names else None
 
     def present_ticks(self) -> dict[int, int]:
         """The world's current joint positions as ticks by servo id (for ``positions=``)."""
