@@ -27,6 +27,7 @@ from lang2policy.bench import (
     mpc,
     paraphrase,
     parity,
+    perception,
     pickplace,
     redteam,
     rl,
@@ -195,6 +196,15 @@ BENCHES: dict[str, Bench] = {
             graph_bench.run_args,
             graph_bench.format_text,
             graph_bench.exit_code,
+        ),
+        Bench(
+            "perception",
+            "camera perception vs ground truth per realism level (off, mild, hard): detection, "
+            "phantoms, position and yaw error at rest and while the arm moves, frames/s; PNG/MP4",
+            perception.add_arguments,
+            perception.run_args,
+            perception.format_text,
+            perception.exit_code,
         ),
         Bench(
             "parity",

@@ -30,10 +30,14 @@ _PKG_PLACEHOLDER = re.compile(r"\{pkg:([A-Za-z0-9_]+)\}")
 
 
 def build_scene(
-    description: RobotDescription, pool: Sequence[ObjectSpec], light_meshes: bool = False
+    description: RobotDescription,
+    pool: Sequence[ObjectSpec],
+    light_meshes: bool = False,
+    realism=None,
 ) -> mujoco.MjSpec:
     """Return the scene spec (not compiled) for a robot and an object pool; ``light_meshes``:
-    the robot's meshes decimated for fast rendering (``light_meshes.lighten``)."""
+    the robot's meshes decimated for fast rendering (``light_meshes.lighten``); ``realism``
+    (a ``realism.RealismProfile``): the elements its looks need (table grain, distractors)."""
     scene = mujoco.MjSpec.from_file(str(sim_dir() / "scenes" / "tabletop.xml"))
     robot = load_robot_spec(description)
     if light_meshes:
@@ -49,6 +53,10 @@ def build_scene(
             add_block(scene, obj, description.objects.block_half)
         else:
             add_bowl(scene, obj, description.objects.bowl_radius, description.objects.bowl_height)
+    if realism is not None:
+        from lang2policy.realism.scene_look import add_realism_elements
+
+        add_realism_elements(scene, realism)
     return scene
 
 

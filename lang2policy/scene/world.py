@@ -35,12 +35,21 @@ class ObjectHandle:
 class World:
     """A robot on the tabletop with a pool of objects; ``reset(seed)`` draws a new layout."""
 
-    def __init__(self, robot: str = "so101", layout: str = "cap_tabletop") -> None:
+    def __init__(self, robot: str = "so101", layout: str = "cap_tabletop", realism=None) -> None:
+        """``realism``: a ``realism.RealismProfile``; each reset draws the seed's look from it
+        (None or ``off``: the world as modelled)."""
         self.description: RobotDescription = load_robot_description(robot)
         self.layout: LayoutConfig = load_layout(layout)
         pool = self.layout.pool()
-        self.model = compile_scene(build_scene(self.description, pool))
+        self.realism = None if realism is None or realism.is_off else realism
+        self.model = compile_scene(build_scene(self.description, pool, realism=self.realism))
         self.data = mujoco.MjData(self.model)
+        self.nominal = None
+        self.look = None  # the episode's look (``realism.scene_look.SceneLook``) or None
+        if self.realism is not None:
+            from lang2policy.realism.scene_look import Nominal
+
+            self.nominal = Nominal.of(self.model)
         self.arm: ArmLayout = arm_layout(self.model, self.description)
         self.objects = {o.name: self._handle(o) for o in pool}
         self._body_owner = self._body_owners()
@@ -73,6 +82,8 @@ class World:
             self.description.objects,
             self.layout.min_gap,
         )
+        if self.realism is not None:  # before the reset: it computes the static cameras and lights
+            self._draw_look(0 if seed is None else seed, [(p.x, p.y) for p in placements])
         mujoco.mj_resetData(self.model, self.data)
         self.data.qpos[self.arm.qpos_adr] = self.arm.home
         self.data.ctrl[self.arm.actuator_ids] = self.arm.home
@@ -83,9 +94,18 @@ class World:
         for p in placements:
             self._set_object(p.name, p.x, p.y, self._rest_height(p.name), p.yaw)
         self.present = [p.name for p in placements]
+        if self.look is not None:
+            self.look.place_distractors(self)
         mujoco.mj_forward(self.model, self.data)
         self.step_seconds(self.layout.settle_time)
         return list(self.present)
+
+    def _draw_look(self, seed: int, taken: list[tuple[float, float]]) -> None:
+        """Draw the seed's look and set it on the model (``taken``: the objects' places)."""
+        from lang2policy.realism.scene_look import SceneLook
+
+        self.look = SceneLook.draw(self.realism, seed, self, taken)
+        self.look.apply_model(self)
 
     def _rest_height(self, name: str) -> float:
         return self.description.objects.block_half + 1e-4 if name.endswith("block") else 1e-4

@@ -15,8 +15,9 @@ from lang2policy.scene.world import World
 class SimSession:
     """A simulated robot ready for primitives: ``SimSession("so101").primitives.pick(...)``."""
 
-    def __init__(self, robot: str = "so101", layout: str = "cap_tabletop") -> None:
-        self.world = World(robot, layout)
+    def __init__(self, robot: str = "so101", layout: str = "cap_tabletop", realism=None) -> None:
+        """``realism``: a ``realism.RealismProfile`` for the world's looks (None: as modelled)."""
+        self.world = World(robot, layout, realism=realism)
         self.robot = SimRobot(self.world)
         self.robot.connect()
         self.kinematics = Kinematics(self.world.model, self.world.description, self.world.arm)
