@@ -188,6 +188,23 @@ def test_sim_time_only_where_a_node_reads_the_clock_and_never_on_a_robot():
     assert all(s.overrides["use_sim_time"] is False for s in robot)
 
 
+def test_a_realism_profile_reaches_the_simulating_nodes_and_a_bad_one_stops_the_start(tmp_path):
+    sim = by_executable(graph.graph("sim", realism="mild", terminal=False))
+    assert sim["sim_node"].overrides["realism"] == "mild"
+    emulated = by_executable(
+        graph.graph("robot", driver="so101", emulate=True, realism="hard",
+                    terminal=False)
+    )  # fmt: skip
+    assert emulated["so101_emulator_node"].overrides["realism"] == "hard"
+    assert "realism" not in by_executable(graph.graph("sim"))["sim_node"].overrides
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ncamera: {noise: 99}\n")
+    with pytest.raises(ConfigError, match=r"camera\.noise must be a number in \[0, 30\]"):
+        graph.graph("sim", realism=str(bad))
+    with pytest.raises(ConfigError, match="allowed: off, mild, hard"):
+        graph.graph("sim", realism="bright")
+
+
 def test_options_reach_the_nodes_parameters():
     specs = by_executable(
         graph.graph(

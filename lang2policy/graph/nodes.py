@@ -100,6 +100,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "so101_emulator_node": {
             "link": options.so101_port,
             "seed": options.seed,
+            **_realism_override(options),
             **_objects_override(options),
         },
         "so101_driver_node": _driver_overrides(options),
@@ -173,6 +174,7 @@ def _included(executable: str, options: GraphOptions) -> bool:
 
 def _sim_overrides(options: GraphOptions) -> dict[str, object]:
     found = {"real_time_factor": float(options.rtf), "seed": options.seed}
+    found |= _realism_override(options)
     found |= _objects_override(options)
     if not options.cameras:
         found["camera_rate"] = 0.0
@@ -191,6 +193,11 @@ def _driver_overrides(options: GraphOptions) -> dict[str, object]:
     if options.emulate:  # its port appears once the emulator is up; it answers from a busy CPU
         found |= {"port_wait": EMULATOR_PORT_WAIT, "bus_timeout": EMULATOR_BUS_TIMEOUT}
     return found
+
+
+def _realism_override(options: GraphOptions) -> dict[str, object]:
+    """The realism profile for the nodes that simulate (none when off: the params file's)."""
+    return {} if options.realism == "off" else {"realism": options.realism}
 
 
 def _objects_override(options: GraphOptions) -> dict[str, object]:

@@ -141,6 +141,9 @@ OPTIONS: tuple[Option, ...] = (
            flag="--rtf"),
     Option("cameras", True, "false: the sim renders no camera images", FLAG, launch=("sim",),
            flag="--no-cameras", flag_help="the sim renders no images"),
+    Option("realism", "off", "realism profile of the simulated world (sim, emulate): off | mild "
+           "| hard | a YAML file (config/realism/): light, shades, camera error, sensor noise, "
+           "servo imperfections", flag="--realism"),
     Option("seed", 0, "scene seed: the objects and their layout (sim, emulate)", SEED,
            flag="--seed", flag_help=f"scene seed (0 to {cli_types.MAX_SEED})"),
     Option("objects", (), "comma-separated objects on the simulated table, e.g. 'red block,blue "

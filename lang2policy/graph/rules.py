@@ -13,6 +13,7 @@ from pathlib import Path
 from lang2policy import paths
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
+from lang2policy.realism import load_realism
 
 MODES = ("sim", "robot")
 PERCEPTION_MODES = ("ground_truth", "camera")
@@ -39,6 +40,7 @@ class GraphOptionRules:
         choice("grounding", self.grounding, GROUNDING)
         choice("controller", self.controller, CONTROLLERS)
         check_llm(self.llm)
+        load_realism(self.realism)  # a level or a readable, valid file: said before anything starts
         if self.record is not None and not str(self.record).strip():
             raise ConfigError("record: give an output directory, or None to not record")
         if not (isinstance(self.rtf, int | float) and math.isfinite(self.rtf) and self.rtf > 0):

@@ -35,6 +35,18 @@ class ReadOnlyParameters(Node):
         )
         return self.declare_parameter(name, default, descriptor).value
 
+    def _realism(self, description: str):
+        """``realism``: off | mild | hard | a YAML file, as a ``realism.RealismProfile`` (a bare
+        off on the command line is YAML for false: taken as off)."""
+        from lang2policy.realism import load_realism
+
+        value = self._switch("realism", "off", description)
+        if isinstance(value, bool):
+            if value:
+                raise ConfigError("parameter 'realism' must be off, mild, hard or a YAML file")
+            value = "off"
+        return load_realism(str(value))
+
     def _robot(self) -> str:
         """The read-only ``robot`` parameter: the robot description the node loads."""
         return self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")

@@ -28,7 +28,8 @@ time, ``camera_rate`` of sim time), and its ``camera_info`` published only while
 some: with ground-truth perception nobody listens, and the idle node costs only its physics and
 its 50 Hz state messages (issue 16). ``rendered_frames`` counts the images rendered per camera.
 
-The scene is the ``layout`` with ``objects`` placed by ``seed`` (``World.reset``) and, with
+The scene is the ``layout`` with ``objects`` placed by ``seed`` (``World.reset``), under the
+``realism`` profile (off | mild | hard | a YAML file: each reset draws its look) and, with
 ``appearance`` (JSON of ``vla.scenes.Appearance.to_dict``), a VLA episode's look: lights,
 colours, front camera. With the seed, objects and look of an evaluation episode
 (``vla.rollout.evaluation_specs``) the node shows exactly that episode's scene.
@@ -38,12 +39,11 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 
 import numpy as np
 from rclpy.clock import Clock, ClockType
 from rosgraph_msgs.msg import Clock as ClockMsg
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
@@ -55,8 +55,8 @@ from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters, command_deadline
+from lang2policy.ros.sim_cameras import SimCameras
 from lang2policy.scene.objects import COLORS
-from lang2policy.scene.render import CameraRenderer
 from lang2policy.scene.world import World
 from lang2policy.vla.scenes import Appearance
 
@@ -74,10 +74,6 @@ def world_object_poses(world: World) -> list[convert.ObjectPose]:
         size = world.object_size(name)
         poses.append(convert.ObjectPose(name, pose.position, pose.quat, spec.kind, size, colour))
     return poses
-
-
-def camera_topics(name: str) -> tuple[str, str]:
-    return f"/camera/{name}/image_raw", f"/camera/{name}/camera_info"
 
 
 class SimNode(ReadOnlyParameters):
@@ -105,7 +101,8 @@ class SimNode(ReadOnlyParameters):
             "objects_topic", SIM_OBJECTS.name, "where the ground-truth object poses are published"
         )
 
-        self.world = World(robot=robot, layout=layout)
+        realism = self._realism("the world's looks: off | mild | hard | a realism YAML file")
+        self.world = World(robot=robot, layout=layout, realism=realism)
         scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
         cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
         self._check_cameras(cameras, scene_cameras, width, height)
@@ -132,7 +129,7 @@ class SimNode(ReadOnlyParameters):
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._camera = None
         if self.camera_rate > 0 and cameras:
-            self._camera = _CameraThread(self, cameras, width, height)
+            self._camera = SimCameras(self, cameras, width, height)
         self._next_frame = self.now()
         # Wall-clock timer (steady): the node must not wait on the /clock it publishes itself.
         self._timer = self.create_timer(
@@ -141,7 +138,8 @@ class SimNode(ReadOnlyParameters):
         self.get_logger().info(
             f"{robot} on '{layout}' seed {self.seed}: objects {self.objects}; joints "
             f"{list(self.robot.limits.names)}; {self.control_rate:g} Hz control, cameras "
-            f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}"
+            f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}; "
+            f"realism {realism.name}"
         )
 
     def _apply_look(self, text: str) -> None:
@@ -298,92 +296,6 @@ class SimNode(ReadOnlyParameters):
             self._camera.close()
         self.robot.disconnect()
         super().destroy_node()
-
-
-class _CameraThread:
-    """Renders and publishes camera frames in one thread, which owns the GL context."""
-
-    def __init__(self, node: SimNode, cameras: list[str], width: int, height: int) -> None:
-        self._node, self._cameras, self._size = node, cameras, (width, height)
-        self._pubs = {}
-        for camera in cameras:
-            image_topic, info_topic = camera_topics(camera)
-            self._pubs[camera] = (
-                node.create_publisher(Image, image_topic, 2),
-                node.create_publisher(CameraInfo, info_topic, 2),
-            )
-        self._pending = None  # the latest (MjData copy or None, stamp, wanted) not yet rendered
-        self._closed = False
-        self._wake = threading.Condition()
-        self.dropped = 0
-        self.rendered = dict.fromkeys(cameras, 0)
-        self._ready = threading.Event()
-        self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, name="sim_cameras", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise ConfigError(f"cannot render cameras {cameras}: {self._error}") from self._error
-
-    def wanted(self) -> dict[str, tuple[bool, bool]]:
-        """The cameras someone listens to: name -> (image wanted, camera_info wanted)."""
-        found = {}
-        for camera, (image_pub, info_pub) in self._pubs.items():
-            image = image_pub.get_subscription_count() > 0
-            info = info_pub.get_subscription_count() > 0
-            if image or info:
-                found[camera] = (image, info)
-        return found
-
-    def submit(self, data, stamp: float, wanted: dict[str, tuple[bool, bool]]) -> None:
-        """Hand over a frame (a copy of MjData, None when only camera_info is wanted) for the
-        cameras of ``wanted``; replaces a frame not rendered yet."""
-        with self._wake:
-            self.dropped += self._pending is not None
-            self._pending = (data, stamp, wanted)
-            self._wake.notify()
-
-    def _next(self):
-        with self._wake:
-            self._wake.wait_for(lambda: self._closed or self._pending is not None)
-            item, self._pending = self._pending, None
-            return None if self._closed else item
-
-    def _run(self) -> None:
-        try:
-            renderer = CameraRenderer(self._node.world.model, *self._size)
-        except Exception as exc:  # no usable GL backend: reported by __init__
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        infos = {c: renderer.intrinsics(c) for c in self._cameras}
-        try:
-            while (item := self._next()) is not None:
-                self._publish(renderer, infos, *item)
-        except Exception as exc:  # keep the control loop alive; say why the images stopped
-            if self._node.context.ok() and not self._closed:  # else: shutting down, no error
-                self._node.get_logger().error(f"camera rendering stopped: {exc!r}")
-        finally:
-            renderer.close()
-
-    def _publish(self, renderer: CameraRenderer, infos: dict, data, stamp: float, wanted) -> None:
-        """One frame of the cameras in ``wanted``: the image where it is wanted (rendered),
-        the camera_info always (cheap; it goes with every image)."""
-        for camera, (image, _info) in wanted.items():
-            frame = f"camera_{camera}_optical_frame"
-            image_pub, info_pub = self._pubs[camera]
-            if image and data is not None:
-                pixels = renderer.render(data, camera)
-                self.rendered[camera] += 1
-                image_pub.publish(convert.image(pixels, stamp, frame))
-            info_pub.publish(convert.camera_info(infos[camera], *self._size, frame, stamp))
-
-    def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        self._thread.join(timeout=10)
 
 
 main = entry_point(SimNode, "sim_node", "run the simulation node until Ctrl-C or ROS shutdown")

@@ -34,7 +34,6 @@ from visualization_msgs.msg import MarkerArray
 from lang2policy.errors import ConfigError
 from lang2policy.graph.rules import DEFAULT_PORT
 from lang2policy.graph.topics import SIM_OBJECTS
-from lang2policy.realism import RealismProfile, load_realism
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.feetech.servo_realism import is_ideal
 from lang2policy.robots.so101.calibration import Calibration
@@ -73,7 +72,7 @@ class SO101EmulatorNode(ReadOnlyParameters):
         path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
         topic = self._param("objects_topic", SIM_OBJECTS.name, "ground-truth object poses")
         rate = self._number("objects_rate", 20.0, "Hz of the object poses")
-        realism = self._realism()
+        realism = self._realism("servo imperfections: off, mild, hard or a file")
         faults = {
             "drop_rate": self._number("drop_rate", 0.0, "fraction of replies dropped", zero=True),
             "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
@@ -115,16 +114,6 @@ class SO101EmulatorNode(ReadOnlyParameters):
             + (f"; faults {faults}, silent {silent}" if any(faults.values()) or silent else "")
             + ("" if is_ideal(realism.servo) else f"; servo realism '{realism.name}'")
         )
-
-    def _realism(self) -> RealismProfile:
-        """``realism``: off | mild | hard | a YAML file (a bare off on the command line is YAML
-        for false: taken as off)."""
-        value = self._switch("realism", "off", "servo imperfections: off, mild, hard or a file")
-        if isinstance(value, bool):
-            if value:
-                raise ConfigError("parameter 'realism' must be off, mild, hard or a YAML file")
-            value = "off"
-        return load_realism(str(value))
 
     def _link_port(self) -> None:
         """Point ``link`` at the pty (replacing a stale link; never a real file)."""

@@ -31,13 +31,14 @@ class CameraRenderer:
         self._renderer.update_scene(data, camera=camera)
         return self._renderer.render()
 
-    def intrinsics(self, camera: str) -> np.ndarray:
-        """3x3 pinhole matrix K of ``camera`` at this resolution (square pixels, centred).
+    def intrinsics(self, camera: str, fovy: float | None = None) -> np.ndarray:
+        """3x3 pinhole matrix K of ``camera`` at this resolution (square pixels, centred);
+        ``fovy`` (degrees) instead of the model's (a calibration's, under a realism look).
 
         ROS/OpenCV convention: pixel centres sit on whole coordinates, so the image centre is
         ((w - 1) / 2, (h - 1) / 2), not (w / 2, h / 2) (half a pixel, about 1.5 mm on the table
         for the 224-pixel top camera)."""
-        fovy = np.deg2rad(self.model.camera(camera).fovy[0])
+        fovy = np.deg2rad(self.model.camera(camera).fovy[0] if fovy is None else fovy)
         focal = 0.5 * self.height / np.tan(fovy / 2)
         cx, cy = (self.width - 1) / 2, (self.height - 1) / 2
         return np.array([[focal, 0, cx], [0, focal, cy], [0, 0, 1.0]])

@@ -100,6 +100,13 @@ class World:
         self.step_seconds(self.layout.settle_time)
         return list(self.present)
 
+    def calibrated_fovy(self, camera: str) -> float:
+        """The field of view (degrees) of ``camera`` as its calibration knows it: the model's,
+        before a realism look drew its error."""
+        index = self.model.camera(camera).id
+        source = self.model.cam_fovy if self.nominal is None else self.nominal.cam_fovy
+        return float(source[index])
+
     def _draw_look(self, seed: int, taken: list[tuple[float, float]]) -> None:
         """Draw the seed's look and set it on the model (``taken``: the objects' places)."""
         from lang2policy.realism.scene_look import SceneLook
