@@ -102,15 +102,7 @@ class SimNode(ReadOnlyParameters):
         )
 
         realism = self._realism("the world's looks: off | mild | hard | a realism YAML file")
-        self.world = World(robot=robot, layout=layout, realism=realism)
-        scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
-        cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
-        self._check_cameras(cameras, scene_cameras, width, height)
-
-        self.objects = self.world.reset(self.seed, self.named_objects)
-        look = self._param("appearance", "", 'JSON of a vla.scenes.Appearance; "" = the model\'s')
-        if look:
-            self._apply_look(look)
+        cameras = self._set_up_world(robot, layout, realism, width, height)
         self.resets = self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
         self._clock_offset = 0.0  # keeps /clock monotonic across world resets
@@ -141,6 +133,19 @@ class SimNode(ReadOnlyParameters):
             f"{cameras if self._camera else 'off'} at {self.camera_rate:g} Hz; RTF {rtf:g}; "
             f"realism {realism.name}"
         )
+
+    def _set_up_world(self, robot: str, layout: str, realism, width: int, height: int):
+        """The world on its first layout (with a VLA episode's ``appearance``); returns the
+        cameras to publish."""
+        self.world = World(robot=robot, layout=layout, realism=realism)
+        scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
+        cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
+        self._check_cameras(cameras, scene_cameras, width, height)
+        self.objects = self.world.reset(self.seed, self.named_objects)
+        look = self._param("appearance", "", 'JSON of a vla.scenes.Appearance; "" = the model\'s')
+        if look:
+            self._apply_look(look)
+        return cameras
 
     def _apply_look(self, text: str) -> None:
         """A VLA evaluation episode's look (lights, colours, front camera; kept across
