@@ -321,3 +321,28 @@ def test_tracker_keeps_unseen_objects_for_max_missed_frames():
     assert ObjectTracker(0).update([red]).added == ("red block",)
     with pytest.raises(ConfigError, match="max_missed must be"):
         ObjectTracker(-1)
+
+
+def test_tracker_keeps_what_the_arm_hides_and_drops_it_once_the_view_shows_the_table():
+    tracker = ObjectTracker(max_missed=1)
+    red, bowl = record("red block"), record("blue bowl", position=(0.1, 0.1, 0.0))
+    tracker.update([red, bowl])
+    behind_the_arm = {"blue bowl"}
+    for _ in range(20):  # two seconds at 10 Hz behind the arm: kept, never missed
+        update = tracker.update([red], hidden=lambda obj: obj.name in behind_the_arm)
+        assert not update.changed and tracker.missed("blue bowl") == 0
+    behind_the_arm.clear()  # the arm moved on and the table shows where the bowl was
+    assert not tracker.update([red], hidden=lambda obj: obj.name in behind_the_arm).changed
+    assert tracker.update([red], hidden=lambda obj: False).dropped == ("blue bowl",)
+
+
+def test_a_new_name_joins_only_after_confirm_frames_in_a_row():
+    tracker = ObjectTracker(max_missed=0, confirm=3)
+    red, glint = record("red block"), record("yellow block", position=(0.2, 0.1, 0.0125))
+    assert tracker.update([red]).added == ("red block",)  # the first frame as it is
+    for frames in ([red, glint], [red, glint], [red], [red, glint]):  # seen 2, then 1
+        assert not tracker.update(frames).changed
+    assert not tracker.update([red, glint]).changed  # 2 in a row
+    assert tracker.update([red, glint]).added == ("yellow block",)  # 3 in a row
+    with pytest.raises(ConfigError, match="confirm must be an integer >= 1"):
+        ObjectTracker(0, confirm=0)

@@ -34,6 +34,7 @@ LEVELS = ("off", "mild", "hard")
 VISIBLE_PX = 20  # an object with fewer unhidden pixels is not expected to be found
 FRAME_PERIOD = 0.1  # s of simulated time between perceived frames while the arm moves
 PICTURES = 3  # layouts per level drawn as PNG
+CONFIRM = 3  # frames a new name must be seen in (the perception node's default)
 
 
 def say(text: str) -> None:
@@ -66,7 +67,7 @@ class LevelRun:
     def perception(self):
         from lang2policy.perception.pipeline import CameraPerception
 
-        perception = CameraPerception(self.robot, self.pose, max_missed=3)
+        perception = CameraPerception(self.robot, self.pose, max_missed=3, confirm=CONFIRM)
         perception.set_intrinsics(self.intrinsics)
         return perception
 

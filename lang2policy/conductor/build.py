@@ -40,6 +40,8 @@ class ConductorSettings:
     memory_scope: str = "objects"  # objects | run (corrections.memory.RECALL_SCOPES)
     grounding: GroundingSettings = field(default_factory=GroundingSettings)  # code plans
     skill: SkillSettings = field(default_factory=SkillSettings)  # skill plans (with a VLA)
+    # A sandbox child started ahead for each program (the graph's planner: first motion sooner)
+    spare_child: bool = False
 
 
 def build_plan_loop(
@@ -47,6 +49,7 @@ def build_plan_loop(
     llm: str,
     grounding: GroundingSettings | None = None,
     vla: bool = False,
+    spare_child: bool = False,
 ) -> PlanLoop:
     """Code-as-Policies planning over ``backend``: the LLM client, the default privilege
     policy of the backend's robot, the sandbox runner, grounded as ``grounding`` says; with
@@ -57,8 +60,10 @@ def build_plan_loop(
     grounding = grounding or GroundingSettings()
     policy = default_policy(backend.description, known_skills=SKILLS)
     planner = CodeAsPoliciesPlanner(make_client(llm), grounding=grounding, vla=vla)
-    runner = SandboxRunner(backend, policy)
-    return PlanLoop(planner, runner, backend, grounding=grounding, spare_child=SpareChild())
+    spare = SpareChild() if spare_child else None
+    return PlanLoop(
+        planner, SandboxRunner(backend, policy), backend, grounding=grounding, spare_child=spare
+    )
 
 
 def build_conductor(
@@ -74,7 +79,9 @@ def build_conductor(
     the code plans' privilege policy; with a ``zone_port`` (a safety node in the graph) each
     plan's keep-out zones go there."""
     vla = skill_port is not None or code.backend.vla is not None
-    planning = build_plan_loop(code.backend, settings.llm, settings.grounding, vla)
+    planning = build_plan_loop(
+        code.backend, settings.llm, settings.grounding, vla, settings.spare_child
+    )
     skills = None
     if skill_port is not None:
         skills = SkillRoute(skill_port, planning.runner.policy, settings.skill)

@@ -28,6 +28,10 @@ JOINT_STATES = Endpoint("/joint_states", "sensor_msgs/msg/JointState")
 TRAJECTORY = Endpoint("/arm_controller/joint_trajectory", "trajectory_msgs/msg/JointTrajectory")
 SIM_OBJECTS = Endpoint("/sim/objects", "visualization_msgs/msg/MarkerArray")  # ground truth
 CLOCK = Endpoint("/clock", "rosgraph_msgs/msg/Clock")
+# The sim time from which the sim node's table shows its latest scene (its start, then each
+# reset): camera perception forgets what it kept hidden, and drops images stamped before it,
+# when the simulator puts a new scene on the table (a real table never jumps).
+SIM_SCENE = Endpoint("/sim/scene", "builtin_interfaces/msg/Time")
 # The joint-map bridge's side when a ros2_control arm's names differ from the model's.
 BRIDGED_JOINT_STATES = Endpoint("/lang2policy/joint_states", "sensor_msgs/msg/JointState")
 BRIDGED_TRAJECTORY = Endpoint("/lang2policy/arm_trajectory", "trajectory_msgs/msg/JointTrajectory")
@@ -56,6 +60,7 @@ TOPICS: tuple[Endpoint, ...] = (
     JOINT_STATES,
     TRAJECTORY,
     SIM_OBJECTS,
+    SIM_SCENE,
     CLOCK,
     BRIDGED_JOINT_STATES,
     BRIDGED_TRAJECTORY,
@@ -71,7 +76,7 @@ TOPICS: tuple[Endpoint, ...] = (
 )
 # Topics whose publisher keeps its last message for late joiners (QoS reliable, transient
 # local, depth 1; ``ros.qos.LATCHED``): a safety node started after the plan still gets its zones.
-LATCHED_TOPICS: tuple[Endpoint, ...] = (PLAN_ZONES,)
+LATCHED_TOPICS: tuple[Endpoint, ...] = (PLAN_ZONES, SIM_SCENE)
 SERVICES: tuple[Endpoint, ...] = (STOP, RESUME, RESET, MEMORY, FORGET)
 TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 

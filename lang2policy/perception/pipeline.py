@@ -23,6 +23,8 @@ from lang2policy.perception.scene import geometry_for_robot, scene_palette
 from lang2policy.perception.tracker import ObjectTracker, Update
 
 _JOINT_HISTORY = 100  # joint states kept: 2 s at 50 Hz
+HIDDEN_SHARE = 0.5  # of an object's outline behind the robot (or off the image): kept unseen
+_RING_POINTS = 16  # points of the outline checked
 
 
 class CameraPerception:
@@ -42,13 +44,14 @@ class CameraPerception:
         dilate_px: int = 3,
         max_missed: int = 0,
         settings: DetectorSettings | None = None,
+        confirm: int = 1,
     ) -> None:
         self.pose = pose
         self.palette = palette or scene_palette(robot)
         self.geometry = geometry or geometry_for_robot(robot)
         self.settings = settings
         self.mask = RobotMask(robot, dilate_px) if robot_mask else None
-        self.tracker = ObjectTracker(max_missed)
+        self.tracker = ObjectTracker(max_missed, confirm)
         self.detector: Detector | None = None
         self._joints: deque[tuple[float, dict[str, float]]] = deque(maxlen=_JOINT_HISTORY)
         self.seconds = 0.0  # processing time of the last frame
@@ -90,10 +93,40 @@ class CameraPerception:
         if self.mask is not None:
             self.mask.pose(self._joints_at(stamp))
             ignore = self.mask.mask(self.detector.camera)
-        detections = self.detector.detect(rgb, ignore)
-        update = self.tracker.update(detections)
+        detections = self._without_pieces_of_kept_bowls(self.detector.detect(rgb, ignore))
+        update = self.tracker.update(detections, lambda obj: self._hidden(obj, ignore))
         self.seconds = time.perf_counter() - start
         return update
+
+    def _without_pieces_of_kept_bowls(self, found: list[PerceivedObject]) -> list[PerceivedObject]:
+        """``found`` less the blocks that are pieces of a bowl the arm hides: a new block of a
+        kept bowl's colour within its rim (the detector's own rule, for a bowl it cannot fit
+        this frame because the gripper cuts it apart)."""
+        names = {obj.name for obj in found}
+        kept = [
+            obj for obj in self.tracker.objects if obj.kind == "bowl" and obj.name not in names
+        ]
+        return [obj for obj in found if not _piece_of(obj, kept, self.tracker.objects)]
+
+    def _hidden(self, obj: PerceivedObject, ignore: np.ndarray | None) -> bool:
+        """Whether this frame cannot show ``obj`` where it was last seen: at least
+        ``HIDDEN_SHARE`` of its outline (a ring at its size around its centre) falls on the
+        robot's pixels or off the image. Such an object is kept, not missed."""
+        ring = np.linspace(0.0, 2 * np.pi, _RING_POINTS, endpoint=False)
+        radius = max(float(obj.size), 1e-3)
+        x, y, z = obj.position
+        points = np.column_stack(
+            [x + radius * np.cos(ring), y + radius * np.sin(ring), np.full(_RING_POINTS, z)]
+        )
+        camera = self.detector.camera
+        pixels = np.rint(camera.project(np.vstack([[x, y, z], points]))).astype(int)
+        height, width = camera.intrinsics.height, camera.intrinsics.width
+        inside = (pixels[:, 0] >= 0) & (pixels[:, 0] < width) & (pixels[:, 1] >= 0)
+        inside &= pixels[:, 1] < height
+        covered = ~inside
+        if ignore is not None:
+            covered[inside] = ignore[pixels[inside, 1], pixels[inside, 0]]
+        return bool(covered.mean() >= HIDDEN_SHARE)
 
     def _joints_at(self, stamp: float | None) -> dict[str, float]:
         if stamp is None:
@@ -111,3 +144,17 @@ def _same(a: Intrinsics, b: Intrinsics) -> bool:
         b.height,
         b.distortion,
     ) and np.array_equal(a.k, b.k)
+
+
+def _piece_of(obj: PerceivedObject, bowls: list[PerceivedObject], known) -> bool:
+    """A block not yet in the set, of the colour of one of ``bowls`` and within its rim."""
+    if obj.kind != "block" or any(o.name == obj.name for o in known):
+        return False
+    colour = obj.name.split(" ")[0]
+    return any(
+        bowl.name.split(" ")[0] == colour
+        and np.hypot(obj.position[0] - bowl.position[0], obj.position[1] - bowl.position[1])
+        < bowl.size
+        for bowl in bowls
+    )
+

@@ -43,6 +43,7 @@ from lang2policy.planning.result import InstructionResult
 from lang2policy.planning.sequence import run_steps
 from lang2policy.planning.steps import split_steps
 from lang2policy.sandbox.outcome import PlanOutcome
+from lang2policy.sandbox.process import ChildProcess
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.sandbox.spare_child import SpareChild
 from lang2policy.skills.backend import SkillBackend
@@ -84,9 +85,9 @@ class PlanLoop:
         self.on_event: Event = lambda _state, _detail: None  # the plan before it runs; said
         # With a spare: the next program's sandbox child (on the copy or the arm) starts ahead
         self.spare_child = spare_child
+        start_child = ChildProcess if spare_child is None else spare_child.take
         if spare_child is not None:
-            runner.start_child = spare_child.take
-        start_child = runner.start_child
+            runner.start_child = start_child
         self._dry_run = (
             DryRun(runner.policy, runner.limits, start_child) if self.grounding.dry_run else None
         )

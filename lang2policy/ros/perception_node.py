@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from builtin_interfaces.msg import Time as TimeMsg
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
@@ -29,7 +30,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from lang2policy.errors import ConfigError
-from lang2policy.graph.topics import JOINT_STATES, OBJECTS, SIM_OBJECTS
+from lang2policy.graph.topics import JOINT_STATES, OBJECTS, SIM_OBJECTS, SIM_SCENE
 from lang2policy.perception import (
     CameraPerception,
     ObjectTracker,
@@ -47,6 +48,7 @@ from lang2policy.perception import (
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.qos import LATCHED
 
 SOURCES = ("ground_truth", "camera")
 _KINDS = {Marker.CUBE: "block", Marker.CYLINDER: "bowl"}
@@ -113,6 +115,9 @@ class PerceptionNode(ReadOnlyParameters):
         max_missed = self._number(
             "max_missed", 3, "images an unseen object is kept before it is dropped", True, True
         )
+        confirm = self._number(
+            "confirm_frames", 3, "images a new object must be seen in, in a row", False, True
+        )
         table_z = self._finite("table_z", 0.0, "world z of the table top (m)")
         if pose_source == "sim":
             pose = sim_camera_pose(self.robot, self.camera_name)
@@ -127,6 +132,7 @@ class PerceptionNode(ReadOnlyParameters):
             robot_mask=bool(use_mask),
             dilate_px=int(dilate),
             max_missed=int(max_missed),
+            confirm=int(confirm),
         )
         self.tracker = self.camera.tracker
         self.pose_source = pose_source
@@ -136,6 +142,18 @@ class PerceptionNode(ReadOnlyParameters):
         self.create_subscription(CameraInfo, info_topic, self._on_info, _LATEST)
         if use_mask:
             self.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 10)
+        self._scene_since = -1.0  # images stamped before this show a scene the sim replaced
+        self.create_subscription(TimeMsg, SIM_SCENE.name, self._on_scene, LATCHED)
+
+    def _on_scene(self, msg: TimeMsg) -> None:
+        """A simulator's new scene from sim time ``msg`` on: forget the objects kept while
+        hidden (they were teleported away; a real table never jumps, and on a robot nothing
+        publishes this) and drop the images taken before it."""
+        since = convert.to_seconds(msg)
+        if since > self._scene_since >= 0.0:
+            self.tracker.clear()
+            self.get_logger().info(f"new scene from {since:.2f} s: the table was reset")
+        self._scene_since = max(self._scene_since, since)
 
     def _on_info(self, msg: CameraInfo) -> None:
         try:
@@ -161,8 +179,10 @@ class PerceptionNode(ReadOnlyParameters):
             self._warn_once(missing, f"camera '{self.camera_name}': waiting for {missing}")
             return
         try:
-            rgb = decode_image(msg.data, msg.width, msg.height, msg.step, msg.encoding)
             stamp = convert.to_seconds(msg.header.stamp)
+            if stamp < self._scene_since:
+                return  # taken before the simulator's reset
+            rgb = decode_image(msg.data, msg.width, msg.height, msg.step, msg.encoding)
             update = self.camera.process(rgb, stamp)
         except ConfigError as exc:
             self._error(f"skipped an image of camera '{self.camera_name}': {exc}")

@@ -153,6 +153,7 @@ class PlannerNode(ReadOnlyParameters):
                 "memory_scope", "objects", "objects | run: which remembered corrections recall"
             ),
             skill=self._skill_settings(),
+            spare_child=True,  # a sandbox child started ahead: the arm moves sooner
         )
 
     def _vla_on(self) -> bool:

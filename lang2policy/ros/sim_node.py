@@ -41,6 +41,7 @@ import copy
 import json
 
 import numpy as np
+from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.clock import Clock, ClockType
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
@@ -50,11 +51,12 @@ from visualization_msgs.msg import MarkerArray
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower, robot_braking
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
-from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, TRAJECTORY
+from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, SIM_SCENE, TRAJECTORY
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters, command_deadline
+from lang2policy.ros.qos import LATCHED
 from lang2policy.ros.sim_cameras import SimCameras
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.world import World
@@ -119,6 +121,8 @@ class SimNode(ReadOnlyParameters):
         self._objects_pub = self.create_publisher(MarkerArray, objects_topic, 10)
         self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
+        self._scene_pub = self.create_publisher(TimeMsg, SIM_SCENE.name, LATCHED)
+        self._scene_pub.publish(convert.time_msg(self.now()))
         self._camera = None
         if self.camera_rate > 0 and cameras:
             self._camera = SimCameras(self, cameras, width, height)
@@ -290,6 +294,7 @@ class SimNode(ReadOnlyParameters):
         self.robot.forget_last_command()
         self._sent_target = None  # the reset scene's actuators need the target again
         self.follower.hold(self._position())
+        self._scene_pub.publish(convert.time_msg(before))  # sim time goes on from ``before``
         response.success = True
         response.message = json.dumps({"seed": seed, "objects": self.objects, "sim_time": before})
         self.get_logger().info(f"reset with seed {seed}: objects {self.objects}")
