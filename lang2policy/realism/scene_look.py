@@ -2,11 +2,12 @@
 
 ``SceneLook.draw(profile, seed, world)`` draws every visual value of ``profile`` (light,
 shades, table tint, distractor places, camera errors, image effects) from one seed, so an
-episode looks the same whenever it is replayed. ``apply(world)`` sets it on the world's model
-from the values the model was built with (``Nominal``): applying the looks of two episodes one
-after the other gives the second look, not a mix. Cameras are moved off their calibration
-(``cam_pos``, ``cam_quat``, ``cam_fovy``) while what a calibration knows stays the nominal pose
-(``perception.scene.sim_camera_pose``, the ``Nominal`` field of view for ``camera_info``).
+episode looks the same whenever it is replayed. ``apply_model(world)`` sets it on the world's
+model from the values the model was built with (``Nominal``): applying the looks of two
+episodes one after the other gives the second look, not a mix. Cameras are moved off their
+calibration (``cam_pos``, ``cam_quat``, ``cam_fovy``) while what a calibration knows stays the
+nominal pose (``perception.scene.sim_camera_pose``, the ``Nominal`` field of view for
+``camera_info``).
 
 The table's grain and the distractors are model elements added when the scene is built
 (``add_realism_elements``): a speckled texture on the table top, and visual-only bodies (no
@@ -61,7 +62,7 @@ def add_realism_elements(spec: mujoco.MjSpec, profile: RealismProfile) -> None:
 
 @dataclass
 class Nominal:
-    """The model's values before any look: what every ``apply`` starts from."""
+    """The model's values before any look: what every ``apply_model`` starts from."""
 
     light_diffuse: np.ndarray
     light_dir: np.ndarray
@@ -147,17 +148,10 @@ class SceneLook:
             image=ImageEffects(float(rng.uniform(*cam.exposure)), cam.blur_px, cam.noise),
         )
 
-    def apply(self, world) -> None:
-        """Set this look on a world already reset (the model, then the distractors' places).
-        MuJoCo computes the world body's cameras and lights at ``mj_resetData`` (with island
-        sleeping they are not recomputed after), so ``World.reset`` sets the model first."""
-        self.apply_model(world)
-        mujoco.mj_resetData(world.model, world.data)
-        self.place_distractors(world)
-        mujoco.mj_forward(world.model, world.data)
-
     def apply_model(self, world) -> None:
-        """Set this look on ``world.model``, from ``world.nominal``."""
+        """Set this look on ``world.model``, from ``world.nominal``. Call it before
+        ``mj_resetData`` (``World.reset`` does): MuJoCo computes the world body's cameras and
+        lights there and, with island sleeping, not again; then ``place_distractors``."""
         model, nominal = world.model, world.nominal
         model.light_diffuse[:] = np.clip(
             nominal.light_diffuse * self.light_scale[:, None] * self.light_rgb, 0, 1
