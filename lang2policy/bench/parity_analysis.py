@@ -37,6 +37,7 @@ CONTRACT: dict[str, tuple[str, str]] = {
 SIM_ONLY_BY_DESIGN: dict[str, str] = {
     topics.CLOCK.name: "sim time; the driver stamps with the wall clock",
     "/camera/": "rendered cameras; a real arm has USB cameras (own node)",
+    topics.SIM_SCENE.name: "the simulator's table resets; a real table never jumps",
 }
 
 

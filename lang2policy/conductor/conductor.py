@@ -315,6 +315,9 @@ class Conductor:
 
     def close(self) -> None:
         self.reward.executor.close()
+        spare = getattr(self.planning, "spare_child", None)
+        if spare is not None:  # the child started ahead dies with its planner
+            spare.close()
 
 
 def _verdict_detail(result: InstructionResult) -> dict[str, Any]:
