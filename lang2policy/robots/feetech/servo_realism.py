@@ -33,8 +33,9 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, fields
+
+from lang2policy.realism.profile import ServoRealism
 
 SNAP_TICKS = 0.01  # the lag's reference this close to its goal is at the goal
 SLIP_OPEN_TICKS = 60.0  # a slip eases the jaw open by this (about 5 degrees, 5 mm at the tips)
@@ -45,31 +46,9 @@ GRASP_TICKS = 20.0  # short of the goal by more than this: blocked (by an object
 STALL_SPEED = 30.0  # ticks/s: slower than this is standing still
 
 
-class ServoImperfections(Protocol):
-    """What ``ServoRealism`` (``lang2policy.realism.profile``) holds; see the module doc."""
-
-    @property
-    def deadband_ticks(self) -> float: ...
-    @property
-    def backlash_ticks(self) -> float: ...
-    @property
-    def response_s(self) -> float: ...
-    @property
-    def latency_s(self) -> float: ...
-    @property
-    def read_noise_ticks(self) -> float: ...
-    @property
-    def gripper_slip(self) -> float: ...
-
-
-SERVO_FIELDS = (
-    "deadband_ticks",
-    "backlash_ticks",
-    "response_s",
-    "latency_s",
-    "read_noise_ticks",
-    "gripper_slip",
-)
+# The profile's servo section (``lang2policy.realism.profile.ServoRealism``), by its own name.
+ServoImperfections = ServoRealism
+SERVO_FIELDS = tuple(f.name for f in fields(ServoRealism))
 
 
 def check_realism(realism: ServoImperfections) -> None:
