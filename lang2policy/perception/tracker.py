@@ -64,8 +64,10 @@ class ObjectTracker:
         dropped = self._miss(set(self._objects) - set(seen), hidden)
         added = []
         for name, obj in sorted(seen.items()):
-            if name in self._objects or self._confirmed(name):
-                added += [] if name in self._objects else [name]
+            known = name in self._objects
+            if known or self._confirmed(name):
+                if not known:
+                    added.append(name)
                 self._objects[name], self._missed[name] = obj, 0
         for name in set(self._pending) - set(seen):
             del self._pending[name]  # a new name must be seen in consecutive frames
