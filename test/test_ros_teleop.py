@@ -45,6 +45,7 @@ class Probe:
         self.statuses: list[dict] = []
         self.commands: list[JointTrajectory] = []
         self.position: dict[str, float] = {}
+        self.sim_time = 0.0  # the latest joint state's stamp, in seconds of the sim's clock
         self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
         self.node.create_subscription(
             JointTrajectory, topics.JOINT_COMMAND.name, self._on_command, 50
@@ -64,6 +65,7 @@ class Probe:
     def _on_state(self, msg: JointState) -> None:
         with self.lock:
             self.position = dict(zip(msg.name, msg.position, strict=True))
+            self.sim_time = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
     def state(self, name: str, timeout: float = 20.0) -> dict:
         def find():
@@ -154,6 +156,7 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
 
     type_keys(teleop, b" ")  # start an episode
     assert probe.state("received")["instruction"] == TASK
+    episode_start = probe.sim_time
     type_keys(teleop, b"rrrww")  # up 6 cm, forward 4 cm (20 mm steps)
     type_keys(teleop, b"c")  # close the gripper
     # The arm follows at the safety node's speed in sim time, slower than wall time on a
@@ -163,6 +166,9 @@ def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
     assert delta[2] == pytest.approx(0.06, abs=0.02), delta
     assert delta[0] == pytest.approx(0.04, abs=0.02), delta
     assert moved[5] < start[5] - 0.2  # the gripper closed
+    # Frames are cut on the robot's clock: keep the episode open for 3 s of it, however fast
+    # the arm arrived and however far the sim lags wall time.
+    wait_for(lambda: probe.sim_time >= episode_start + 3.0, 30.0, "3 s of sim time")
     type_keys(teleop, b" ")  # stop: kept
     assert probe.state("done")["instruction"] == TASK
 
