@@ -6,8 +6,9 @@ profile; over ``--layouts`` seeded layouts, the fixed camera's frame of the layo
 (with the level's sensor effects) goes through ``CameraPerception`` exactly as the perception
 node runs it: the calibrated camera pose and intrinsics are the nominal ones, while the world
 renders from where the drawn error put the camera. Per object kind and colour: detection
-rate (of the objects the camera can see: at least ``VISIBLE_PX`` pixels not hidden by the
-arm), phantom objects (names not on the table), position error (mean, p90, cm) and yaw error
+rate (of the objects the camera can see: at least ``VISIBLE_PX`` of their pixels in view and
+outside the arm's outline, the convex hull of each visible part of the arm drawn from where the
+camera truly is; an object seen only through a gap between the jaws is not expected), phantom objects (names not on the table), position error (mean, p90, cm) and yaw error
 of blocks. Then ``--moving`` episodes of a scripted pick-and-place per level, perceived every
 0.1 s of simulated time while the arm moves through the view: the same figures per frame, and
 how often the published object set changed while the table's did not. Frames per second and
@@ -20,6 +21,7 @@ the detected place) and the true pose (red cross) drawn, as PNG; the moving epis
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,7 @@ class LevelRun:
     def __init__(self, robot: str, level: str, camera: str, size: int) -> None:
         from lang2policy.perception.camera import PinholeCamera
         from lang2policy.perception.camera_pose import sim_camera_pose
+        from lang2policy.perception.robot_mask import RobotMask
         from lang2policy.perception.scene import sim_intrinsics
         from lang2policy.realism import load_realism
         from lang2policy.session.sim import SimSession
@@ -59,6 +62,7 @@ class LevelRun:
         self.pose = sim_camera_pose(robot, camera)
         self.calibrated = PinholeCamera(self.intrinsics, self.pose)
         self._renderer = _renderers(self.world.model, size)
+        self._outline = RobotMask(robot, dilate_px=0)
 
     def close(self) -> None:
         for renderer in self._renderer:
@@ -83,7 +87,25 @@ class LevelRun:
             rgb = apply_image_effects(rgb, self.world.look.image, rng)
         segment.update_scene(self.world.data, camera=self.camera)
         geoms = segment.render()[..., 0]
+        self._outline.pose(self.joints())
+        geoms[self._outline.mask(self.true_camera())] = -1
         return rgb, _visible_pixels(self.world, geoms)
+
+    def true_camera(self):
+        """The camera where the realism profile's error put it, with its true focal length."""
+        from lang2policy.perception.camera import CameraPose, PinholeCamera
+        from lang2policy.perception.camera_pose import MUJOCO_TO_OPTICAL
+        from lang2policy.perception.scene import sim_intrinsics
+
+        cam = self.world.model.camera(self.camera)
+        data = self.world.data
+        rotation = data.cam_xmat[cam.id].reshape(3, 3) @ MUJOCO_TO_OPTICAL
+        nominal = sim_intrinsics(self.robot, self.camera, self.size, self.size)
+        focal = 0.5 * self.size / math.tan(math.radians(float(cam.fovy[0])) / 2)
+        k = nominal.k.copy()
+        k[0, 0] = k[1, 1] = focal
+        intrinsics = type(nominal)(k, nominal.width, nominal.height)
+        return PinholeCamera(intrinsics, CameraPose(data.cam_xpos[cam.id].copy(), rotation))
 
     def joints(self) -> dict[str, float]:
         positions = [*self.world.arm_qpos(), self.world.gripper_opening()]

@@ -28,7 +28,7 @@ from lang2policy.paths import share_dir
 from lang2policy.perception.camera import CameraPose
 
 # MuJoCo cameras look along -z with y up; the optical frame looks along +z with y down.
-_MUJOCO_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])
+MUJOCO_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])
 _POSE_KEYS = {"camera", "position", "quat"}
 
 
@@ -48,7 +48,7 @@ def sim_camera_pose(robot: str, camera: str) -> CameraPose:
         )
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
-    rotation = data.cam_xmat[cam.id].reshape(3, 3) @ _MUJOCO_TO_OPTICAL
+    rotation = data.cam_xmat[cam.id].reshape(3, 3) @ MUJOCO_TO_OPTICAL
     return CameraPose(data.cam_xpos[cam.id].copy(), rotation)
 
 

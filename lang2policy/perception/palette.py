@@ -9,7 +9,8 @@ within the tolerance, measured as chroma (saturation x hue on the colour wheel, 
 hue) and log brightness. Colours of one hue (orange, brown) have overlapping tracks: single
 pixels may go either way, and ``segmentation`` decides per blob. Distractors are colours in
 view that are no object (the robot's paint, the table): they claim their pixels so that no
-object colour does.
+object colour does. ``table`` is the table's own colour, the reference the detector's white
+balance (``white_balance``) takes the light's colour out against.
 
 Classifying is one lookup per pixel in a table over (hue, saturation, value): hue in OpenCV's
 full 8-bit range (1.4 degrees a step, as a dark pixel's own rounding allows), saturation and
@@ -66,7 +67,7 @@ class Tolerances:
 
     shading: tuple[float, float] = (0.2, 1.4)  # k: from deep shadow to over-exposed
     highlight: float = 0.12  # w: white added by specular highlights, at most
-    chroma: float = 0.09  # distance on the colour wheel (saturation 1 = radius 1)
+    chroma: float = 0.12  # distance on the colour wheel (saturation 1 = radius 1)
     log_value: float = 0.35  # brightness ratio, as a natural log
     min_value: float = 0.12  # darker pixels (shadows, black parts) are never classified
 
@@ -74,7 +75,12 @@ class Tolerances:
 class Palette:
     """Classifies every pixel of an RGB image into an index of ``colors`` or ``UNKNOWN``."""
 
-    def __init__(self, colors: Sequence[ColorClass], tolerances: Tolerances | None = None):
+    def __init__(
+        self,
+        colors: Sequence[ColorClass],
+        tolerances: Tolerances | None = None,
+        table: Sequence[float] | None = None,
+    ):
         names = [c.name for c in colors if c.name]
         if not names:
             raise ConfigError("a palette needs at least one named (object) colour")
@@ -82,6 +88,7 @@ class Palette:
             raise ConfigError(f"palette colour names must be unique, got {names}")
         self.colors = list(colors)
         self.tolerances = tolerances or Tolerances()
+        self.table = None if table is None else ColorClass("table", tuple(table)).rgb
         self._lut = np.full((256, 1 << _SV_BITS, 1 << _SV_BITS), _PENDING, np.int8)
         self._samples, self._owner = self._track_features()
 
@@ -170,24 +177,30 @@ def palette_from_colors(
     colors: Mapping[str, Sequence[float]],
     distractors: Sequence[Sequence[float]] = (),
     tolerances: Tolerances | None = None,
+    table: Sequence[float] | None = None,
 ) -> Palette:
-    """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours."""
+    """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours and the
+    table's colour (the white balance's reference; None: no white balance)."""
     classes = [ColorClass(name, tuple(float(c) for c in rgb)) for name, rgb in colors.items()]
     classes += [ColorClass("", tuple(float(c) for c in rgb)) for rgb in distractors]
-    return Palette(classes, tolerances)
+    rgb = None if table is None else tuple(float(c) for c in table)
+    return Palette(classes, tolerances, rgb)
 
 
 def load_palette(path: str | Path) -> Palette:
-    """A palette from YAML: ``colors: {red: [r, g, b], ...}`` (0..1) and optional
-    ``distractors: [[r, g, b], ...]`` (colours in view that are no object, like the robot's)."""
+    """A palette from YAML: ``colors: {red: [r, g, b], ...}`` (0..1), optional
+    ``distractors: [[r, g, b], ...]`` (colours in view that are no object, like the robot's)
+    and optional ``table: [r, g, b]`` (the table's colour, for white balance)."""
     data = read_yaml(Path(path))
-    unknown = sorted(set(data) - {"colors", "distractors"})
+    unknown = sorted(set(data) - {"colors", "distractors", "table"})
     if unknown or not isinstance(data.get("colors"), dict):
         raise ConfigError(
-            f"{path}: a palette file has a 'colors' mapping (name: [r, g, b] in 0..1) and an "
-            f"optional 'distractors' list; unknown keys: {unknown}"
+            f"{path}: a palette file has a 'colors' mapping (name: [r, g, b] in 0..1), an "
+            f"optional 'distractors' list and an optional 'table' colour; unknown keys: {unknown}"
         )
     try:
-        return palette_from_colors(data["colors"], data.get("distractors") or ())
+        return palette_from_colors(
+            data["colors"], data.get("distractors") or (), table=data.get("table")
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc

@@ -17,6 +17,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 from lang2policy.perception.camera import PinholeCamera
 
+_VISIBLE_GROUPS = 3  # MuJoCo draws geom groups 0..2; 3 holds collision geoms no camera sees
 _DIRECTIONS = 96  # extreme points kept per geom: enough for a hull within a pixel or two
 
 
@@ -41,6 +42,7 @@ class RobotMask:
             g
             for g in range(self.model.ngeom)
             if self.model.body_rootid[self.model.geom_bodyid[g]] == root
+            and self.model.geom_group[g] < _VISIBLE_GROUPS
         ]
         self._points = {g: _extreme_points(self.model, g) for g in self._geoms}
 

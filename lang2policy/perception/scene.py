@@ -90,4 +90,11 @@ def scene_palette(robot: str, tolerances: Tolerances | None = None) -> Palette:
             for i in range(len(objects.colors))
         )
     ]
-    return palette_from_colors(COLORS, distractors, tolerances)
+    return palette_from_colors(COLORS, distractors, tolerances, scene_table_color(robot))
+
+
+def scene_table_color(robot: str) -> tuple[float, float, float]:
+    """The rgb (0..1) of the table top's material in ``robot``'s scene."""
+    model = scene_model(robot)
+    rgba = model.mat_rgba[model.material("table_mat").id]
+    return tuple(round(float(c), 3) for c in rgba[:3])
