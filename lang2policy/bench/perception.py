@@ -5,14 +5,22 @@ For each level of ``--realism`` (``off,mild,hard`` by default) a world is built 
 profile; over ``--layouts`` seeded layouts, the fixed camera's frame of the layout at rest
 (with the level's sensor effects) goes through ``CameraPerception`` exactly as the perception
 node runs it: the calibrated camera pose and intrinsics are the nominal ones, while the world
-renders from where the drawn error put the camera. Per object kind and colour: detection
-rate (of the objects the camera can see: at least ``VISIBLE_PX`` of their pixels in view and
-outside the arm's outline, the convex hull of each visible part of the arm drawn from where the
-camera truly is; an object seen only through a gap between the jaws is not expected), phantom objects (names not on the table), position error (mean, p90, cm) and yaw error
-of blocks. Then ``--moving`` episodes of a scripted pick-and-place per level, perceived every
-0.1 s of simulated time while the arm moves through the view: the same figures per frame, and
-how often the published object set changed while the table's did not. Frames per second and
-CPU seconds per frame are measured around ``CameraPerception.process``.
+renders from where the drawn error put the camera. Per object kind and colour: detection rate
+(of the objects the camera can see: at least ``VISIBLE_PX`` of their pixels in view and outside
+the arm's outline, the convex hull of each visible part of the arm drawn from where the camera
+truly is, and at least ``VISIBLE_SHARE`` of what it would show without the arm: an object the
+arm mostly hides is kept by the tracker once seen, not found anew), phantom objects (names not
+on the table), position error (mean, p90, cm) and yaw error of blocks. Then ``--moving``
+episodes of a scripted pick-and-place per level, perceived every 0.1 s of simulated time while
+the arm moves through the view: the same figures per frame, and how often the published object
+set changed while the table's did not. Frames per second and CPU seconds per frame are measured
+around ``CameraPerception.process``.
+
+Colours are calibrated as a user would (``perception.color_calibration``, ``lang2policy
+calibrate colors``): a rig, one user's objects and table (their shades and tint drawn once), is
+shared by ``RIG_LAYOUTS`` layouts, and its palette is fitted from frames of all its colours as
+blocks and as bowls, each frame under its own light; the measured layouts are lit differently
+again. The light changes with every layout and the white balance has to follow it.
 
 Pictures (``--out``): per level, the first layouts' frames with each detection (green: name at
 the detected place) and the true pose (red cross) drawn, as PNG; the moving episode as MP4.
@@ -34,9 +42,16 @@ from lang2policy.errors import ConfigError
 
 LEVELS = ("off", "mild", "hard")
 VISIBLE_PX = 20  # an object with fewer unhidden pixels is not expected to be found
+VISIBLE_SHARE = 0.5  # nor one the arm hides more of than this (the tracker keeps those)
+ARM_GROUP = 2  # the geom group of the robot's visible parts
 FRAME_PERIOD = 0.1  # s of simulated time between perceived frames while the arm moves
 PICTURES = 3  # layouts per level drawn as PNG
 CONFIRM = 3  # frames a new name must be seen in (the perception node's default)
+RIG_LAYOUTS = 10  # layouts per rig: one user's objects and table, calibrated once
+CALIBRATION_FRAMES = {"block": 2, "bowl": 4}  # frames of the colour calibration per kind
+CALIBRATION_SEED = 900_000  # calibration layouts: seeds apart from the measured layouts
+CALIBRATION_TRIES = 20  # layouts tried for a calibration frame that shows every block clearly
+CALIBRATION_PX = 80  # pixels each block shows outside the arm's outline in a calibration frame
 
 
 def say(text: str) -> None:
@@ -63,17 +78,46 @@ class LevelRun:
         self.calibrated = PinholeCamera(self.intrinsics, self.pose)
         self._renderer = _renderers(self.world.model, size)
         self._outline = RobotMask(robot, dilate_px=0)
+        self._mask = RobotMask(robot)  # as the perception node masks the calibration frames
+        self._palettes: dict = {}
+        self._no_arm = _without_group(ARM_GROUP)
 
     def close(self) -> None:
         for renderer in self._renderer:
             renderer.close()
 
-    def perception(self):
+    def perception(self, seed: int):
+        """The perception under test for layout ``seed``: with the palette its rig's colour
+        calibration fitted. Call it before ``session.reset(seed)`` (calibrating resets)."""
         from lang2policy.perception.pipeline import CameraPerception
 
-        perception = CameraPerception(self.robot, self.pose, max_missed=3, confirm=CONFIRM)
+        palette = self.palette(seed // RIG_LAYOUTS)
+        perception = CameraPerception(
+            self.robot, self.pose, palette=palette, max_missed=3, confirm=CONFIRM
+        )
         perception.set_intrinsics(self.intrinsics)
         return perception
+
+    def palette(self, rig: int):
+        """The palette ``calibrate colors`` fits for ``rig`` (one user's objects and table):
+        all ten colours as blocks, then as bowls (``CALIBRATION_FRAMES``), each frame under its
+        own light."""
+        from lang2policy.perception.color_calibration import fit_palette
+        from lang2policy.perception.scene import scene_palette
+        from lang2policy.scene.objects import COLORS
+
+        if rig not in self._palettes:
+            self.world.rig = rig
+            colors, frames = sorted(COLORS), []
+            for kind, count in CALIBRATION_FRAMES.items():
+                for index in range(count):
+                    chosen = colors[index::count]
+                    number = sum(CALIBRATION_FRAMES.values()) * rig + len(frames)
+                    frames.append(self._calibration_frame(number, chosen, kind))
+            fit = fit_palette(frames, scene_palette(self.robot))
+            self._palettes[rig] = fit.palette
+            say(f"{self.level}: rig {rig} colours calibrated (not found: {fit.missed or 'none'})")
+        return self._palettes[rig]
 
     def frame(self, seed: int, index: int) -> tuple[np.ndarray, dict[str, int]]:
         """(the camera's frame as the sensor records it, unhidden pixels per object)."""
@@ -85,11 +129,14 @@ class LevelRun:
         if self.world.look is not None:
             rng = np.random.default_rng([seed, index, 7])
             rgb = apply_image_effects(rgb, self.world.look.image, rng)
+        segment.update_scene(self.world.data, camera=self.camera, scene_option=self._no_arm)
+        whole = _visible_pixels(self.world, segment.render()[..., 0])
         segment.update_scene(self.world.data, camera=self.camera)
         geoms = segment.render()[..., 0]
         self._outline.pose(self.joints())
         geoms[self._outline.mask(self.true_camera())] = -1
-        return rgb, _visible_pixels(self.world, geoms)
+        shown = _visible_pixels(self.world, geoms)
+        return rgb, {n: c if c >= VISIBLE_SHARE * whole[n] else 0 for n, c in shown.items()}
 
     def true_camera(self):
         """The camera where the realism profile's error put it, with its true focal length."""
@@ -107,6 +154,20 @@ class LevelRun:
         intrinsics = type(nominal)(k, nominal.width, nominal.height)
         return PinholeCamera(intrinsics, CameraPose(data.cam_xpos[cam.id].copy(), rotation))
 
+    def _calibration_frame(self, number: int, colors: list[str], kind: str):
+        """A frame of one ``kind`` of each of ``colors``, all in clear view (as a user places
+        them): the first of a few seeded layouts where each shows ``CALIBRATION_PX``."""
+        from lang2policy.perception.color_calibration import CalibrationFrame
+
+        for attempt in range(CALIBRATION_TRIES):
+            seed = CALIBRATION_SEED + 100 * number + attempt
+            self.session.reset(seed, objects=[f"{c} {kind}" for c in colors])
+            rgb, visible = self.frame(seed, 0)
+            if min(visible.values()) >= CALIBRATION_PX:
+                break
+        self._mask.pose(self.joints())
+        return CalibrationFrame(rgb, tuple(colors), self._mask.mask(self.calibrated))
+
     def joints(self) -> dict[str, float]:
         positions = [*self.world.arm_qpos(), self.world.gripper_opening()]
         return dict(zip(self.world.arm.action_names, positions, strict=True))
@@ -121,6 +182,15 @@ class LevelRun:
             )
             for n in self.world.present
         }
+
+
+def _without_group(group: int):
+    """Render options that leave out the geoms of ``group``."""
+    import mujoco
+
+    option = mujoco.MjvOption()
+    option.geomgroup[group] = 0
+    return option
 
 
 def _renderers(model, size: int):
@@ -157,8 +227,9 @@ def perceive(run: LevelRun, perception, seed: int, index: int):
 def at_rest(run: LevelRun, seeds: list[int], out: Path | None) -> list[dict]:
     records = []
     for number, seed in enumerate(seeds):
+        perception = run.perception(seed)
+        run.world.rig = seed // RIG_LAYOUTS
         run.session.reset(seed)
-        perception = run.perception()
         rgb, record = perceive(run, perception, seed, 0)
         records.append({**record, "seed": seed})
         if out is not None and number < PICTURES:
@@ -171,12 +242,14 @@ def at_rest(run: LevelRun, seeds: list[int], out: Path | None) -> list[dict]:
 
 def moving(run: LevelRun, seed: int, out: Path | None) -> list[dict]:
     """A scripted pick-and-place on layout ``seed``, perceived every ``FRAME_PERIOD`` s."""
+    perception = run.perception(seed)
+    run.world.rig = seed // RIG_LAYOUTS
     names = run.session.reset(seed)
     block = next((n for n in names if n.endswith("block")), None)
     bowl = next((n for n in names if n.endswith("bowl")), None)
     if block is None or bowl is None:
         return []
-    perception, records, frames = run.perception(), [], []
+    records, frames = [], []
     state = {"next": 0.0}
 
     def observe() -> None:

@@ -1,6 +1,6 @@
 """Objects on the table from one colour image of a calibrated camera.
 
-The image is first white-balanced against the table (``white_balance``) and smoothed a little.
+The image is first white-balanced against the table (``white_balance``).
 Per colour blob (``segmentation``): its centroid, cast onto the plane through the middle of a
 block (or of a bowl), is a first guess of where the object stands; a block's first yaw comes from
 the minimum-area rectangle around its top face (the blob's brightest pixels, cast onto the plane
@@ -78,7 +78,7 @@ class DetectorSettings:
     min_support: float = 0.4  # share of the outline the fitted shape must explain
     tolerance_px: float = 2.0  # how close an outline point must be to count as explained
     drop_border: bool = True  # False: fit objects the image border cuts, by their visible edge
-    smooth_px: int = 1  # Gaussian smoothing radius before colours are classified (0: none)
+    smooth: bool = True  # classify a smoothed image too (``segmentation.find_blobs``)
 
 
 @dataclass(frozen=True)
@@ -132,21 +132,18 @@ class Detector:
             raise ConfigError(f"ignore mask is {np.shape(ignore)}, the image {expected}")
         s = self.settings
         candidates = []
-        for blob in find_blobs(
-            self._prepared(rgb, ignore), self.palette, s.min_area_px, s.kernel, ignore
-        ):
+        blobs = find_blobs(
+            self._prepared(rgb, ignore), self.palette, s.min_area_px, s.kernel, ignore, s.smooth
+        )
+        for blob in blobs:
             if not (s.drop_border and blob.touches_border):
                 candidates += self._candidates(blob)
         return self._resolve(candidates)
 
     def _prepared(self, rgb: np.ndarray, ignore: np.ndarray | None) -> np.ndarray:
-        """``rgb`` white-balanced against the table and smoothed: sensor noise scatters
-        single pixels out of their colour's tolerance and frays the outlines fitted."""
+        """``rgb`` white-balanced against the table."""
         if self.white_balance is not None:
             rgb = self.white_balance.correct(rgb, ignore)
-        if self.settings.smooth_px > 0:
-            side = 2 * self.settings.smooth_px + 1
-            rgb = cv2.GaussianBlur(rgb, (side, side), 0)
         return rgb
 
     # ----------------------------------------------------------------- one blob

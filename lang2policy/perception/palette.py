@@ -34,21 +34,25 @@ from lang2policy.errors import ConfigError
 UNKNOWN = -1  # label of a pixel that matches no palette colour
 _PENDING = -2  # a lookup-table entry not worked out yet
 _SV_BITS = 5  # saturation and value steps of the lookup table: 2 ** 5
+_CLIPPED = 0.98  # a measured channel this bright was clipped by the sensor
+MAX_COLORS = 100  # int8 labels hold a palette of at most this many colours
 GREY_SATURATION = 0.15  # below this a colour is a grey (its hue means nothing)
 
 
 @dataclass(frozen=True)
 class ColorClass:
-    """One palette colour: ``name`` ("" for a distractor) and its material rgb in 0..1."""
+    """One palette colour: ``name`` ("" for a distractor), its material rgb in 0..1 and
+    ``measured``: rgb it was seen with on the user's camera (``color_calibration``), whose
+    shading tracks belong to it too."""
 
     name: str
     rgb: tuple[float, float, float]
+    measured: tuple[tuple[float, float, float], ...] = ()
 
     def __post_init__(self) -> None:
-        if len(self.rgb) != 3 or not all(0.0 <= float(c) <= 1.0 for c in self.rgb):
-            raise ConfigError(
-                f"colour '{self.name}': rgb must be 3 numbers in 0..1, got {self.rgb}"
-            )
+        for rgb in (self.rgb, *self.measured):
+            if len(rgb) != 3 or not all(0.0 <= float(c) <= 1.0 for c in rgb):
+                raise ConfigError(f"colour '{self.name}': rgb must be 3 numbers in 0..1, got {rgb}")
 
     @property
     def hsv(self) -> tuple[float, float, float]:
@@ -100,12 +104,15 @@ class Palette:
         """(H, W) int8 labels: the index of each pixel's palette colour, or UNKNOWN."""
         hsv = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2HSV_FULL)
         shift = 8 - _SV_BITS
-        index = (hsv[..., 0], hsv[..., 1] >> shift, hsv[..., 2] >> shift)
-        labels = self._lut[index]
+        cell = hsv[..., 0].astype(np.int32) << (2 * _SV_BITS)
+        cell |= (hsv[..., 1] >> shift).astype(np.int32) << _SV_BITS
+        cell |= hsv[..., 2] >> shift
+        table = self._lut.reshape(-1)
+        labels = table[cell]
         pending = labels == _PENDING
         if pending.any():
-            self._fill(np.unique(np.column_stack([i[pending] for i in index]), axis=0))
-            labels = self._lut[index]
+            self._fill(np.unique(cell[pending]))
+            labels = table[cell]
         return labels
 
     def track_distance(self, rgb: np.ndarray, index: int) -> np.ndarray:
@@ -122,12 +129,21 @@ class Palette:
         A distractor's track stops where its brightest channel would clip: clipped colours of
         different materials converge to the same few, and those must stay with the objects.
         """
-        tol = self.tolerances
         color = self.colors[index]
-        rgb = np.asarray(color.rgb, float)
-        top = tol.shading[1] if color.name else min(tol.shading[1], 1.0 / max(rgb.max(), 1e-3))
-        shading = np.geomspace(tol.shading[0], max(top, tol.shading[0]), 32)
-        highlight = np.linspace(0.0, tol.highlight, 4) if color.name else np.zeros(1)
+        tracks = [self._track(color.rgb, bool(color.name))]
+        tracks += [self._track(rgb, True, measured=True) for rgb in color.measured]
+        return np.concatenate(tracks)
+
+    def _track(self, material, named: bool, measured: bool = False) -> np.ndarray:
+        """``material``'s colours from deep shadow to over-exposed. A measured colour with a
+        clipped channel lost part of its hue to the clipping: only brighter versions of it
+        (more clipped) are its colour, not darker ones, which no material shows."""
+        tol = self.tolerances
+        rgb = np.asarray(material, float)
+        top = tol.shading[1] if named else min(tol.shading[1], 1.0 / max(rgb.max(), 1e-3))
+        bottom = 1.0 if measured and rgb.max() >= _CLIPPED else tol.shading[0]
+        shading = np.geomspace(bottom, max(top, bottom), 32)
+        highlight = np.linspace(0.0, tol.highlight, 4) if named else np.zeros(1)
         k, w = np.meshgrid(shading, highlight)
         return np.clip(k.reshape(-1, 1) * rgb + w.reshape(-1, 1), 0.0, 1.0)
 
@@ -137,11 +153,16 @@ class Palette:
         return _features(np.concatenate(tracks), self.tolerances), owner
 
     def _fill(self, cells: np.ndarray) -> None:
-        """Work out the lookup-table entries of ``cells`` (N, 3 indices: hue, sat, value)."""
+        """Work out the lookup-table entries of ``cells`` (flat indices: hue, sat, value)."""
         steps = 1 << _SV_BITS
-        hsv = np.column_stack([cells[:, 0] * (360.0 / 256.0), (cells[:, 1:] + 0.5) / steps]).astype(
-            np.float32
+        hue, sat, val = (
+            cells >> (2 * _SV_BITS),
+            (cells >> _SV_BITS) & (steps - 1),
+            cells & (steps - 1),
         )
+        hsv = np.column_stack(
+            [hue * (360.0 / 256.0), (sat + 0.5) / steps, (val + 0.5) / steps]
+        ).astype(np.float32)
         pixels = _hsv_features(hsv, self.tolerances)
         d2 = (
             (pixels**2).sum(1)[:, None]
@@ -151,7 +172,7 @@ class Palette:
         nearest = d2.argmin(axis=1)
         ok = d2[np.arange(len(cells)), nearest] <= 1.0
         ok &= hsv[:, 2] >= self.tolerances.min_value
-        self._lut[tuple(cells.T)] = np.where(ok, self._owner[nearest], UNKNOWN)
+        self._lut.reshape(-1)[cells] = np.where(ok, self._owner[nearest], UNKNOWN)
 
 
 def _features(rgb: np.ndarray, tol: Tolerances) -> np.ndarray:
@@ -178,10 +199,23 @@ def palette_from_colors(
     distractors: Sequence[Sequence[float]] = (),
     tolerances: Tolerances | None = None,
     table: Sequence[float] | None = None,
+    measured: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> Palette:
-    """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours and the
-    table's colour (the white balance's reference; None: no white balance)."""
-    classes = [ColorClass(name, tuple(float(c) for c in rgb)) for name, rgb in colors.items()]
+    """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours, the
+    table's colour (the white balance's reference; None: no white balance) and colours
+    measured on a camera (name -> list of rgb)."""
+    measured = dict(measured or {})
+    unknown = sorted(set(measured) - set(colors))
+    if unknown:
+        raise ConfigError(f"measured colours {unknown} are not in the palette's {sorted(colors)}")
+    classes = [
+        ColorClass(
+            name,
+            tuple(float(c) for c in rgb),
+            tuple(tuple(float(c) for c in m) for m in measured.get(name, ())),
+        )
+        for name, rgb in colors.items()
+    ]
     classes += [ColorClass("", tuple(float(c) for c in rgb)) for rgb in distractors]
     rgb = None if table is None else tuple(float(c) for c in table)
     return Palette(classes, tolerances, rgb)
@@ -190,17 +224,23 @@ def palette_from_colors(
 def load_palette(path: str | Path) -> Palette:
     """A palette from YAML: ``colors: {red: [r, g, b], ...}`` (0..1), optional
     ``distractors: [[r, g, b], ...]`` (colours in view that are no object, like the robot's)
-    and optional ``table: [r, g, b]`` (the table's colour, for white balance)."""
+    optional ``table: [r, g, b]`` (the table's colour, for white balance) and optional
+    ``measured: {red: [[r, g, b], ...]}`` (how each colour looked on the camera)."""
     data = read_yaml(Path(path))
-    unknown = sorted(set(data) - {"colors", "distractors", "table"})
+    unknown = sorted(set(data) - {"colors", "distractors", "table", "measured"})
     if unknown or not isinstance(data.get("colors"), dict):
         raise ConfigError(
-            f"{path}: a palette file has a 'colors' mapping (name: [r, g, b] in 0..1), an "
-            f"optional 'distractors' list and an optional 'table' colour; unknown keys: {unknown}"
+            f"{path}: a palette file has a 'colors' mapping (name: [r, g, b] in 0..1) and "
+            f"optional 'distractors', 'table' and 'measured'; unknown keys: {unknown}"
         )
+    if len(data["colors"]) > MAX_COLORS or len(data.get("distractors") or ()) > MAX_COLORS:
+        raise ConfigError(f"{path}: at most {MAX_COLORS} colours and {MAX_COLORS} distractors")
     try:
         return palette_from_colors(
-            data["colors"], data.get("distractors") or (), table=data.get("table")
+            data["colors"],
+            data.get("distractors") or (),
+            table=data.get("table"),
+            measured=data.get("measured"),
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc

@@ -103,9 +103,7 @@ class CameraPerception:
         kept bowl's colour within its rim (the detector's own rule, for a bowl it cannot fit
         this frame because the gripper cuts it apart)."""
         names = {obj.name for obj in found}
-        kept = [
-            obj for obj in self.tracker.objects if obj.kind == "bowl" and obj.name not in names
-        ]
+        kept = [obj for obj in self.tracker.objects if obj.kind == "bowl" and obj.name not in names]
         return [obj for obj in found if not _piece_of(obj, kept, self.tracker.objects)]
 
     def _hidden(self, obj: PerceivedObject, ignore: np.ndarray | None) -> bool:
@@ -157,4 +155,3 @@ def _piece_of(obj: PerceivedObject, bowls: list[PerceivedObject], known) -> bool
         < bowl.size
         for bowl in bowls
     )
-

@@ -17,6 +17,7 @@ import numpy as np
 from lang2policy.perception.palette import UNKNOWN, Palette
 
 FAMILY_HUE = 8.0  # degrees: chromatic colours closer in hue than this form one family
+SMOOTH_SIGMA = 0.8  # px: the Gaussian of ``find_blobs(smooth=True)``
 _SAMPLE = 400  # pixels of a blob compared with the family's tracks
 
 
@@ -77,11 +78,20 @@ def find_blobs(
     min_area: int = 12,
     kernel: int = 3,
     ignore: np.ndarray | None = None,
+    smooth: bool = False,
 ) -> list[Blob]:
     """Blobs of named palette colours with at least ``min_area`` pixels after an opening with
     a ``kernel``-pixel square (which removes specks and thin bridges between regions); pixels
-    where ``ignore`` (H, W bool) is set belong to no blob."""
+    where ``ignore`` (H, W bool) is set belong to no blob.
+
+    ``smooth``: a pixel that matches no colour takes the colour of the image smoothed (a 3x3
+    Gaussian) there. Sensor noise scatters single pixels out of their colour's tolerance,
+    which frays outlines and punches holes; the smoothed image has no such noise, but mixes
+    the colours at an edge into a third, so it only fills what the image itself leaves out."""
     labels = palette.classify(rgb)
+    if smooth:
+        blurred = palette.classify(cv2.GaussianBlur(rgb, (3, 3), SMOOTH_SIGMA))
+        labels = np.where(blurred == UNKNOWN, labels, blurred)
     near_ignored = np.zeros(labels.shape, bool)
     if ignore is not None:
         labels = np.where(ignore, UNKNOWN, labels)

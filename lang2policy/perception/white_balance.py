@@ -49,13 +49,9 @@ class WhiteBalance:
     def gains(self, rgb: np.ndarray, ignore: np.ndarray | None = None) -> np.ndarray:
         """The light's rgb gain in ``rgb`` (H, W, 3 uint8), the largest channel 1; ones when
         too few table pixels are in view."""
-        pixels = rgb[::_STRIDE, ::_STRIDE].reshape(-1, 3)
-        usable = pixels.max(axis=1) >= MIN_VALUE * 255
-        if ignore is not None:
-            usable &= ~np.asarray(ignore, bool)[::_STRIDE, ::_STRIDE].reshape(-1)
-        if np.count_nonzero(usable) < _MIN_PIXELS:
+        table = table_color(rgb, ignore)
+        if table is None:
             return np.ones(3)
-        table = np.median(pixels[usable], axis=0) + 0.5
         gain = table / np.asarray(self.reference, float)
         gain = gain / gain.max()
         return np.maximum(gain, 1.0 / MAX_GAIN_RATIO)
@@ -65,7 +61,24 @@ class WhiteBalance:
         gain = self.gains(rgb, ignore)
         if np.allclose(gain, 1.0, atol=1e-3):
             return rgb
-        return cv2.transform(np.ascontiguousarray(rgb), np.diag(1.0 / gain))
+        return self.scaled(rgb, 1.0 / gain)
+
+    @staticmethod
+    def scaled(rgb: np.ndarray, scale) -> np.ndarray:
+        """``rgb`` (uint8) with each channel multiplied by ``scale``'s, saturating."""
+        return cv2.transform(np.ascontiguousarray(rgb), np.diag(np.asarray(scale, float)))
+
+
+def table_color(rgb: np.ndarray, ignore: np.ndarray | None = None) -> np.ndarray | None:
+    """The table's rgb (0..1) in ``rgb``: the per-channel median of the pixels not ignored and
+    not in deep shadow; None when too few such pixels are in view."""
+    pixels = rgb[::_STRIDE, ::_STRIDE].reshape(-1, 3)
+    usable = pixels.max(axis=1) >= MIN_VALUE * 255
+    if ignore is not None:
+        usable &= ~np.asarray(ignore, bool)[::_STRIDE, ::_STRIDE].reshape(-1)
+    if np.count_nonzero(usable) < _MIN_PIXELS:
+        return None
+    return (np.median(pixels[usable], axis=0) + 0.5) / 255.0
 
 
 def white_balance_for(reference: Sequence[float] | None) -> WhiteBalance | None:

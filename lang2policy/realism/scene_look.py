@@ -119,28 +119,30 @@ class SceneLook:
     image: ImageEffects = field(default_factory=ImageEffects)
 
     @classmethod
-    def draw(cls, profile: RealismProfile, seed: int, world, taken) -> SceneLook:
+    def draw(cls, profile: RealismProfile, seed: int, world, taken, rig: int | None = None):
         """The look of episode ``seed`` of ``world`` (a ``scene.world.World``); ``taken``: the
-        (x, y) of the episode's objects, which distractors keep clear of."""
+        (x, y) of the episode's objects, which distractors keep clear of. ``rig``: the objects'
+        shades and the table's tint are those of this rig (one user's objects and table, the
+        same every episode) rather than drawn per episode; the episode's other values are
+        the same either way."""
         rng = np.random.default_rng([seed, 34])
         model, light, cam = world.model, profile.light, profile.camera
-        colors = profile.colors
+        light_scale = rng.uniform(*light.intensity, size=model.nlight)
+        light_dir = np.array(
+            [_turned(d, light.direction_deg, rng) for d in world.nominal.light_dir]
+        )
+        light_rgb = temperature_rgb(float(rng.uniform(*light.temperature_k)))
+        object_hsv, table_shift = _setup(profile, rng, sorted(world.objects))
+        if rig is not None:
+            object_hsv, table_shift = _setup(profile, np.random.default_rng([rig, 34, 1]),
+                                             sorted(world.objects))  # fmt: skip
         return cls(
-            light_scale=rng.uniform(*light.intensity, size=model.nlight),
-            light_dir=np.array(
-                [_turned(d, light.direction_deg, rng) for d in world.nominal.light_dir]
-            ),
+            light_scale=light_scale,
+            light_dir=light_dir,
             shadows=light.shadows,
-            light_rgb=temperature_rgb(float(rng.uniform(*light.temperature_k))),
-            object_hsv={
-                name: (
-                    math.radians(float(rng.uniform(-colors.hue_deg, colors.hue_deg))),
-                    float(rng.uniform(*colors.saturation)),
-                    float(rng.uniform(*colors.value)),
-                )
-                for name in sorted(world.objects)
-            },
-            table_shift=rng.uniform(-profile.table.tint, profile.table.tint, size=3),
+            light_rgb=light_rgb,
+            object_hsv=object_hsv,
+            table_shift=table_shift,
             distractors=_distractors(profile, rng, world, taken),
             camera_pos=rng.uniform(-1, 1, size=(model.ncam, 3)) * cam.position_mm / 1000.0,
             camera_turn=np.radians(rng.uniform(-1, 1, size=(model.ncam, 3)) * cam.rotation_deg),
@@ -212,6 +214,20 @@ def _distractor_bodies(model: mujoco.MjModel) -> list[tuple[int, int]]:
         if name.startswith(DISTRACTOR_PREFIX):
             found.append((int(name[len(DISTRACTOR_PREFIX) :]), body))
     return found
+
+
+def _setup(profile: RealismProfile, rng: np.random.Generator, names: list[str]):
+    """(each object's hue turn, saturation and value scale; the table's rgb shift)."""
+    colors = profile.colors
+    object_hsv = {
+        name: (
+            math.radians(float(rng.uniform(-colors.hue_deg, colors.hue_deg))),
+            float(rng.uniform(*colors.saturation)),
+            float(rng.uniform(*colors.value)),
+        )
+        for name in names
+    }
+    return object_hsv, rng.uniform(-profile.table.tint, profile.table.tint, size=3)
 
 
 def shifted(rgb, hue: float, saturation: float, value: float) -> np.ndarray:

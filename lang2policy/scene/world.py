@@ -46,6 +46,7 @@ class World:
         self.data = mujoco.MjData(self.model)
         self.nominal = None
         self.look = None  # the episode's look (``realism.scene_look.SceneLook``) or None
+        self.rig: int | None = None  # set: objects' shades and table tint of this rig, not drawn
         if self.realism is not None:
             from lang2policy.realism.scene_look import Nominal
 
@@ -111,7 +112,7 @@ class World:
         """Draw the seed's look and set it on the model (``taken``: the objects' places)."""
         from lang2policy.realism.scene_look import SceneLook
 
-        self.look = SceneLook.draw(self.realism, seed, self, taken)
+        self.look = SceneLook.draw(self.realism, seed, self, taken, rig=self.rig)
         self.look.apply_model(self)
 
     def _rest_height(self, name: str) -> float:
