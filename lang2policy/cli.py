@@ -144,11 +144,13 @@ def _add_forwarded(commands) -> None:
     calibrate = commands.add_parser(
         "calibrate",
         help="calibration: `calibrate so101 --port PORT` (the arm's servos), `calibrate camera "
-        "--device D` (camera pose from ArUco markers), `calibrate board-images --out DIR`",
+        "--device D` (camera pose from ArUco markers), `calibrate colors --objects ...` (the "
+        "palette), `calibrate board-images --out DIR`",
     ).add_subparsers(dest="what", required=True)
     for name, forward, help_text in (
         ("so101", _calibrate_so101, "guided calibration of a physical SO-101's servos"),
         ("camera", _calibrate_camera, "a real camera's pose from ArUco markers on the table"),
+        ("colors", _calibrate_colors, "the colour palette fitted to your camera and objects"),
         ("board-images", _board_images, "printable marker images for the camera calibration"),
     ):
         parser = calibrate.add_parser(name, add_help=False, help=help_text)
@@ -171,6 +173,12 @@ def _calibrate_camera(argv: list[str]) -> int:
     from lang2policy.perception import calibrate_camera
 
     return calibrate_camera.main(argv)
+
+
+def _calibrate_colors(argv: list[str]) -> int:
+    from lang2policy.perception import calibrate_colors
+
+    return calibrate_colors.main(argv)
 
 
 def _board_images(argv: list[str]) -> int:

@@ -89,9 +89,12 @@ class LevelRun:
     def perception(self, seed: int):
         """The perception under test for layout ``seed``: with the palette its rig's colour
         calibration fitted. Call it before ``session.reset(seed)`` (calibrating resets)."""
+        return self.perception_with(self.palette(seed // RIG_LAYOUTS))
+
+    def perception_with(self, palette):
+        """``CameraPerception`` as the perception node runs it, with ``palette``."""
         from lang2policy.perception.pipeline import CameraPerception
 
-        palette = self.palette(seed // RIG_LAYOUTS)
         perception = CameraPerception(
             self.robot, self.pose, palette=palette, max_missed=3, confirm=CONFIRM
         )

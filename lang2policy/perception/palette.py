@@ -35,6 +35,7 @@ UNKNOWN = -1  # label of a pixel that matches no palette colour
 _PENDING = -2  # a lookup-table entry not worked out yet
 _SV_BITS = 5  # saturation and value steps of the lookup table: 2 ** 5
 _CLIPPED = 0.98  # a measured channel this bright was clipped by the sensor
+MEASURED_LOW = 0.6  # a measured look is a lit face: its track starts at this shading
 MAX_COLORS = 100  # int8 labels hold a palette of at most this many colours
 GREY_SATURATION = 0.15  # below this a colour is a grey (its hue means nothing)
 
@@ -141,7 +142,7 @@ class Palette:
         tol = self.tolerances
         rgb = np.asarray(material, float)
         top = tol.shading[1] if named else min(tol.shading[1], 1.0 / max(rgb.max(), 1e-3))
-        bottom = 1.0 if measured and rgb.max() >= _CLIPPED else tol.shading[0]
+        bottom = tol.shading[0] if not measured else 1.0 if rgb.max() >= _CLIPPED else MEASURED_LOW
         shading = np.geomspace(bottom, max(top, bottom), 32)
         highlight = np.linspace(0.0, tol.highlight, 4) if named else np.zeros(1)
         k, w = np.meshgrid(shading, highlight)
