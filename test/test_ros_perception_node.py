@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +202,50 @@ def test_main_rejects_bad_parameters_with_a_reason(ros_args, reason):
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert reason in output and "Traceback" not in output, output
+
+
+def test_a_camera_that_stops_makes_perception_say_it_is_blind():
+    """Images that stop arriving: a ``blind`` status line with since when; ``seeing`` when
+    they come back. Its own graph: a camera stand-in that publishes and then goes quiet."""
+    import json
+
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from lang2policy.ros.perception_node import PerceptionNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ros_env(1 + (os.getpid() + 151) % 200).items():
+            mp.setenv(key, value)
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        perception = PerceptionNode(
+            context=context,
+            parameter_overrides=[
+                Parameter("source", value="camera"),
+                Parameter("image_timeout", value=0.6),
+                Parameter("robot_mask", value=False),
+            ],
+        )
+        node = rclpy.create_node("quiet_camera", context=context)
+        lines: list[dict] = []
+        node.create_subscription(
+            String, topics.STATUS.name, lambda m: lines.append(json.loads(m.data)), 10
+        )
+        camera = node.create_publisher(Image, "/camera/top/image_raw", 10)
+        image = Image(height=8, width=8, encoding="rgb8", step=24, data=bytes(8 * 8 * 3))
+
+        def said(state: str):
+            return next((line for line in lines if line["state"] == state), None)
+
+        with spinning(context, [perception, node]):
+            wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
+            for _ in range(5):
+                camera.publish(image)
+                time.sleep(0.1)
+            blind = wait_for(lambda: said("blind"), 10, "perception to say it is blind")
+            assert blind["node"] == "perception"
+            assert "no image from camera 'top' since" in blind["detail"]
+            camera.publish(image)
+            seeing = wait_for(lambda: said("seeing"), 10, "perception to see again")
+            assert seeing["detail"] == "camera 'top' images again"

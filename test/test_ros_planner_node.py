@@ -149,6 +149,40 @@ def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
     assert final_status(statuses, follow_up)["state"] == "done"
 
 
+def test_a_blind_perception_makes_the_planner_refuse_new_plans(graph):
+    """A camera that stopped: perception says ``blind`` with since when, and the planner
+    rejects new instructions with that reason (nothing runs) until it says ``seeing``."""
+    from lang2policy.graph.topics import STATUS
+
+    planner, send, statuses = graph
+    node = rclpy.create_node("blind_camera_probe", context=planner.context)
+    perception = node.create_publisher(String, STATUS.name, 10)
+    wait_for(lambda: perception.get_subscription_count() >= 1, 10, "the planner's status reader")
+
+    def say(state: str, detail: str) -> None:
+        line = {"node": "perception", "state": state, "instruction": "", "detail": detail}
+        perception.publish(String(data=json.dumps(line)))
+
+    try:
+        say("blind", "no image from camera 'top' since 10:41:07 (3.2 s)")
+        wait_for(lambda: planner.blind, 10, "the planner to hear that perception is blind")
+        send("put the blue block in the green bowl")
+        rejected = wait_for(
+            lambda: next((s for s in statuses if s["state"] == "rejected"
+                          and "blind" in str(s["detail"])), None), 10, "the refusal",
+        )  # fmt: skip
+        assert "no image from camera 'top' since 10:41:07" in rejected["detail"]
+        assert rejected["instruction"] == "put the blue block in the green bowl"
+        assert not any(
+            s["state"] in ("received", "running") and s["instruction"] == rejected["instruction"]
+            for s in statuses
+        )  # nothing ran
+        say("seeing", "camera 'top' images again")
+        wait_for(lambda: not planner.blind, 10, "the planner to hear that perception sees")
+    finally:
+        node.destroy_node()
+
+
 class FakeRewardPlanner:
     """Stands in for the LLM reward planner: records what it was asked, returns fixed specs."""
 

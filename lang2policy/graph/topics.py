@@ -84,7 +84,8 @@ TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
 VLA_NODE = "vla"
 TELEOP_NODE = "teleop"  # its "received" (instruction: the task) and "done" cut demonstrations
-STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NODE)
+PERCEPTION_NODE = "perception"  # "blind" (detail: no image since when) and "seeing" again
+STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NODE, PERCEPTION_NODE)
 PLANNER_STATES = (
     "starting",  # detail: what start-up waits for ("warming the planner's prompts: 3 of 7")
     "ready",  # detail: {"llm": how warming went, "warm_s", "prompts"}: instructions are fast now
@@ -98,7 +99,8 @@ PLANNER_STATES = (
     "done",  # ``detail.verdict``: goal_reached (verified from the scene), answered, or
     # done_not_verified (no checkable goal could be read from the words: it only moved)
     "failed",  # detail: "verdict", "outcome", "message" (the reason and the shortfall)
-    "rejected",  # the instruction itself was bad; nothing ran
+    "rejected",  # the instruction was bad, or cannot be planned now (perception is blind);
+    # nothing ran
     "busy",  # another instruction runs
     "stopped",  # detail: the reason (a stop); a plan the stop ended: its final line's state
 )

@@ -15,11 +15,18 @@ Output: the complete object set as a visualization_msgs/MarkerArray (``convert.o
 stamped with the time of the input it came from; on every input (``publish_rate: 0``) or at a
 fixed rate. An object the camera stops seeing stays for ``max_missed`` frames, then is dropped.
 Logs the object set at start and whenever it changes.
+
+A camera that stops publishing for ``image_timeout`` s (default 2; steady clock) makes the node
+say so on ``/lang2policy/status``: ``{"node": "perception", "state": "blind", "detail": "no
+image from camera 'top' since 10:41:07 (3.2 s)"}`` (``perception.image_watch``), which the
+planner refuses new plans with; ``seeing`` when images come back.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from collections import deque
 
 from builtin_interfaces.msg import Time as TimeMsg
@@ -27,10 +34,19 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from lang2policy.errors import ConfigError
-from lang2policy.graph.topics import JOINT_STATES, OBJECTS, SIM_OBJECTS, SIM_SCENE
+from lang2policy.graph.topics import (
+    JOINT_STATES,
+    OBJECTS,
+    PERCEPTION_NODE,
+    SIM_OBJECTS,
+    SIM_SCENE,
+    STATUS,
+    StatusEvent,
+)
 from lang2policy.perception import (
     CameraPerception,
     ObjectTracker,
@@ -45,6 +61,7 @@ from lang2policy.perception import (
     sim_camera_pose,
     validate_objects,
 )
+from lang2policy.perception.image_watch import BLIND, SEEING, ImageWatch
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
@@ -144,6 +161,27 @@ class PerceptionNode(ReadOnlyParameters):
             self.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 10)
         self._scene_since = -1.0  # images stamped before this show a scene the sim replaced
         self.create_subscription(TimeMsg, SIM_SCENE.name, self._on_scene, LATCHED)
+        self._watch_images()
+
+    def _watch_images(self) -> None:
+        """Say ``blind`` on the status topic when no image came for ``image_timeout`` s."""
+        timeout = self._number("image_timeout", 2.0, "s without an image: perception is blind")
+        self.image_watch = ImageWatch(self.camera_name, float(timeout), time.monotonic())
+        self._status = self.create_publisher(String, STATUS.name, 10)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._watch_timer = self.create_timer(
+            min(0.5, timeout / 2), self._check_images, clock=steady
+        )
+
+    def _check_images(self) -> None:
+        line = self.image_watch.check(time.monotonic())
+        if line is not None:
+            self.get_logger().warning(f"{line}: the planner will not plan on an old view")
+            self._say(BLIND, line)
+
+    def _say(self, state: str, detail: str) -> None:
+        event = StatusEvent(PERCEPTION_NODE, state, "", detail)
+        self._status.publish(String(data=json.dumps(event.to_dict())))
 
     def _on_scene(self, msg: TimeMsg) -> None:
         """A simulator's new scene from sim time ``msg`` on: forget the objects kept while
@@ -174,6 +212,10 @@ class PerceptionNode(ReadOnlyParameters):
         self.camera.set_joints(joints, convert.to_seconds(msg.header.stamp))
 
     def _on_image(self, msg: Image) -> None:
+        back = self.image_watch.image(time.monotonic())
+        if back is not None:
+            self.get_logger().info(back)
+            self._say(SEEING, back)
         missing = self.camera.waiting_for()
         if missing:
             self._warn_once(missing, f"camera '{self.camera_name}': waiting for {missing}")

@@ -16,6 +16,9 @@ started on ``/lang2policy/skill`` as a JSON message with its plan id and limits,
 on ``/lang2policy/status`` by the VLA node's lines with that plan id; corrections but ``stop``
 go to it as language motions. Policy code's ``vla_skill(...)`` takes the same path.
 
+A camera perception that says it is ``blind`` (no image for a while) makes the planner reject
+new instructions with that reason until it says ``seeing`` again.
+
 Keep-out zones: when a plan (code, reward or skill) starts, the keep-out zones of its privilege
 policy go to the safety node on ``/lang2policy/plan_zones`` (JSON, ``safety.plan_zones``; QoS
 latched: reliable, transient local, depth 1), which enforces them on every motion; an empty
@@ -99,6 +102,7 @@ class PlannerNode(ReadOnlyParameters):
         where = ", ".join(code.object_names()) if self.arm is None else "the graph's arm"
         self.get_logger().info(f"up: {where}; route {self.conductor.route_setting}")
         self.gate = StartGate()  # instructions that come before ``ready`` wait in it
+        self.blind = ""  # why perception cannot see (its "blind" line); "" while it sees
         threading.Thread(target=self._warm_up, name="llm-warm-up", daemon=True).start()
 
     def _warm_up(self) -> None:
@@ -233,6 +237,10 @@ class PlannerNode(ReadOnlyParameters):
 
     # ------------------------------------------------------------------ messages in
     def _on_instruction(self, message: String) -> None:
+        if self.blind:  # plans on an old view of the table could hit what has moved since
+            why = f"cannot plan: perception is blind ({self.blind}); the arm holds"
+            self.status(StatusEvent(PLANNER_NODE, "rejected", message.data[:500], why))
+            return
         held = self.gate.hold(message.data)
         if not held:
             self.conductor.instruct(message.data)
@@ -269,7 +277,8 @@ class PlannerNode(ReadOnlyParameters):
 
     def _on_status(self, message: String) -> None:
         """The controller's status lines go to the reward hand-off (its verdict on a spec),
-        the VLA node's to the skill route; ours are ignored."""
+        the VLA node's to the skill route; perception's say whether it sees (no new plan
+        while it is blind); ours are ignored."""
         try:
             line = decode_status(message.data, what=topics.STATUS.name)
         except MessageError as exc:
@@ -277,6 +286,9 @@ class PlannerNode(ReadOnlyParameters):
             return
         if line.get("node") == topics.CONTROLLER_NODE:
             self.handoff.on_status(line)
+        elif line.get("node") == topics.PERCEPTION_NODE:
+            blind = line.get("state") == "blind"
+            self.blind = str(line.get("detail", ""))[:300] or "no image" if blind else ""
         elif line.get("node") == topics.VLA_NODE and isinstance(self.conductor.skills, SkillRoute):
             self.conductor.skills.on_status(line)
 
