@@ -141,3 +141,20 @@ def test_draw_uses_only_the_seed(worlds):
     b = SceneLook.draw(mild.realism, 8, mild, taken)
     np.testing.assert_array_equal(a.camera_turn, b.camera_turn)
     assert a.object_hsv == b.object_hsv
+
+
+def test_a_rig_keeps_its_objects_shades_and_table_tint_while_the_light_changes(worlds):
+    _, _, mild = worlds
+    mild.reset(8)
+    taken = [mild.object_pose(n).position[:2] for n in mild.present]
+    free = [SceneLook.draw(mild.realism, seed, mild, taken) for seed in (8, 9)]
+    rig = [SceneLook.draw(mild.realism, seed, mild, taken, rig=2) for seed in (8, 9)]
+    assert rig[0].object_hsv == rig[1].object_hsv  # one user's objects, every episode
+    np.testing.assert_array_equal(rig[0].table_shift, rig[1].table_shift)
+    assert free[0].object_hsv != free[1].object_hsv  # without a rig: drawn per episode
+    other = SceneLook.draw(mild.realism, 8, mild, taken, rig=3)
+    assert other.object_hsv != rig[0].object_hsv  # another user's objects
+    for with_rig, without in zip(rig, free, strict=True):  # the episode's own draws stay
+        np.testing.assert_array_equal(with_rig.light_rgb, without.light_rgb)
+        np.testing.assert_array_equal(with_rig.camera_pos, without.camera_pos)
+    assert not np.array_equal(rig[0].light_rgb, rig[1].light_rgb)
