@@ -1,4 +1,7 @@
-"""``lang2policy bench pickplace``: scripted pick-and-place success over seeded layouts."""
+"""``lang2policy bench pickplace``: scripted pick-and-place success over seeded layouts.
+
+``--perception camera`` (``bench.pickplace_camera``) runs the episodes from camera perception
+of a world under ``--realism``, beside the ground-truth run of the same episodes."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
 
-_SETTLE_SECONDS = 0.5
+SETTLE_SECONDS = 0.5
+PERCEPTION = ("ground_truth", "camera")
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ def pick_and_place(session: SimSession, seed: int) -> EpisodeResult:
         session.primitives.go_home()
     except Lang2PolicyError as exc:
         error = f"{type(exc).__name__}: {exc}"
-    session.world.step_seconds(_SETTLE_SECONDS)
+    session.world.step_seconds(SETTLE_SECONDS)
     success = session.world.is_in(block, bowl)
     return EpisodeResult(seed, block, bowl, success, error, session.world.time - start)
 
@@ -75,6 +79,10 @@ def run(robot: str, episodes: int, first_seed: int = 0, progress: bool = True) -
 
 
 def format_text(report: dict) -> str:
+    if report.get("perception") == "camera":
+        from lang2policy.bench import pickplace_camera
+
+        return pickplace_camera.format_text(report)
     lines = [
         f"pick-and-place on {report['robot']}: {report['successes']}/{report['episodes']} "
         f"succeeded (success_rate {report['success_rate']:.2f})",
@@ -92,10 +100,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_types.add_robot(parser)
     parser.add_argument("--episodes", type=int, default=50)
     cli_types.add_seed(parser, "first episode seed")
+    parser.add_argument(
+        "--perception",
+        choices=PERCEPTION,
+        default="ground_truth",
+        help="where object poses come from (camera: beside ground truth)",
+    )
+    parser.add_argument(
+        "--realism", default="off", help="off | mild | hard | FILE: the world a camera sees"
+    )
 
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench pickplace``."""
-    if args.episodes < 1:
-        raise Lang2PolicyError("--episodes must be at least 1")
+    if not 1 <= args.episodes <= 1000:
+        raise Lang2PolicyError("--episodes must be in 1..1000")
+    if args.perception == "camera":
+        from lang2policy.bench import pickplace_camera
+
+        return pickplace_camera.run(
+            args.robot, args.episodes, args.seed, args.realism, progress=not args.json
+        )
+    if args.realism != "off":
+        raise Lang2PolicyError("--realism changes what a camera sees: use --perception camera")
     return run(args.robot, args.episodes, args.seed, progress=not args.json)

@@ -1,0 +1,161 @@
+"""``lang2policy bench pickplace --perception camera``: the scripted pick-and-place with no
+ground truth in its decision path, beside the ground-truth run of the same episodes (issue 34).
+
+Each episode's layout is drawn on the simulated world under ``--realism``; its block and bowl
+are drawn among the objects the camera can see at the start (at least half of each in view
+beside the arm, ``bench.perception``'s rule: the ones a terminal could have listed). The
+camera run (``session.camera.CameraSession``) picks and places from what camera perception
+reports; the ground-truth run does the same episode from the simulator's poses. Success is the
+simulator's verdict in both. Colours are calibrated per rig of ``RIG_EPISODES`` episodes (one
+user's objects and table), as ``lang2policy calibrate colors`` would, before its episodes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from lang2policy.bench import pickplace
+from lang2policy.bench.perception import (
+    ARM_GROUP,
+    VISIBLE_PX,
+    VISIBLE_SHARE,
+    _visible_pixels,
+    _without_group,
+)
+from lang2policy.errors import Lang2PolicyError
+
+RIG_EPISODES = 10
+
+
+def visible_objects(session, camera: str) -> list[str]:
+    """The objects on the simulated table the camera shows clearly (see the module doc)."""
+    import mujoco
+
+    world = session.truth.world
+    renderer = mujoco.Renderer(world.model, 224, 224)
+    try:
+        renderer.enable_segmentation_rendering()
+        renderer.update_scene(world.data, camera=camera, scene_option=_without_group(ARM_GROUP))
+        whole = _visible_pixels(world, renderer.render()[..., 0])
+        renderer.update_scene(world.data, camera=camera)
+        shown = _visible_pixels(world, renderer.render()[..., 0])
+    finally:
+        renderer.close()
+    return [n for n in world.present if shown[n] >= max(VISIBLE_PX, VISIBLE_SHARE * whole[n])]
+
+
+def camera_episode(session, seed: int) -> tuple[pickplace.EpisodeResult, list[str]]:
+    """One episode through camera perception: (its result, the names perception listed)."""
+    seen = session.reset(seed)
+    shown = visible_objects(session, session.camera)
+    rng = np.random.default_rng(seed + 10_000)
+    blocks = [n for n in shown if n.endswith("block")]
+    bowls = [n for n in shown if n.endswith("bowl")]
+    if not blocks or not bowls:
+        return None, seen
+    block, bowl = str(rng.choice(blocks)), str(rng.choice(bowls))
+    world, start, error = session.truth.world, session.truth.world.time, ""
+    try:
+        session.sync()
+        session.primitives.put_first_on_second(block, bowl)
+        session.primitives.go_home()
+    except Lang2PolicyError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    world.step_seconds(pickplace.SETTLE_SECONDS)
+    success = world.is_in(block, bowl)
+    return pickplace.EpisodeResult(seed, block, bowl, success, error, world.time - start), seen
+
+
+def run(robot: str, episodes: int, first_seed: int, realism: str, progress: bool) -> dict:
+    from lang2policy.realism import load_realism
+    from lang2policy.session.camera import CameraSession
+    from lang2policy.session.sim import SimSession
+
+    profile = load_realism(realism)
+    camera = CameraSession(robot, realism=profile)
+    truth = SimSession(robot)
+    camera_results, truth_results, skipped, phantoms = [], [], [], 0
+    started = time.perf_counter()
+    bar = tqdm(range(first_seed, first_seed + episodes), desc=f"pickplace camera {realism}",
+               unit="ep", disable=not progress)  # fmt: skip
+    try:
+        for seed in bar:
+            if seed == first_seed or seed % RIG_EPISODES == 0:
+                camera.truth.world.rig = seed // RIG_EPISODES
+                camera.calibrate(seed // RIG_EPISODES)
+            result, seen = camera_episode(camera, seed)
+            if result is None:
+                skipped.append(seed)
+                continue
+            phantoms += len(set(seen) - set(camera.truth.world.present))
+            camera_results.append(result)
+            truth_results.append(_ground_truth(truth, seed, result.block, result.bowl))
+            bar.set_postfix(camera=_rate(camera_results), truth=_rate(truth_results))
+    finally:
+        camera.close()
+    return {
+        "benchmark": "pickplace",
+        "robot": robot,
+        "perception": "camera",
+        "realism": profile.to_dict(),
+        "episodes": len(camera_results),
+        "first_seed": first_seed,
+        "skipped": skipped,
+        "phantom_names_at_start": phantoms,
+        "camera": _summary(camera_results),
+        "ground_truth": _summary(truth_results),
+        "wall_seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _ground_truth(session, seed: int, block: str, bowl: str) -> pickplace.EpisodeResult:
+    session.reset(seed)
+    world, start, error = session.world, session.world.time, ""
+    try:
+        session.primitives.put_first_on_second(block, bowl)
+        session.primitives.go_home()
+    except Lang2PolicyError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    world.step_seconds(pickplace.SETTLE_SECONDS)
+    return pickplace.EpisodeResult(
+        seed, block, bowl, world.is_in(block, bowl), error, world.time - start
+    )
+
+
+def _rate(results) -> str:
+    return f"{sum(r.success for r in results)}/{len(results)}"
+
+
+def _summary(results) -> dict:
+    return {
+        "successes": sum(r.success for r in results),
+        "success_rate": sum(r.success for r in results) / max(1, len(results)),
+        "mean_sim_seconds": sum(r.sim_seconds for r in results) / max(1, len(results)),
+        "failures": [r.as_dict() for r in results if not r.success],
+    }
+
+
+def format_text(report: dict) -> str:
+    camera, truth = report["camera"], report["ground_truth"]
+    level = report["realism"].get("name", "?")
+    lines = [
+        f"pick-and-place on {report['robot']}, camera perception at realism {level}: "
+        f"{camera['successes']}/{report['episodes']} ({camera['success_rate']:.0%}); "
+        f"ground truth, same episodes: {truth['successes']}/{report['episodes']} "
+        f"({truth['success_rate']:.0%})",
+        f"  names perceived at the start that were not on the table: "
+        f"{report['phantom_names_at_start']}; episodes with no visible block or bowl: "
+        f"{len(report['skipped'])}",
+    ]
+    lines += [
+        f"  camera failed seed {f['seed']}: {f['block']} -> {f['bowl']} {f['error']}"
+        for f in camera["failures"]
+    ]
+    lines += [
+        f"  ground truth failed seed {f['seed']}: {f['block']} -> {f['bowl']} {f['error']}"
+        for f in truth["failures"]
+    ]
+    return "\n".join(lines)
