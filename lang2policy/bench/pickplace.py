@@ -7,30 +7,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict, dataclass
 
 import numpy as np
 from tqdm import tqdm
 
 from lang2policy import cli_types
+from lang2policy.bench.pickplace_episode import EpisodeResult, put_block_in_bowl
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.session.sim import SimSession
 
-SETTLE_SECONDS = 0.5
 PERCEPTION = ("ground_truth", "camera")
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    seed: int
-    block: str
-    bowl: str
-    success: bool
-    error: str
-    sim_seconds: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def pick_and_place(session: SimSession, seed: int) -> EpisodeResult:
@@ -39,15 +25,7 @@ def pick_and_place(session: SimSession, seed: int) -> EpisodeResult:
     rng = np.random.default_rng(seed + 10_000)
     block = str(rng.choice([n for n in names if n.endswith("block")]))
     bowl = str(rng.choice([n for n in names if n.endswith("bowl")]))
-    start, error = session.world.time, ""
-    try:
-        session.primitives.put_first_on_second(block, bowl)
-        session.primitives.go_home()
-    except Lang2PolicyError as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    session.world.step_seconds(SETTLE_SECONDS)
-    success = session.world.is_in(block, bowl)
-    return EpisodeResult(seed, block, bowl, success, error, session.world.time - start)
+    return put_block_in_bowl(session.primitives, session.world, seed, block, bowl)
 
 
 def run(robot: str, episodes: int, first_seed: int = 0, progress: bool = True) -> dict:

@@ -17,7 +17,6 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from lang2policy.bench import pickplace
 from lang2policy.bench.perception import (
     ARM_GROUP,
     VISIBLE_PX,
@@ -25,7 +24,7 @@ from lang2policy.bench.perception import (
     _visible_pixels,
     _without_group,
 )
-from lang2policy.errors import Lang2PolicyError
+from lang2policy.bench.pickplace_episode import put_block_in_bowl
 
 RIG_EPISODES = 10
 
@@ -47,7 +46,7 @@ def visible_objects(session, camera: str) -> list[str]:
     return [n for n in world.present if shown[n] >= max(VISIBLE_PX, VISIBLE_SHARE * whole[n])]
 
 
-def camera_episode(session, seed: int) -> tuple[pickplace.EpisodeResult, list[str]]:
+def camera_episode(session, seed: int):
     """One episode through camera perception: (its result, the names perception listed)."""
     seen = session.reset(seed)
     shown = visible_objects(session, session.camera)
@@ -57,16 +56,8 @@ def camera_episode(session, seed: int) -> tuple[pickplace.EpisodeResult, list[st
     if not blocks or not bowls:
         return None, seen
     block, bowl = str(rng.choice(blocks)), str(rng.choice(bowls))
-    world, start, error = session.truth.world, session.truth.world.time, ""
-    try:
-        session.sync()
-        session.primitives.put_first_on_second(block, bowl)
-        session.primitives.go_home()
-    except Lang2PolicyError as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    world.step_seconds(pickplace.SETTLE_SECONDS)
-    success = world.is_in(block, bowl)
-    return pickplace.EpisodeResult(seed, block, bowl, success, error, world.time - start), seen
+    session.sync()
+    return put_block_in_bowl(session.primitives, session.truth.world, seed, block, bowl), seen
 
 
 def run(robot: str, episodes: int, first_seed: int, realism: str, progress: bool) -> dict:
@@ -111,18 +102,9 @@ def run(robot: str, episodes: int, first_seed: int, realism: str, progress: bool
     }
 
 
-def _ground_truth(session, seed: int, block: str, bowl: str) -> pickplace.EpisodeResult:
+def _ground_truth(session, seed: int, block: str, bowl: str):
     session.reset(seed)
-    world, start, error = session.world, session.world.time, ""
-    try:
-        session.primitives.put_first_on_second(block, bowl)
-        session.primitives.go_home()
-    except Lang2PolicyError as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    world.step_seconds(pickplace.SETTLE_SECONDS)
-    return pickplace.EpisodeResult(
-        seed, block, bowl, world.is_in(block, bowl), error, world.time - start
-    )
+    return put_block_in_bowl(session.primitives, session.world, seed, block, bowl)
 
 
 def _rate(results) -> str:
