@@ -205,6 +205,20 @@ def test_a_realism_profile_reaches_the_simulating_nodes_and_a_bad_one_stops_the_
         graph.graph("sim", realism="bright")
 
 
+def test_a_calibrated_palette_reaches_camera_perception_and_a_bad_one_stops_the_start(tmp_path):
+    palette = tmp_path / "palette.yaml"
+    palette.write_text("colors: {red: [0.8, 0.1, 0.1]}\ntable: [0.5, 0.45, 0.4]\n")
+    sim = by_executable(graph.graph("sim", perception="camera", palette=str(palette),
+                                    terminal=False))  # fmt: skip
+    assert sim["perception_node"].overrides["palette_file"] == str(palette)
+    assert "palette_file" not in by_executable(graph.graph("sim"))["perception_node"].overrides
+    with pytest.raises(ConfigError, match="add --perception camera"):
+        graph.graph("sim", palette=str(palette))
+    palette.write_text("colors: {red: [0.8, 0.1, 0.1]}\nshade: 1\n")
+    with pytest.raises(ConfigError, match="unknown keys"):
+        graph.graph("sim", perception="camera", palette=str(palette))
+
+
 def test_options_reach_the_nodes_parameters():
     specs = by_executable(
         graph.graph(

@@ -280,7 +280,7 @@ def options_from_args(args: argparse.Namespace) -> options.GraphOptions:
         raise ConfigError(f"--camera-device goes with --robot {HARDWARE_SO101}; the sim renders")
     if hardware:
         values |= {"mode": "robot", "robot": "so101", "driver": "so101"}
-    for name in ("record", "camera_intrinsics", "camera_pose"):
+    for name in ("record", "camera_intrinsics", "camera_pose", "palette"):
         values[name] = str(Path(values[name]).expanduser().resolve()) if values[name] else ""
     values["record"] = values["record"] or None
     if values["port"]:  # not resolved: the emulator's port is a link that comes and goes

@@ -185,6 +185,8 @@ def _perception_overrides(options: GraphOptions) -> dict[str, object]:
     found: dict[str, object] = {PERCEPTION_MODE_PARAM: options.perception_mode}
     if options.mode == "robot" and options.perception_mode == "camera" and options.camera_pose:
         found |= {"camera": options.camera_name, "camera_pose": options.camera_pose}
+    if options.palette:  # only with camera perception (``GraphOptionRules``)
+        found["palette_file"] = options.palette
     return found
 
 

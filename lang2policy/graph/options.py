@@ -169,6 +169,8 @@ OPTIONS: tuple[Option, ...] = (
            launch=("robot",), flag="--camera-intrinsics"),
     Option("camera_pose", "", "camera pose YAML from `lang2policy calibrate camera`",
            launch=("robot",), flag="--camera-pose"),
+    Option("palette", "", "camera perception's colours: a palette YAML from `lang2policy "
+           "calibrate colors` (\"\": the scene's)", launch=("sim", "robot"), flag="--palette"),
 )  # fmt: skip
 OPTION: dict[str, Option] = {option.name: option for option in OPTIONS}
 # The launch files' own argument: the command that gives the terminal node a TTY.

@@ -13,6 +13,7 @@ from pathlib import Path
 from lang2policy import paths
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
+from lang2policy.perception.palette import load_palette
 from lang2policy.realism import load_realism
 
 MODES = ("sim", "robot")
@@ -41,6 +42,7 @@ class GraphOptionRules:
         choice("controller", self.controller, CONTROLLERS)
         check_llm(self.llm)
         load_realism(self.realism)  # a level or a readable, valid file: said before anything starts
+        self._check_palette()
         if self.record is not None and not str(self.record).strip():
             raise ConfigError("record: give an output directory, or None to not record")
         if not (isinstance(self.rtf, int | float) and math.isfinite(self.rtf) and self.rtf > 0):
@@ -61,6 +63,13 @@ class GraphOptionRules:
             self._check_vla()
         elif self.route == "skill":
             raise ConfigError("route 'skill' runs skill plans on the VLA: add vla:=true (--vla)")
+
+    def _check_palette(self) -> None:
+        if not self.palette:
+            return
+        if self.perception_mode != "camera":
+            raise ConfigError("palette: colours are for camera perception; add --perception camera")
+        load_palette(self.palette)  # a readable, valid file: said before anything starts
 
     @property
     def perception_mode(self) -> str:
