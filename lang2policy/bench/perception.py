@@ -227,20 +227,26 @@ def perceive(run: LevelRun, perception, seed: int, index: int):
     return rgb, record
 
 
-def at_rest(run: LevelRun, seeds: list[int], out: Path | None) -> list[dict]:
-    records = []
+def at_rest(run: LevelRun, seeds: list[int], out: Path | None) -> tuple[list[dict], list[dict]]:
+    """Records of each layout's frame at rest: calibrated, and with the scene's palette (the
+    baseline: no colour calibration, white balance against the scene's table)."""
+    from lang2policy.perception.scene import scene_palette
+
+    records, baseline = [], []
     for number, seed in enumerate(seeds):
         perception = run.perception(seed)
         run.world.rig = seed // RIG_LAYOUTS
         run.session.reset(seed)
         rgb, record = perceive(run, perception, seed, 0)
         records.append({**record, "seed": seed})
+        _same_frame, base = perceive(run, run.perception_with(scene_palette(run.robot)), seed, 0)
+        baseline.append(base)
         if out is not None and number < PICTURES:
             path = out / f"{run.level}_layout_{seed}.png"
             report.save_png(
                 path, report.overlay(rgb, run.calibrated, perception.objects, run.truth())
             )
-    return records
+    return records, baseline
 
 
 def moving(run: LevelRun, seed: int, out: Path | None) -> list[dict]:
@@ -282,7 +288,7 @@ def run_level(args: argparse.Namespace, level: str) -> dict:
     try:
         seeds = list(range(args.seed, args.seed + args.layouts))
         started = time.monotonic()
-        rest = at_rest(run, seeds, args.out)
+        rest, baseline = at_rest(run, seeds, args.out)
         say(f"{level}: {len(rest)} layouts at rest in {time.monotonic() - started:.1f} s")
         motion = []
         for episode in range(args.moving):
@@ -292,6 +298,7 @@ def run_level(args: argparse.Namespace, level: str) -> dict:
             "level": level,
             "profile": run.profile.to_dict(),
             "rest": report.summarise(rest),
+            "rest_scene_palette": report.summarise(baseline),
             "moving": report.summarise(motion, moving=True),
         }
     finally:

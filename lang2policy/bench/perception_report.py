@@ -100,6 +100,7 @@ def rows(result: dict) -> list[tuple[str, str, str, bool | None]]:
         name, rest, moving = level["level"], level["rest"], level["moving"]
         target = TARGETS.get(name, {})
         lines.append(_detection_row(name, rest, target))
+        lines.append(_baseline_row(name, level.get("rest_scene_palette") or {}))
         lines.append(_phantom_row(name, rest, target))
         lines.append(_error_row(name, rest, target))
         yaw = f"{_num(rest.get('yaw_mean_deg'))} / {_num(rest.get('yaw_p90_deg'))} deg"
@@ -108,6 +109,16 @@ def rows(result: dict) -> list[tuple[str, str, str, bool | None]]:
         if moving.get("frames"):
             lines.append(_moving_row(name, moving))
     return lines
+
+
+def _baseline_row(name: str, base: dict):
+    """The same frames with the scene's palette: what the colour calibration adds."""
+    value = (
+        f"{_pct(base.get('detection'))} ({base.get('detected', 0)} of "
+        f"{base.get('expected', 0)}), {base.get('phantoms', 0)} phantoms, "
+        f"p90 {_num(base.get('error_p90_cm'))} cm"
+    )
+    return (f"{name}: baseline, scene palette (not calibrated)", value, "-", None)
 
 
 def _fps_row(name: str, rest: dict, moving: dict):
