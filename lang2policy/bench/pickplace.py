@@ -92,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench pickplace``."""
     if not 1 <= args.episodes <= 1000:
-        raise Lang2PolicyError("--episodes must be in 1..1000")
+        raise Lang2PolicyError("--episodes must be at least 1 and at most 1000")
     if args.perception == "camera":
         from lang2policy.bench import pickplace_camera
 

@@ -69,6 +69,7 @@ from lang2policy.wire_json import MessageError, decode_status
 
 EXECUTE_MODES = ("graph", "local")
 READY_LISTENER_WAIT = 10.0  # s the "ready" line waits for a status listener (late terminal)
+OWN_STATUS_READERS = 1  # this node's own subscription to the status topic
 
 
 class PlannerNode(ReadOnlyParameters):
@@ -125,7 +126,7 @@ class PlannerNode(ReadOnlyParameters):
         self.warmth = warm_conductor(self.conductor, self.settings, self._warm_progress)
         detail = {"llm": self.warmth.describe(), "warm_s": round(self.warmth.seconds, 2)}
         deadline = time.monotonic() + READY_LISTENER_WAIT  # a terminal started with the graph
-        while self._status.get_subscription_count() == 0 and time.monotonic() < deadline:
+        while self._status_listeners() == 0 and time.monotonic() < deadline:
             if not self.context.ok():
                 return
             time.sleep(0.1)
@@ -133,6 +134,11 @@ class PlannerNode(ReadOnlyParameters):
         self.status(event)
         for text in self.gate.open():  # typed while it started: planned now, in order
             self.conductor.handle(text)
+
+    def _status_listeners(self) -> int:
+        """Subscribers of the status topic other than this node's own (it reads the
+        controller's and the VLA node's lines there, and its own subscription counts)."""
+        return self._status.get_subscription_count() - OWN_STATUS_READERS
 
     def _starting(self, line: str) -> None:
         self.status(StatusEvent(PLANNER_NODE, "starting", "", line))
