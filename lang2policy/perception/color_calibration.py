@@ -77,7 +77,7 @@ def fit_palette(frames: Sequence[CalibrationFrame], base: Palette) -> ColorFit:
     for frame in frames:
         colors = _listed_colors(frame.objects, base)
         gain = _table(frame) / reference
-        rgb = _scaled(frame.rgb, 1.0 / gain)  # in the first frame's light
+        rgb = WhiteBalance.scaled(frame.rgb, 1.0 / gain)  # in the first frame's light
         for color, pixels in _measure(rgb, frame.ignore, colors, base, light).items():
             if pixels is None:
                 missed.append(color)
@@ -193,10 +193,6 @@ def _moved(rgb, light: np.ndarray) -> tuple[float, float, float]:
 
 def _normalised(gain: np.ndarray) -> np.ndarray:
     return gain / max(float(gain.max()), 1e-6)
-
-
-def _scaled(rgb: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    return WhiteBalance.scaled(rgb, scale)
 
 
 def save_palette(path: str | Path, fit: ColorFit, note: str = "") -> Path:
