@@ -13,6 +13,12 @@ So the robot's target at any robot time is known exactly from what was forwarded
 trajectory departs from (the shaper starts there, so the target's velocity never steps).
 After a hold the replay brakes from the measured state it was told, as the robot does from the
 state it measured when the hold arrived: close, not exact; the shaper's first samples absorb it.
+
+Several trajectories forwarded at one robot time (a burst of commands handled before the next
+joint state moved the clock on) all start at that instant, and the robot runs only the last:
+each departs from the state the target had *before* the first of them, never from the first
+segment of one the robot will not run (its slope already holds one step of acceleration; a
+burst of eight stacked eight, 0 to 1.15 rad/s in 20 ms, and the servo ran 1.6-1.75 rad/s).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ class RobotTarget:
         self.braking = braking  # how the robot stops on a hold (None: at the measured position)
         self._follower: TrajectoryFollower | None = None  # None: held at the measured position
         self._held_at: np.ndarray | None = None
+        # (robot time, position, velocity) of the target when the running trajectory started
+        self._departure: tuple[float, np.ndarray, np.ndarray] | None = None
 
     @property
     def holding(self) -> bool:
@@ -45,6 +53,7 @@ class RobotTarget:
         state, or (without braking, or before anything was forwarded) stops it at
         ``measured``."""
         measured = np.array(measured, float)
+        self._departure = None
         if self._follower is not None and self.braking is not None:
             self._follower.stop(now, measured, self.braking, measured_velocity)
             return
@@ -54,11 +63,15 @@ class RobotTarget:
     def anchor(self, measured: np.ndarray) -> None:
         """Forget the replay: the target is (taken to be) at rest at ``measured``."""
         self._follower = None
+        self._departure = None
         self._held_at = np.array(measured, float)
 
     def forwarded(self, now: float, trajectory: Trajectory, measured: np.ndarray) -> None:
         """``trajectory`` (not a hold), stamped ``now``, was sent: the target follows it from
-        where it was at ``now``."""
+        where it was at ``now`` (before any other trajectory forwarded at ``now``)."""
+        if self._departure is None or self._departure[0] != now:
+            position, velocity = self.state(now, measured)
+            self._departure = (now, position, velocity)
         if self._follower is None:
             start = self._held_at if self._held_at is not None else np.array(measured, float)
             self._follower = TrajectoryFollower(self.names, start)
@@ -70,7 +83,10 @@ class RobotTarget:
 
     def state(self, now: float, measured: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position, velocity) of the target at ``now``: at rest where it is held when nothing
-        was forwarded since the last hold without braking."""
+        was forwarded since the last hold without braking; at the instant a trajectory was
+        forwarded, the state it departed from."""
+        if self._departure is not None and self._departure[0] == now:
+            return self._departure[1].copy(), self._departure[2].copy()
         if self._follower is None:
             rest = self._held_at if self._held_at is not None else np.array(measured, float)
             return np.array(rest, float), np.zeros(len(self.names))
