@@ -32,6 +32,9 @@ from lang2policy.graph.rules import choice
 
 EMULATOR_PORT_WAIT = 60.0  # s the driver waits for the emulator's port to appear
 EMULATOR_BUS_TIMEOUT = 0.1  # s per reply: the emulator shares the CPU with physics and the graph
+# s the planner waits, the arm at home, for camera perception to see a goal's objects again
+# (a block confirmed again takes 3 frames at 10 Hz; a loaded machine renders slower)
+CAMERA_VIEW_TIMEOUT = 3.0
 # The perception node's parameter that picks ground truth or cameras (perception helper's name).
 PERCEPTION_MODE_PARAM = "source"
 
@@ -119,8 +122,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "safety_node": {},
         "controller_node": {"backend": options.controller},
         "vla_node": {"backend": options.vla_backend},
-        "planner_node": {"llm": options.llm, "route": options.route,
-                         "grounding": options.grounding, "vla": options.vla},
+        "planner_node": _planner_overrides(options),
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
         "teleop_node": {},
@@ -187,6 +189,18 @@ def _perception_overrides(options: GraphOptions) -> dict[str, object]:
         found |= {"camera": options.camera_name, "camera_pose": options.camera_pose}
     if options.palette:  # only with camera perception (``GraphOptionRules``)
         found["palette_file"] = options.palette
+    return found
+
+
+def _planner_overrides(options: GraphOptions) -> dict[str, object]:
+    found: dict[str, object] = {
+        "llm": options.llm,
+        "route": options.route,
+        "grounding": options.grounding,
+        "vla": options.vla,
+    }
+    if options.perception_mode == "camera":  # the arm hides what it placed: look from home
+        found["view_timeout"] = CAMERA_VIEW_TIMEOUT
     return found
 
 

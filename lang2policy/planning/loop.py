@@ -242,7 +242,11 @@ class PlanLoop:
         outcome = self.runner.run(program.code)
         for line in outcome.said:
             self.on_event("said", line)
-        self.backend.session.sync()  # the graph's mirror: the world as it is now
+        session = self.backend.session
+        if outcome.ok:  # judged on the scene as seen: a camera's view cleared first
+            session.observe(list(before))
+        else:  # the arm holds where the plan failed
+            session.sync()
         edits = self.runner.edits
         if edits is not None and edits.accepted:  # the person changed the calls as they ran
             goal = corrected_goal(goal, outcome, objects, kinds)

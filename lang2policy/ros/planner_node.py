@@ -208,6 +208,13 @@ class PlannerNode(ReadOnlyParameters):
         stale = self._number("state_timeout", 2.0, "s without joint states = lost")
         self.arm = GraphArm(self, robot, control_period=period, stale_after=stale)
         wait = self._number("scene_timeout", 10.0, "s to wait for joint states and objects")
+        self.arm.session.view_timeout = self._number(
+            "view_timeout",
+            0.0,
+            "s to wait, the arm at home, for a camera to see the objects again before a goal "
+            "is judged; 0 = judge at once (ground truth sees through the arm)",
+            zero=True,
+        )
         return LiveCodeExecutor(self.arm.session, wait, topics.OBJECTS.name)
 
     # ------------------------------------------------------------------ Outlet

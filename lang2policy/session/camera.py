@@ -138,6 +138,14 @@ class CameraSession:
         state = self.robot.get_observation()
         self.world.sync(state.position[:-1], state.position[-1], self.perceived())
 
+    def observe(self, expected: list[str]) -> None:
+        """The scene as the camera sees it with the arm at home (out of the view): a block the
+        hovering gripper hid is back in the object set (``Session.observe``)."""
+        self.primitives.go_home()
+        for _ in range(SETTLE_FRAMES):
+            self.perceive()
+        self.sync()
+
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
         """A new layout on the simulated table; returns the names camera perception sees
         after ``SETTLE_FRAMES`` frames at rest (not the names the simulator placed)."""

@@ -31,3 +31,9 @@ class Session(Protocol):
         """Bring ``world`` in step with the arm and the objects (a no-op in simulation, where
         the world is the truth)."""
         ...
+
+    def observe(self, expected: list[str]) -> None:
+        """Bring ``world`` in step with the scene as it is *seen* after a program, to judge
+        its goal: a camera's view is cleared first (the arm out of the way, perception given
+        time to find ``expected`` again); with ground truth, ``sync``."""
+        ...

@@ -16,18 +16,23 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.primitives import MotionPrimitives
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.robots.robot import Observation
 from lang2policy.robots.sim_robot import limits_for
 from lang2policy.robots.streamed_robot import StreamedRobot
 from lang2policy.scene.mirror import MirrorWorld
 
 log = logging.getLogger(__name__)
+
+VIEW_SETS = 3  # object sets heard with the arm at home before a goal is judged (0.3 s at 10 Hz)
+VIEW_POLL = 0.05  # s between looks at the object sets heard
 
 
 class RemoteSession:
@@ -40,6 +45,7 @@ class RemoteSession:
         control_period: float = 0.02,
         stale_after: float = 2.0,
         layout: str = "cap_tabletop",
+        view_timeout: float = 0.0,
     ) -> None:
         self.world = MirrorWorld(robot, layout)
         description = self.world.description
@@ -50,7 +56,11 @@ class RemoteSession:
         self.control_period = control_period
         self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world, control_period)
         self._objects: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._object_sets = 0  # object sets heard so far
         self._lock = threading.Lock()
+        # s to wait, with the arm at home, for a camera to see the objects again before a
+        # goal is judged (0: perception sees through the arm, as ground truth does)
+        self.view_timeout = view_timeout
 
     # ------------------------------------------------------------- measurements (any thread)
     def update_state(self, names: Sequence[str], position, velocity, stamp: float) -> None:
@@ -73,6 +83,7 @@ class RemoteSession:
         }
         with self._lock:
             self._objects = snapshot
+            self._object_sets += 1
 
     def object_snapshot(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         with self._lock:
@@ -87,6 +98,34 @@ class RemoteSession:
             gripper_opening=None if state is None else state.position[-1],
             objects=self.object_snapshot(),
         )
+
+    def observe(self, expected: list[str]) -> None:
+        """The scene as perception sees it, to judge a goal (``Session.observe``). With a
+        camera (``view_timeout`` > 0) the arm first goes home, out of the view: a gripper
+        hovering over a bowl hides the block it just placed there, and a goal judged then is
+        judged on a stale or missing block. Then the mirror waits for object sets seen with
+        the arm at rest (``VIEW_SETS``), until every ``expected`` object is back or
+        ``view_timeout`` s have passed; a stop during the move home ends the wait."""
+        if self.view_timeout <= 0.0:
+            self.sync()
+            return
+        try:
+            self.primitives.go_home()
+        except Lang2PolicyError as exc:  # a stop, a correction, a lost arm: judge as it is
+            log.info("not at home to look at the scene: %s", exc)
+            self.sync()
+            return
+        with self._lock:
+            heard = self._object_sets
+        deadline = time.monotonic() + self.view_timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                fresh = self._object_sets - heard >= VIEW_SETS
+                seen = set(self._objects)
+            if fresh and seen.issuperset(expected):
+                break
+            time.sleep(VIEW_POLL)
+        self.sync()
 
     def reset(self, seed: int | None = None, objects: list[str] | None = None) -> list[str]:
         """Fresh primitives (nothing held) on the scene as measured; returns its objects."""

@@ -35,6 +35,9 @@ class SimSession:
     def sync(self) -> None:
         """Nothing to do: the simulated world is the truth (``Session.sync``)."""
 
+    def observe(self, expected: list[str]) -> None:
+        """Nothing to do: the truth hides nothing (``Session.observe``)."""
+
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
         names = self.world.reset(seed, objects)
         self.robot.forget_last_command()
