@@ -106,6 +106,10 @@ class MotionPrimitives:
     def go_home(self) -> None:
         self._follow(np.vstack([self.joints(), self.kin.arm.home]))
 
+    def go_look(self) -> None:
+        """Raise the arm out of the overhead camera's view (the description's ``look``)."""
+        self._follow(np.vstack([self.joints(), self.kin.arm.look]))
+
     def open_gripper(self, opening: float = 1.0) -> None:
         self._move_gripper(opening)
         self.holding = None

@@ -32,7 +32,7 @@ from lang2policy.graph.rules import choice
 
 EMULATOR_PORT_WAIT = 60.0  # s the driver waits for the emulator's port to appear
 EMULATOR_BUS_TIMEOUT = 0.1  # s per reply: the emulator shares the CPU with physics and the graph
-# s the planner waits, the arm at home, for camera perception to see a goal's objects again
+# s the planner waits, the arm out of the view, for camera perception to see a goal's objects again
 # (a block confirmed again takes 3 frames at 10 Hz; a loaded machine renders slower)
 CAMERA_VIEW_TIMEOUT = 3.0
 # The perception node's parameter that picks ground truth or cameras (perception helper's name).
@@ -199,7 +199,7 @@ def _planner_overrides(options: GraphOptions) -> dict[str, object]:
         "grounding": options.grounding,
         "vla": options.vla,
     }
-    if options.perception_mode == "camera":  # the arm hides what it placed: look from home
+    if options.perception_mode == "camera":  # the arm hides what it placed: look from above it
         found["view_timeout"] = CAMERA_VIEW_TIMEOUT
     return found
 

@@ -244,7 +244,7 @@ class PlanLoop:
             self.on_event("said", line)
         session = self.backend.session
         if outcome.ok:  # judged on the scene as seen: a camera's view cleared first
-            session.observe(list(before))
+            session.observe(list(before), status)
         else:  # the arm holds where the plan failed
             session.sync()
         edits = self.runner.edits

@@ -211,8 +211,8 @@ class PlannerNode(ReadOnlyParameters):
         self.arm.session.view_timeout = self._number(
             "view_timeout",
             0.0,
-            "s to wait, the arm at home, for a camera to see the objects again before a goal "
-            "is judged; 0 = judge at once (ground truth sees through the arm)",
+            "s to wait, the arm out of the view, for a camera to see the objects again before "
+            "a goal is judged; 0 = judge at once (ground truth sees through the arm)",
             zero=True,
         )
         return LiveCodeExecutor(self.arm.session, wait, topics.OBJECTS.name)

@@ -32,6 +32,7 @@ class ArmLayout:
     gripper_closed: float
     ee_site_id: int
     home: np.ndarray
+    look: np.ndarray  # the arm out of the overhead camera's view of the table
 
     @property
     def dof(self) -> int:
@@ -61,13 +62,9 @@ def arm_layout(model: mujoco.MjModel, description: RobotDescription) -> ArmLayou
     arm_actuators = [a for a in range(model.nu) if a not in gripper_ids]
     joint_ids = np.array([model.actuator_trnid[a, 0] for a in arm_actuators])
     names = tuple(model.joint(j).name for j in joint_ids)
-    unknown = sorted(set(description.home) - set(names))
-    missing = sorted(set(names) - set(description.home))
-    if unknown or missing:
-        raise ConfigError(
-            f"{description.name}: home pose must name exactly the arm joints {list(names)}; "
-            f"unknown: {unknown}, missing: {missing}"
-        )
+    _check_pose(description.name, "home", description.home, names)
+    look = description.look or description.home
+    _check_pose(description.name, "look", look, names)
     gripper_joints = [model.actuator_trnid[a, 0] for a in gripper_ids]
     site_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, description.ee_site)
     if site_id < 0:
@@ -86,7 +83,18 @@ def arm_layout(model: mujoco.MjModel, description: RobotDescription) -> ArmLayou
         gripper_closed=description.gripper.closed,
         ee_site_id=site_id,
         home=np.array([description.home[n] for n in names]),
+        look=np.array([look[n] for n in names]),
     )
+
+
+def _check_pose(robot: str, what: str, pose: dict[str, float], names: tuple[str, ...]) -> None:
+    unknown = sorted(set(pose) - set(names))
+    missing = sorted(set(names) - set(pose))
+    if unknown or missing:
+        raise ConfigError(
+            f"{robot}: {what} pose must name exactly the arm joints {list(names)}; "
+            f"unknown: {unknown}, missing: {missing}"
+        )
 
 
 def _actuator_id(model: mujoco.MjModel, name: str) -> int:

@@ -108,6 +108,9 @@ class RobotDescription:
     enable_collision: list[str] = field(default_factory=list)
     # Extra friction on the gripper's contact geoms (sliding, torsional, rolling).
     finger_friction: tuple[float, float, float] = (1.5, 0.01, 0.0001)
+    # The arm out of the overhead camera's view of the table (the scene is judged from it);
+    # empty: ``home``.
+    look: dict[str, float] = field(default_factory=dict)
 
 
 def available_robots() -> list[str]:

@@ -12,6 +12,8 @@ object set and the arm's measured joints before each skill, as the graph's plann
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lang2policy.control.kinematics import Kinematics
@@ -138,10 +140,10 @@ class CameraSession:
         state = self.robot.get_observation()
         self.world.sync(state.position[:-1], state.position[-1], self.perceived())
 
-    def observe(self, expected: list[str]) -> None:
-        """The scene as the camera sees it with the arm at home (out of the view): a block the
+    def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
+        """The scene as the camera sees it with the arm raised out of the view: a block the
         hovering gripper hid is back in the object set (``Session.observe``)."""
-        self.primitives.go_home()
+        self.primitives.go_look()
         for _ in range(SETTLE_FRAMES):
             self.perceive()
         self.sync()

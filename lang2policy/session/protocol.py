@@ -10,6 +10,7 @@ Two implementations: ``SimSession`` (``lang2policy.session.sim``, in-process phy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -32,7 +33,7 @@ class Session(Protocol):
         the world is the truth)."""
         ...
 
-    def observe(self, expected: list[str]) -> None:
+    def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
         """Bring ``world`` in step with the scene as it is *seen* after a program, to judge
         its goal: a camera's view is cleared first (the arm out of the way, perception given
         time to find ``expected`` again); with ground truth, ``sync``."""

@@ -31,7 +31,7 @@ from lang2policy.scene.mirror import MirrorWorld
 
 log = logging.getLogger(__name__)
 
-VIEW_SETS = 3  # object sets heard with the arm at home before a goal is judged (0.3 s at 10 Hz)
+VIEW_SETS = 3  # object sets heard with the arm out of view before a goal is judged (10 Hz: 0.3 s)
 VIEW_POLL = 0.05  # s between looks at the object sets heard
 
 
@@ -58,7 +58,7 @@ class RemoteSession:
         self._objects: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._object_sets = 0  # object sets heard so far
         self._lock = threading.Lock()
-        # s to wait, with the arm at home, for a camera to see the objects again before a
+        # s to wait, with the arm out of the view, for a camera to see the objects again before a
         # goal is judged (0: perception sees through the arm, as ground truth does)
         self.view_timeout = view_timeout
 
@@ -99,33 +99,43 @@ class RemoteSession:
             objects=self.object_snapshot(),
         )
 
-    def observe(self, expected: list[str]) -> None:
+    def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
         """The scene as perception sees it, to judge a goal (``Session.observe``). With a
-        camera (``view_timeout`` > 0) the arm first goes home, out of the view: a gripper
-        hovering over a bowl hides the block it just placed there, and a goal judged then is
+        camera (``view_timeout`` > 0) the arm is first raised out of the view (``look``): a
+        gripper hovering over a bowl hides the block it just placed there, and a goal judged then is
         judged on a stale or missing block. Then the mirror waits for object sets seen with
         the arm at rest (``VIEW_SETS``), until every ``expected`` object is back or
-        ``view_timeout`` s have passed; a stop during the move home ends the wait."""
+        ``view_timeout`` s have passed; a stop during the move ends the wait. ``say``
+        hears what it waits for."""
+        say = say or log.info
         if self.view_timeout <= 0.0:
             self.sync()
             return
+        say("raising the arm out of the camera's view to look at the scene")
         try:
-            self.primitives.go_home()
+            self.primitives.go_look()
         except Lang2PolicyError as exc:  # a stop, a correction, a lost arm: judge as it is
-            log.info("not at home to look at the scene: %s", exc)
+            say(f"judging the scene as it is: the arm did not get out of the view ({exc})")
             self.sync()
             return
+        missing = self._wait_for_view(expected)
+        if missing:
+            say(f"perception does not see {missing} after {self.view_timeout:g} s")
+        self.sync()
+
+    def _wait_for_view(self, expected: list[str]) -> list[str]:
+        """Wait for ``VIEW_SETS`` fresh object sets holding every ``expected`` name, at most
+        ``view_timeout`` s; returns the names still missing."""
         with self._lock:
             heard = self._object_sets
         deadline = time.monotonic() + self.view_timeout
-        while time.monotonic() < deadline:
+        while True:
             with self._lock:
                 fresh = self._object_sets - heard >= VIEW_SETS
-                seen = set(self._objects)
-            if fresh and seen.issuperset(expected):
-                break
+                missing = sorted(set(expected) - set(self._objects))
+            if (fresh and not missing) or time.monotonic() >= deadline:
+                return missing
             time.sleep(VIEW_POLL)
-        self.sync()
 
     def reset(self, seed: int | None = None, objects: list[str] | None = None) -> list[str]:
         """Fresh primitives (nothing held) on the scene as measured; returns its objects."""

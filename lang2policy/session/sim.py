@@ -6,6 +6,8 @@ remote session (``lang2policy.session.remote``) implements it over an arm in the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.robots.sim_robot import SimRobot
@@ -35,7 +37,7 @@ class SimSession:
     def sync(self) -> None:
         """Nothing to do: the simulated world is the truth (``Session.sync``)."""
 
-    def observe(self, expected: list[str]) -> None:
+    def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
         """Nothing to do: the truth hides nothing (``Session.observe``)."""
 
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
