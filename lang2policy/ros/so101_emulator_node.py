@@ -10,19 +10,23 @@ runs in real time (a steady timer, and every bus request, advance it).
 What a real arm does not have, it publishes for the graph's ground-truth perception: the
 objects' poses on ``objects_topic`` (``/sim/objects``, visualization_msgs/MarkerArray, the sim
 node's format), at ``objects_rate``, stamped with this node's clock (wall time, as the driver
-stamps joint states).
+stamps joint states). What a real table has, its cameras: ``/camera/<name>/image_raw`` and
+``camera_info`` of the scene's cameras at ``camera_rate`` (rendered only while someone listens,
+as the sim node's), so camera perception runs on the emulated arm as on a physical one.
 
 Faults for testing the driver and the graph: ``drop_rate``, ``corrupt_rate`` (fractions of
 replies), ``latency`` (s before each reply), ``silent`` (servo ids that never answer).
 
 ``realism`` (``off``, ``mild``, ``hard`` or a YAML file, ``config/realism/``): the servo part of
 a realism profile makes the servos imperfect (deadband, backlash, position-loop lag, command
-latency, reading noise, gripper slip), seeded by ``seed``; ``off`` (the default) keeps them
+latency, reading noise, gripper slip), seeded by ``seed``; its scene part draws the light,
+shades and camera error the cameras see, as in the sim node; ``off`` (the default) keeps both
 ideal, exactly as without it.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from pathlib import Path
@@ -41,6 +45,7 @@ from lang2policy.robots.so101.mujoco_plant import MujocoPlant
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
+from lang2policy.ros.sim_cameras import SimCameras
 from lang2policy.ros.sim_node import world_object_poses
 from lang2policy.scene.world import World
 
@@ -85,7 +90,14 @@ class SO101EmulatorNode(ReadOnlyParameters):
         )
         silent = servo_ids("silent", self.declare_parameter("silent", "", any_type).value)
 
-        self.world = World(robot="so101", layout=layout)
+        camera_rate = self._number("camera_rate", 10.0, "Hz of the cameras; 0: none", zero=True)
+        width = int(self._number("camera_width", 224, "image width (px)", integer=True))
+        height = int(self._number("camera_height", 224, "image height (px)", integer=True))
+
+        self.seed = seed
+        self.world = World(robot="so101", layout=layout, realism=realism)
+        # before the bus answers: making the GL context holds the process for a moment
+        self._cameras = self._start_cameras(camera_rate, width, height)
         names = [o.strip() for o in named.split(",") if o.strip()] or None
         self.objects = self.world.reset(seed, names)
         calibration = Calibration.load(path or None)
@@ -108,6 +120,8 @@ class SO101EmulatorNode(ReadOnlyParameters):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._physics = self.create_timer(PHYSICS_PERIOD, self._advance, clock=steady)
         self._publisher = self.create_timer(1.0 / rate, self._publish_objects, clock=steady)
+        if self._cameras is not None:
+            self.create_timer(1.0 / camera_rate, self._submit_frame, clock=steady)
         self.get_logger().info(
             f"emulated SO-101 on {self.link} -> {self.port}: servos {list(calibration.servo_ids)}"
             f", objects {self.objects} (layout '{layout}', seed {seed}); object poses on {topic}"
@@ -133,7 +147,26 @@ class SO101EmulatorNode(ReadOnlyParameters):
         stamp = self.get_clock().now().nanoseconds * 1e-9
         self._objects_pub.publish(convert.object_markers(poses, stamp))
 
+    def _start_cameras(self, rate: float, width: int, height: int) -> SimCameras | None:
+        """The scene's cameras (None when ``rate`` is 0)."""
+        if rate <= 0:
+            return None
+        names = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
+        return SimCameras(self, names, width, height)
+
+    def _submit_frame(self) -> None:
+        """The table as it is now, for the cameras someone listens to."""
+        wanted = self._cameras.wanted()
+        if not wanted:
+            return
+        images = any(image for image, _info in wanted.values())
+        with self.plant.lock:
+            data = copy.copy(self.world.data) if images else None
+        self._cameras.submit(data, self.get_clock().now().nanoseconds * 1e-9, wanted)
+
     def destroy_node(self) -> None:
+        if self._cameras is not None:
+            self._cameras.close()
         self.emulator.stop()
         if self.link.is_symlink() and os.readlink(self.link) == self.port:
             self.link.unlink()
