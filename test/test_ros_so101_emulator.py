@@ -44,12 +44,16 @@ def node(module: str, *params: str) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen) -> str:
+    """Ctrl-C, then kill; its output ("" when it was read already: stopping twice, as an
+    assertion's message and a ``finally`` do, must not leave the other node running)."""
     if process.poll() is None:
         process.send_signal(2)
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+    if process.stdout is None or process.stdout.closed:
+        return ""
     return process.communicate()[0]
 
 
