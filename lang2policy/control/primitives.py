@@ -32,6 +32,7 @@ _DROP_CLEARANCE = 0.01  # a placed object is let go this far above where it come
 _TCP_SAMPLE_STEP = 0.005  # joint-path length (rad) between samples when timing tool speed
 _STOP_TIME_MAX = 0.3  # longest braking (seconds) after a deadline stop
 _STOP_SPEED = 0.02  # joint speed (rad/s) below which a stopped arm counts as still
+LOOK_TCP_SPEED = 0.15  # m/s of the tool on the way to ``look`` (the skills' default speed)
 
 
 class MotionPrimitives:
@@ -107,8 +108,14 @@ class MotionPrimitives:
         self._follow(np.vstack([self.joints(), self.kin.arm.home]))
 
     def go_look(self) -> None:
-        """Raise the arm out of the overhead camera's view (the description's ``look``)."""
-        self._follow(np.vstack([self.joints(), self.kin.arm.look]))
+        """Raise the arm out of the overhead camera's view (the description's ``look``), the
+        tool no faster than a skill's default speed (``LOOK_TCP_SPEED``)."""
+        cap = self.tcp_speed
+        self.tcp_speed = LOOK_TCP_SPEED if cap is None else min(cap, LOOK_TCP_SPEED)
+        try:
+            self._follow(np.vstack([self.joints(), self.kin.arm.look]))
+        finally:
+            self.tcp_speed = cap
 
     def open_gripper(self, opening: float = 1.0) -> None:
         self._move_gripper(opening)

@@ -243,9 +243,9 @@ class PlanLoop:
         for line in outcome.said:
             self.on_event("said", line)
         session = self.backend.session
-        if outcome.ok:  # judged on the scene as seen: a camera's view cleared first
+        if outcome.ok and _judged_on_objects(goal):  # a camera's view is cleared first
             session.observe(list(before), status)
-        else:  # the arm holds where the plan failed
+        else:  # the arm stays where the plan left it
             session.sync()
         edits = self.runner.edits
         if edits is not None and edits.accepted:  # the person changed the calls as they ran
@@ -292,6 +292,14 @@ class PlanLoop:
                 continue
             positions[name] = np.asarray(value, dtype=float)
         return positions
+
+
+def _judged_on_objects(goal: Goal) -> bool:
+    """Whether ``goal`` is read from where objects are: not an answer, nor the arm's own
+    motion (the arm must stay where the person asked it to go)."""
+    if goal.kind == "answer":
+        return False
+    return goal.kind != "moved" or bool(goal.moved)
 
 
 def moved_lines(before: dict[str, np.ndarray], after: dict[str, np.ndarray]) -> list[str]:

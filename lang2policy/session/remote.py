@@ -26,13 +26,14 @@ from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.robots.robot import Observation
 from lang2policy.robots.sim_robot import limits_for
-from lang2policy.robots.streamed_robot import StreamedRobot
+from lang2policy.robots.streamed_robot import CorrectionInterrupt, StreamedRobot
 from lang2policy.scene.mirror import MirrorWorld
 
 log = logging.getLogger(__name__)
 
 VIEW_SETS = 3  # object sets heard with the arm out of view before a goal is judged (10 Hz: 0.3 s)
 VIEW_POLL = 0.05  # s between looks at the object sets heard
+LOOK_TRIES = 2  # moves to ``look`` a correction may cut short before one runs uninterrupted
 
 
 class RemoteSession:
@@ -105,7 +106,7 @@ class RemoteSession:
         gripper hovering over a bowl hides the block it just placed there, and a goal judged then is
         judged on a stale or missing block. Then the mirror waits for object sets seen with
         the arm at rest (``VIEW_SETS``), until every ``expected`` object is back or
-        ``view_timeout`` s have passed; a stop during the move ends the wait. ``say``
+        ``view_timeout`` s have passed; a stop during the move or the wait ends it. ``say``
         hears what it waits for."""
         say = say or log.info
         if self.view_timeout <= 0.0:
@@ -113,15 +114,26 @@ class RemoteSession:
             return
         say("raising the arm out of the camera's view to look at the scene")
         try:
-            self.primitives.go_look()
-        except Lang2PolicyError as exc:  # a stop, a correction, a lost arm: judge as it is
+            self._go_look()
+            missing = self._wait_for_view(expected)
+        except Lang2PolicyError as exc:  # a stop, a lost arm: judge the scene as it is
             say(f"judging the scene as it is: the arm did not get out of the view ({exc})")
             self.sync()
             return
-        missing = self._wait_for_view(expected)
         if missing:
             say(f"perception does not see {missing} after {self.view_timeout:g} s")
         self.sync()
+
+    def _go_look(self) -> None:
+        """The arm to its ``look`` pose. A correction arriving now has no call left to edit
+        (the program ended): it is dropped and the move goes on."""
+        for _ in range(LOOK_TRIES):
+            try:
+                self.primitives.go_look()
+                return
+            except CorrectionInterrupt:
+                self.robot.clear_interrupt()
+        self.primitives.go_look()
 
     def _wait_for_view(self, expected: list[str]) -> list[str]:
         """Wait for ``VIEW_SETS`` fresh object sets holding every ``expected`` name, at most
@@ -135,6 +147,7 @@ class RemoteSession:
                 missing = sorted(set(expected) - set(self._objects))
             if (fresh and not missing) or time.monotonic() >= deadline:
                 return missing
+            self.robot.raise_if_aborted()  # a stop ends the wait at once
             time.sleep(VIEW_POLL)
 
     def reset(self, seed: int | None = None, objects: list[str] | None = None) -> list[str]:
