@@ -85,7 +85,10 @@ def backend_commands(backend: str, workdir: Path, seed: int) -> list[tuple[str, 
         return [("sim_node", _node("sim_node", "camera_rate:=0.0", f"seed:={seed}"))]
     port = workdir / "so101"
     return [
-        ("so101_emulator", _node("so101_emulator_node", f"link:={port}", f"seed:={seed}")),
+        (
+            "so101_emulator",
+            _node("so101_emulator_node", f"link:={port}", f"seed:={seed}", "camera_rate:=0.0"),
+        ),
         (
             "so101_driver",
             _node("so101_driver_node", f"port:={port}", "port_wait:=30.0", "bus_timeout:=0.1"),
