@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from rclpy.executors import MultiThreadedExecutor
 from waiting import wait_for
@@ -71,3 +71,20 @@ def ros_env(domain_id: int) -> dict[str, str]:
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
         "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
     }
+
+
+@contextlib.contextmanager
+def probe_in_domain(domain_id: int, make_probe: Callable, threads: int = 2) -> Iterator:
+    """``make_probe(context)`` (an object with a ``node``) spinning on a private ROS graph:
+    this process's ROS environment set to ``domain_id`` for the block, all shut down after."""
+    import pytest
+    import rclpy
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ros_env(domain_id).items():
+            mp.setenv(key, value)
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        probe = make_probe(context)
+        with spinning(context, [probe.node], threads=threads):
+            yield probe

@@ -25,7 +25,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from launcher_support import Run  # noqa: E402
-from ros_support import ros_env, spinning  # noqa: E402
+from ros_support import probe_in_domain  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 from waiting import wait_for  # noqa: E402
@@ -115,14 +115,8 @@ def graph(tmp_path):
         extra_env={"HOME": str(tmp_path)},  # no corrections memory from a user
     )
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            for key, value in ros_env(DOMAIN_ID).items():
-                mp.setenv(key, value)
-            context = rclpy.Context()
-            rclpy.init(context=context)
-            probe = Probe(context)
-            with spinning(context, [probe.node], threads=2):
-                yield probe, run
+        with probe_in_domain(DOMAIN_ID, Probe) as probe:
+            yield probe, run
     finally:
         run.stop()
 

@@ -33,7 +33,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import ros_env, spinning  # noqa: E402
+from ros_support import probe_in_domain, ros_env  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
@@ -204,15 +204,9 @@ def graph():
         "memory:=''",
     )
     try:
-        with pytest.MonkeyPatch.context() as mp:
-            for key, value in ros_env(DOMAIN_ID).items():
-                mp.setenv(key, value)
-            context = rclpy.Context()
-            rclpy.init(context=context)
-            probe = Probe(context)
-            with spinning(context, [probe.node], threads=2):
-                wait_for(lambda: probe.states, 60, "the sim node's joint states")
-                yield probe
+        with probe_in_domain(DOMAIN_ID, Probe) as probe:
+            wait_for(lambda: probe.states, 60, "the sim node's joint states")
+            yield probe
     finally:
         for process in (planner, safety, sim):
             stop(process)

@@ -11,6 +11,7 @@ error, as a real camera is off its calibration).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 from sensor_msgs.msg import CameraInfo, Image
@@ -59,6 +60,15 @@ class SimCameras:
             if image or info:
                 found[camera] = (image, info)
         return found
+
+    def offer(self, snapshot: Callable[[], object], stamp: float) -> None:
+        """A frame for the cameras someone listens to; ``snapshot()`` (a copy of MjData) is
+        taken only when an image is wanted (nothing at all when nobody listens)."""
+        wanted = self.wanted()
+        if not wanted:
+            return
+        images = any(image for image, _info in wanted.values())
+        self.submit(snapshot() if images else None, stamp, wanted)
 
     def submit(self, data, stamp: float, wanted: dict[str, tuple[bool, bool]]) -> None:
         """Hand over a frame (a copy of MjData, None when only camera_info is wanted) for the

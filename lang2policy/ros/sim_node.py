@@ -231,11 +231,7 @@ class SimNode(ReadOnlyParameters):
 
     def _submit_frame(self, stamp: float) -> None:
         """Hand the cameras someone listens to a frame; nothing (no MjData copy) when nobody."""
-        wanted = self._camera.wanted()
-        if not wanted:
-            return
-        images = any(image for image, _info in wanted.values())
-        self._camera.submit(copy.copy(self.world.data) if images else None, stamp, wanted)
+        self._camera.offer(lambda: copy.copy(self.world.data), stamp)
 
     @property
     def rendered_frames(self) -> dict[str, int]:

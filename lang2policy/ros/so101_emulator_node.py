@@ -156,13 +156,11 @@ class SO101EmulatorNode(ReadOnlyParameters):
 
     def _submit_frame(self) -> None:
         """The table as it is now, for the cameras someone listens to."""
-        wanted = self._cameras.wanted()
-        if not wanted:
-            return
-        images = any(image for image, _info in wanted.values())
-        with self.plant.lock:
-            data = copy.copy(self.world.data) if images else None
-        self._cameras.submit(data, self.get_clock().now().nanoseconds * 1e-9, wanted)
+        self._cameras.offer(self._snapshot, self.get_clock().now().nanoseconds * 1e-9)
+
+    def _snapshot(self):
+        with self.plant.lock:  # physics steps in the bus thread too
+            return copy.copy(self.world.data)
 
     def destroy_node(self) -> None:
         if self._cameras is not None:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 VIEW_SETS = 3  # object sets heard with the arm out of view before a goal is judged (10 Hz: 0.3 s)
 VIEW_POLL = 0.05  # s between looks at the object sets heard
-LOOK_TRIES = 2  # moves to ``look`` a correction may cut short before one runs uninterrupted
+LOOK_TRIES = 3  # moves to ``look`` tried while corrections cut them short
 
 
 class RemoteSession:
@@ -46,7 +46,6 @@ class RemoteSession:
         control_period: float = 0.02,
         stale_after: float = 2.0,
         layout: str = "cap_tabletop",
-        view_timeout: float = 0.0,
     ) -> None:
         self.world = MirrorWorld(robot, layout)
         description = self.world.description
@@ -61,7 +60,7 @@ class RemoteSession:
         self._lock = threading.Lock()
         # s to wait, with the arm out of the view, for a camera to see the objects again before a
         # goal is judged (0: perception sees through the arm, as ground truth does)
-        self.view_timeout = view_timeout
+        self.view_timeout = 0.0
 
     # ------------------------------------------------------------- measurements (any thread)
     def update_state(self, names: Sequence[str], position, velocity, stamp: float) -> None:
@@ -127,13 +126,14 @@ class RemoteSession:
     def _go_look(self) -> None:
         """The arm to its ``look`` pose. A correction arriving now has no call left to edit
         (the program ended): it is dropped and the move goes on."""
-        for _ in range(LOOK_TRIES):
+        for attempt in range(LOOK_TRIES):
             try:
                 self.primitives.go_look()
                 return
             except CorrectionInterrupt:
+                if attempt == LOOK_TRIES - 1:
+                    raise
                 self.robot.clear_interrupt()
-        self.primitives.go_look()
 
     def _wait_for_view(self, expected: list[str]) -> list[str]:
         """Wait for ``VIEW_SETS`` fresh object sets holding every ``expected`` name, at most
