@@ -57,16 +57,22 @@ def camera_episode(session, seed: int):
         return None, seen
     block, bowl = str(rng.choice(blocks)), str(rng.choice(bowls))
     session.sync()
-    return put_block_in_bowl(session.primitives, session.truth.world, seed, block, bowl), seen
+    world, settle = session.truth.world, getattr(session, "settle", None)
+    return put_block_in_bowl(session.primitives, world, seed, block, bowl, settle), seen
 
 
-def run(robot: str, episodes: int, first_seed: int, realism: str, progress: bool) -> dict:
+def run(
+    robot: str, episodes: int, first_seed: int, realism: str, progress: bool, bus: bool = False
+) -> dict:
+    """``bus``: the SO-101 driver on the emulated servo bus (``session.bus_camera``) instead
+    of the simulated arm; the ground-truth run stays on the simulated arm."""
     from lang2policy.realism import load_realism
+    from lang2policy.session.bus_camera import BusCameraSession
     from lang2policy.session.camera import CameraSession
     from lang2policy.session.sim import SimSession
 
     profile = load_realism(realism)
-    camera = CameraSession(robot, realism=profile)
+    camera = (BusCameraSession if bus else CameraSession)(robot, realism=profile)
     truth = SimSession(robot)
     camera_results, truth_results, skipped, phantoms = [], [], [], 0
     started = time.perf_counter()
@@ -91,6 +97,7 @@ def run(robot: str, episodes: int, first_seed: int, realism: str, progress: bool
         "benchmark": "pickplace",
         "robot": robot,
         "perception": "camera",
+        "arm": "the SO-101 driver on an emulated servo bus" if bus else "the simulated arm",
         "realism": profile.to_dict(),
         "episodes": len(camera_results),
         "first_seed": first_seed,
@@ -123,8 +130,9 @@ def _summary(results) -> dict:
 def format_text(report: dict) -> str:
     camera, truth = report["camera"], report["ground_truth"]
     level = report["realism"].get("name", "?")
+    arm = report.get("arm", "the simulated arm")
     lines = [
-        f"pick-and-place on {report['robot']}, camera perception at realism {level}: "
+        f"pick-and-place on {report['robot']} ({arm}), camera perception at realism {level}: "
         f"{camera['successes']}/{report['episodes']} ({camera['success_rate']:.0%}); "
         f"ground truth, same episodes: {truth['successes']}/{report['episodes']} "
         f"({truth['success_rate']:.0%})",

@@ -108,12 +108,17 @@ class CameraSession:
     def frame(self) -> np.ndarray:
         """The camera's frame as the sensor records it (the joints go to perception)."""
         world = self.truth.world
-        rgb = self._renderer.render(world.data, self.camera)
+        rgb = self.sensor(self._renderer.render(world.data, self.camera))
+        self.perception.set_joints(self._joints(), world.data.time)
+        return rgb
+
+    def sensor(self, rgb: np.ndarray) -> np.ndarray:
+        """A rendered image as the camera records it: the look's noise, blur and exposure."""
+        world = self.truth.world
         if world.look is not None:
             rng = np.random.default_rng([world.seed or 0, self._frame, 7])
             rgb = apply_image_effects(rgb, world.look.image, rng)
         self._frame += 1
-        self.perception.set_joints(self._joints(), world.data.time)
         return rgb
 
     def _joints(self) -> dict[str, float]:
