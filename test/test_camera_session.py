@@ -42,12 +42,13 @@ def test_the_mirror_holds_what_the_camera_saw_and_the_arm_moves_the_real_world(s
 
 def test_bench_pickplace_reports_the_camera_run_beside_ground_truth():
     args = argparse.Namespace(robot="so101", episodes=1, seed=3, perception="camera",
-                              realism="off", json=True)  # fmt: skip
+                              realism="off", emulate=False, json=True)  # fmt: skip
     report = pickplace.run_args(args)
     assert report["perception"] == "camera" and report["episodes"] == 1
     assert report["camera"]["successes"] == report["ground_truth"]["successes"] == 1
     text = pickplace.format_text(report)
-    assert "camera perception at realism off: 1/1" in text and "ground truth" in text
+    assert "camera perception at realism off, the simulated arm: 1/1" in text
+    assert "ground truth" in text
     with pytest.raises(Lang2PolicyError, match="--perception camera"):
         pickplace.run_args(argparse.Namespace(**{**vars(args), "perception": "ground_truth",
                                                  "realism": "mild"}))  # fmt: skip

@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from lang2policy import cli_types
+from lang2policy.bench import camera_route
 from lang2policy.bench.cap_checks import Check
 from lang2policy.bench.cap_llm import (
     LLM_TRACKS,
@@ -55,21 +56,25 @@ from lang2policy.skills.catalog import SKILLS
 
 if TYPE_CHECKING:
     from lang2policy.llm.exchange import LLM
+    from lang2policy.session.camera import CameraSession
 
 __all__ = ["add_arguments", "format_text", "judge", "run", "run_args", "run_oracle"]
 
 SETTLE_SECONDS = 0.5  # let objects come to rest before judging
+RIG_EPISODES = 10  # camera route: episodes per rig (one user's objects and table, calibrated)
 
 
 def judge(session: SimSession, episode: Episode) -> Check:
-    """Let the objects settle, then check the task on the simulator state. A simulation that
-    blew up (MuJoCo gives up on it) is a failed episode, not a failed run."""
+    """Let the objects settle, then check the task on the simulator state (a camera
+    session's ``truth``: its own world is what perception reported). A simulation that blew up
+    (MuJoCo gives up on it) is a failed episode, not a failed run."""
+    world = getattr(session, "truth", session).world
     try:
-        session.world.step_seconds(SETTLE_SECONDS)
-        positions = [session.world.object_pose(n).position for n in episode.objects]
+        getattr(session, "settle", world.step_seconds)(SETTLE_SECONDS)
+        positions = [world.object_pose(n).position for n in episode.objects]
         if not np.isfinite(positions).all():
             return Check(False, "the simulation became unstable (non-finite object positions)")
-        return check_episode(session.world, episode)
+        return check_episode(world, episode)
     except mujoco.FatalError as exc:
         return Check(False, f"the simulation became unstable: {str(exc).splitlines()[0]}")
 
@@ -109,10 +114,14 @@ class TrackRunner:
         oracle: bool,
         grounding: str = "both",
         client: LLM | None = None,
+        camera: CameraSession | None = None,
     ) -> None:
+        """``camera``: the tracks run on this camera session (``bench.cap_camera``), and the
+        ``truth`` track runs the reference programs on the simulator's poses beside."""
         if llm_spec is None and not oracle:
             raise ConfigError("nothing to run: give an LLM (--llm) or run the oracle track")
-        self.session = SimSession(robot)
+        self.session = SimSession(robot)  # draws the episodes; the ground-truth track's arm
+        self.camera = camera
         self.policy = default_policy(self.session.world.description, known_skills=SKILLS)
         self.oracle = oracle
         self.llms = {}
@@ -124,7 +133,8 @@ class TrackRunner:
     @property
     def tracks(self) -> list[str]:
         """The tracks that run, in report order (oracle, llm, llm-off)."""
-        return ["oracle"] * self.oracle + list(self.llms)
+        truth = ["truth"] * (self.camera is not None)
+        return ["oracle"] * self.oracle + truth + list(self.llms)
 
     def run(
         self,
@@ -136,13 +146,18 @@ class TrackRunner:
         """Each episode's record: its fields and one result per track, with a progress bar
         (``desc``) of each track's successes so far."""
         records: list[dict] = []
+        arm = self.camera or self.session
         bar = tqdm(episodes, desc=desc, unit="ep", disable=not progress)
-        for episode in bar:
+        for number, episode in enumerate(bar):
             record = {**episode.as_dict()}
+            if self.camera is not None and number % RIG_EPISODES == 0:
+                self.camera.use_rig(number // RIG_EPISODES)
             if self.oracle:
-                record["oracle"] = run_oracle(self.session, episode, self.policy)
+                record["oracle"] = run_oracle(arm, episode, self.policy)
+            if self.camera is not None:
+                record["truth"] = run_oracle(self.session, episode, self.policy)
             for track, llm in self.llms.items():
-                record[track] = llm.run(self.session, episode, self.policy)
+                record[track] = llm.run(arm, episode, self.policy)
             records.append(record)
             if on_episode is not None:
                 on_episode(record)
@@ -161,6 +176,7 @@ def run(
     on_episode: Callable[[dict], None] | None = None,
     grounding: str = "both",
     client: LLM | None = None,
+    camera: CameraSession | None = None,
 ) -> dict:
     """Run the benchmark: ``episodes`` per family, the oracle track (``oracle``) and/or the LLM
     track (``llm_spec``, as ``make_client`` takes it) on the same seeded episodes.
@@ -169,11 +185,13 @@ def run(
     ``llm-off`` with ``GroundingSettings.off()``, both on one client. ``client`` stands in for
     the client ``llm_spec`` would make (tests; ``llm_spec`` then only names it in the report).
     ``families`` limits the run to those task families; ``on_episode`` sees each episode's
-    record as it finishes. Returns the report (JSON-able; see ``format_text``)."""
+    record as it finishes. ``camera``: the tracks run from camera perception on this session,
+    the ``truth`` track beside (see ``TrackRunner``). Returns the report (JSON-able; see
+    ``format_text``)."""
     if episodes < 1 and (llm_spec is not None or oracle):
         raise ConfigError(f"episodes must be at least 1, not {episodes}")
     started = time.perf_counter()
-    runner = TrackRunner(robot, llm_spec, oracle, grounding, client)
+    runner = TrackRunner(robot, llm_spec, oracle, grounding, client, camera)
     plan = make_episodes(runner.session, episodes, seed, families)
     records = runner.run(plan, f"cap {robot}", progress, on_episode)
     return _report(robot, llm_spec, episodes, seed, runner.tracks, records, started)
@@ -262,17 +280,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", help="comma-separated task families (default: all)")
     parser.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
     add_grounding_argument(parser)
+    camera_route.add_arguments(parser)
 
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench cap``."""
-    return run(
-        args.robot,
-        args.llm,
-        args.episodes,
-        args.seed,
-        oracle=not args.no_oracle,
-        progress=not args.json,
-        families=cli_types.names(args.families),
-        grounding=args.grounding,
-    )
+    bus = camera_route.emulated_bus(args)
+    robot, camera, profile = camera_route.description(args), None, None
+    if args.perception == "camera":
+        from lang2policy.realism import load_realism
+
+        profile = load_realism(args.realism)
+        camera = camera_route.camera_session(robot, profile, bus)
+    try:
+        report = run(
+            robot,
+            args.llm,
+            args.episodes,
+            args.seed,
+            oracle=not args.no_oracle,
+            progress=not args.json,
+            families=cli_types.names(args.families),
+            grounding=args.grounding,
+            camera=camera,
+        )
+    finally:
+        if camera is not None:
+            camera.close()
+    if camera is not None:
+        report.update(camera_route.route_fields(profile, bus))
+    return report

@@ -28,6 +28,7 @@ from lang2policy.sandbox.policy import PrivilegePolicy
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
+from lang2policy.skills.synced import SyncedSkillBackend
 
 # grounding name -> (track name in reports, settings). "on" is the planner's default.
 GROUNDINGS: dict[str, tuple[str, GroundingSettings]] = {
@@ -109,8 +110,10 @@ def outcome_fields(outcome) -> dict:
 def sim_runner(
     session: SimSession, policy: PrivilegePolicy
 ) -> tuple[SimSkillBackend, SandboxRunner]:
-    """The skill backend on ``session`` and the sandbox runner in front of it."""
-    backend = SimSkillBackend(session)
+    """The skill backend on ``session`` and the sandbox runner in front of it. The backend
+    syncs the session before each call: a camera session's world is what perception last
+    reported (a simulated one's sync does nothing)."""
+    backend = SyncedSkillBackend(session)
     return backend, SandboxRunner(backend, policy)
 
 

@@ -96,6 +96,23 @@ def _summary_lines(report: dict, track: str) -> list[str]:
     return lines
 
 
+def _route_lines(report: dict) -> list[str]:
+    """With camera perception: the route, and the truth track's meaning and share."""
+    if report.get("perception") != "camera":
+        return []
+    from lang2policy.bench.camera_route import route_text
+
+    line = (
+        f"tracks from {route_text(report)}; truth = the reference programs on the "
+        "simulator's poses, same episodes"
+    )
+    if "oracle" in report["tracks"]:
+        camera, truth = report["oracle"]["successes"], report["truth"]["successes"]
+        line += f": the oracle from the camera reached {camera / truth:.0%}" if truth else ""
+        line += " of the truth track's successes" if truth else ""
+    return [line]
+
+
 def format_text(report: dict) -> str:
     """The report as text (see the module docstring)."""
     llm = f", LLM {report['llm_spec']}" if report["llm_spec"] else ""
@@ -104,6 +121,7 @@ def format_text(report: dict) -> str:
         f"{report['episodes_per_family']} episodes per family, seed {report['seed']}{llm}",
         "splits: SA/UA = seen/unseen attributes (colours, corners, directions, lines), "
         "SI/UI = seen/unseen instruction phrasings",
+        *_route_lines(report),
         "",
         *_table(report),
     ]

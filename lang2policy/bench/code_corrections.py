@@ -28,6 +28,7 @@ from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.remote import RemoteSkillBackend
 
+MakeArm = Callable[[int], LiveArm]  # seed -> the arm of an episode (``LiveArm``'s interface)
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
 WORKSPACE_X = 0.35  # m: the SO-101 workspace box's far edge (config/robots/so101.yaml + margin)
 PERSON_Y = 0.10  # m: config/policies/examples/keep_out.yaml's person_side starts here
@@ -166,9 +167,25 @@ def policy_for(name: str, arm: LiveArm) -> PrivilegePolicy:
     return base.narrowed(PrivilegePolicy.load(path, workspace_box(arm.world.description), SKILLS))
 
 
-def run_once(scenario: CodeScenario, seed: int, correct: bool) -> dict:
-    """One episode: the program on a fresh seeded scene, with or without the correction."""
-    arm = LiveArm(pace=0.002, seed=seed, objects=OBJECTS)
+def simulated_arm(seed: int) -> LiveArm:
+    """The default route: the simulated SO-101 behind the message boundary, true objects."""
+    return LiveArm(pace=0.002, seed=seed, objects=OBJECTS)
+
+
+def emulated_arm(seed: int, realism: str = "mild"):
+    """The physical path: the SO-101 driver on an emulated servo bus, objects from camera
+    perception only, the world under ``realism`` (``bench.bus_live_arm``)."""
+    from lang2policy.bench.bus_live_arm import BusLiveArm
+
+    return BusLiveArm(seed, OBJECTS, realism)
+
+
+def run_once(
+    scenario: CodeScenario, seed: int, correct: bool, make_arm: MakeArm = simulated_arm
+) -> dict:
+    """One episode: the program on a fresh seeded scene (``make_arm(seed)``: the arm and the
+    route its objects and joints take), with or without the correction."""
+    arm = make_arm(seed)
     try:
         program = scenario.program(np.random.default_rng(seed))
         run = _execute(arm, scenario, program, correct, seed)
@@ -201,7 +218,7 @@ def _execute(arm: LiveArm, scenario: CodeScenario, program: str, correct: bool, 
         return hook
 
     edits = ArgEdits(
-        lambda: (arm.world.object_names(), {}),
+        lambda: (arm.session.world.object_names(), {}),  # what perception reported
         on_accepted=settled(accepted),
         on_refused=settled(refused),
     )
@@ -247,15 +264,23 @@ def _say_during_motion(arm, backend, router, edits, scenario: CodeScenario, said
     threading.Thread(target=say, daemon=True).start()
 
 
-def run_code(names: Sequence[str], episodes: int, first_seed: int, bar=None) -> dict:
+def run_code(
+    names: Sequence[str],
+    episodes: int,
+    first_seed: int,
+    bar=None,
+    make_arm: MakeArm = simulated_arm,
+) -> dict:
     """Every code scenario for ``episodes`` seeds: rows and a summary per scenario."""
     summary = {}
     for name in names:
         scenario = SCENARIOS[name]
         rows = []
         for seed in range(first_seed, first_seed + episodes):
-            without = run_once(scenario, seed, False) if scenario.legitimate else None
-            rows.append({"seed": seed, "without": without, "with": run_once(scenario, seed, True)})
+            without = run_once(scenario, seed, False, make_arm) if scenario.legitimate else None
+            rows.append(
+                {"seed": seed, "without": without, "with": run_once(scenario, seed, True, make_arm)}
+            )
             if bar is not None:
                 bar.update(2 if scenario.legitimate else 1)
                 bar.set_postfix(scenario=name)

@@ -28,6 +28,7 @@ The scenarios are in ``corrections_scenarios``, the three runs of an episode in
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
@@ -38,13 +39,21 @@ import numpy as np
 from tqdm import tqdm
 
 from lang2policy import cli_types
+from lang2policy.bench import camera_route
 from lang2policy.bench.code_corrections import SCENARIOS as CODE_SCENARIOS
-from lang2policy.bench.code_corrections import format_code, run_code
+from lang2policy.bench.code_corrections import (
+    MakeArm,
+    emulated_arm,
+    format_code,
+    run_code,
+    simulated_arm,
+)
 from lang2policy.bench.corrections_runs import RUNS, run_episode
 from lang2policy.bench.corrections_scenarios import SCENARIOS
 from lang2policy.corrections.memory import DEFAULT_THRESHOLD, Embedder
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.realism import load_realism
 from lang2policy.scene.world import World
 
 
@@ -223,7 +232,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Scripted correction scenarios: success without and with the correction, "
         "correction-to-effect latency, corrections still needed with memory on."
     )
-    parser.add_argument("--robot", default="so101", help="robot (default: so101)")
+    parser.add_argument(
+        "--robot", default="so101", help="robot (default: so101; so101-hw with --emulate)"
+    )
     parser.add_argument("--episodes", type=int, default=3, help="seeded episodes per scenario")
     cli_types.add_seed(parser, "first episode seed")
     parser.add_argument(
@@ -250,6 +261,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which plans to correct: reward (specs on the MPC), code (policy programs "
         "through the privilege gate, SO-101), or both (default: reward,code)",
     )
+    camera_route.add_arguments(parser)
 
 
 def run_args(args: argparse.Namespace) -> dict:
@@ -259,6 +271,7 @@ def run_args(args: argparse.Namespace) -> dict:
     if not plans or plans - {"reward", "code"}:
         raise Lang2PolicyError(f"--plans takes reward, code or both; got {args.plans!r}")
     reward, code = _split_scenarios(cli_types.names(args.scenarios))
+    make_arm = _physical_route(args, "reward" in plans and reward != [])
     report = {}
     if "reward" in plans and reward != []:
         report = run(
@@ -272,8 +285,33 @@ def run_args(args: argparse.Namespace) -> dict:
             progress=not args.json,
         )
     if "code" in plans and code != []:
-        report["code_plans"] = _code_plans(args, code)
+        report["code_plans"] = _code_plans(args, code, make_arm)
+        if make_arm is not simulated_arm:  # the same episodes on the truth, beside
+            report["code_plans_truth"] = _code_plans(args, code, simulated_arm)
+            report["code_plans_route"] = camera_route.route_fields(
+                load_realism(args.realism), bus=True
+            )
     return report
+
+
+def _physical_route(args: argparse.Namespace, reward_plans: bool) -> MakeArm:
+    """The arm code plans run on: the simulated one, or with ``--perception camera --robot
+    so101-hw --emulate`` the SO-101 driver on the emulated bus with camera perception."""
+    bus = camera_route.emulated_bus(args)
+    if args.perception != "camera":
+        return simulated_arm
+    if not bus:
+        raise Lang2PolicyError(
+            "bench corrections from the camera runs on the emulated arm: add --robot so101-hw "
+            "--emulate"
+        )
+    if reward_plans:
+        raise Lang2PolicyError(
+            "reward plans on the emulated bus with camera perception are not measured yet: "
+            "add --plans code"
+        )
+    load_realism(args.realism)  # a bad level or file is refused before any episode
+    return functools.partial(emulated_arm, realism=args.realism)
 
 
 def _split_scenarios(names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
@@ -287,14 +325,14 @@ def _split_scenarios(names: list[str] | None) -> tuple[list[str] | None, list[st
     return [n for n in names if n in SCENARIOS], [n for n in names if n in CODE_SCENARIOS]
 
 
-def _code_plans(args: argparse.Namespace, names: list[str] | None) -> dict:
+def _code_plans(args: argparse.Namespace, names: list[str] | None, make_arm: MakeArm) -> dict:
     """The code-plan scenarios (``lang2policy.bench.code_corrections``), on the SO-101."""
     if args.episodes < 1:
         raise Lang2PolicyError("--episodes must be at least 1")
     chosen = list(CODE_SCENARIOS) if names is None else names
     runs = sum(2 if CODE_SCENARIOS[n].legitimate else 1 for n in chosen) * args.episodes
     with tqdm(total=runs, desc="bench corrections (code)", unit="run", disable=args.json) as bar:
-        return run_code(chosen, args.episodes, args.seed, bar)
+        return run_code(chosen, args.episodes, args.seed, bar, make_arm)
 
 
 def format_text(report: dict) -> str:
@@ -302,4 +340,8 @@ def format_text(report: dict) -> str:
     parts = [format_reward_plans(report)] if "scenarios" in report else []
     if "code_plans" in report:
         parts.append(format_code(report["code_plans"]))
+    if "code_plans_route" in report:
+        parts[-1] = f"From {camera_route.route_text(report['code_plans_route'])}. {parts[-1]}"
+        truth = format_code(report["code_plans_truth"])
+        parts.append(f"Ground truth (the simulated arm, true objects), same episodes. {truth}")
     return "\n\n".join(parts)

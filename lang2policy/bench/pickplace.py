@@ -12,12 +12,10 @@ import numpy as np
 from tqdm import tqdm
 
 from lang2policy import cli_types
+from lang2policy.bench import camera_route
 from lang2policy.bench.pickplace_episode import EpisodeResult, put_block_in_bowl
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.graph.launcher import HARDWARE_SO101
 from lang2policy.session.sim import SimSession
-
-PERCEPTION = ("ground_truth", "camera")
 
 
 def pick_and_place(session: SimSession, seed: int) -> EpisodeResult:
@@ -79,55 +77,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_types.add_robot(parser)
     parser.add_argument("--episodes", type=int, default=50)
     cli_types.add_seed(parser, "first episode seed")
-    parser.add_argument(
-        "--perception",
-        choices=PERCEPTION,
-        default="ground_truth",
-        help="where object poses come from (camera: beside ground truth)",
-    )
-    parser.add_argument(
-        "--realism", default="off", help="off | mild | hard | FILE: the world a camera sees"
-    )
-    parser.add_argument(
-        "--emulate",
-        action="store_true",
-        help=f"with --robot {HARDWARE_SO101} --perception camera: the SO-101 driver on an "
-        "emulated servo bus (the profile's servo imperfections), in wall time",
-    )
+    camera_route.add_arguments(parser)
 
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench pickplace``."""
     if not 1 <= args.episodes <= 1000:
         raise Lang2PolicyError("--episodes must be at least 1 and at most 1000")
-    bus = _emulated_bus(args)
+    bus = camera_route.emulated_bus(args)
     if args.perception == "camera":
         from lang2policy.bench import pickplace_camera
 
+        robot = camera_route.description(args)
         return pickplace_camera.run(
-            "so101" if bus else args.robot,
-            args.episodes,
-            args.seed,
-            args.realism,
-            progress=not args.json,
-            bus=bus,
+            robot, args.episodes, args.seed, args.realism, progress=not args.json, bus=bus
         )
-    if args.realism != "off":
-        raise Lang2PolicyError("--realism changes what a camera sees: use --perception camera")
     return run(args.robot, args.episodes, args.seed, progress=not args.json)
-
-
-def _emulated_bus(args: argparse.Namespace) -> bool:
-    """Whether the episodes run on the SO-101 driver over the emulated bus (checked flags)."""
-    hardware = args.robot == HARDWARE_SO101
-    if hardware != args.emulate:
-        raise Lang2PolicyError(
-            f"--robot {HARDWARE_SO101} and --emulate go together: a benchmark judges success "
-            "from the simulated table, so the arm it drives is the emulated one"
-        )
-    if hardware and args.perception != "camera":
-        raise Lang2PolicyError(
-            f"--robot {HARDWARE_SO101} --emulate needs --perception camera: a physical arm has "
-            "no ground truth to read objects from"
-        )
-    return hardware

@@ -17,6 +17,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from lang2policy.bench import camera_route
 from lang2policy.bench.perception import (
     ARM_GROUP,
     VISIBLE_PX,
@@ -67,12 +68,10 @@ def run(
     """``bus``: the SO-101 driver on the emulated servo bus (``session.bus_camera``) instead
     of the simulated arm; the ground-truth run stays on the simulated arm."""
     from lang2policy.realism import load_realism
-    from lang2policy.session.bus_camera import BusCameraSession
-    from lang2policy.session.camera import CameraSession
     from lang2policy.session.sim import SimSession
 
     profile = load_realism(realism)
-    camera = (BusCameraSession if bus else CameraSession)(robot, realism=profile)
+    camera = camera_route.camera_session(robot, profile, bus)
     truth = SimSession(robot)
     camera_results, truth_results, skipped, phantoms = [], [], [], 0
     started = time.perf_counter()
@@ -81,8 +80,7 @@ def run(
     try:
         for seed in bar:
             if seed == first_seed or seed % RIG_EPISODES == 0:
-                camera.truth.world.rig = seed // RIG_EPISODES
-                camera.calibrate(seed // RIG_EPISODES)
+                camera.use_rig(seed // RIG_EPISODES)
             result, seen = camera_episode(camera, seed)
             if result is None:
                 skipped.append(seed)
@@ -96,9 +94,7 @@ def run(
     return {
         "benchmark": "pickplace",
         "robot": robot,
-        "perception": "camera",
-        "arm": "the SO-101 driver on an emulated servo bus" if bus else "the simulated arm",
-        "realism": profile.to_dict(),
+        **camera_route.route_fields(profile, bus),
         "episodes": len(camera_results),
         "first_seed": first_seed,
         "skipped": skipped,
@@ -129,10 +125,8 @@ def _summary(results) -> dict:
 
 def format_text(report: dict) -> str:
     camera, truth = report["camera"], report["ground_truth"]
-    level = report["realism"].get("name", "?")
-    arm = report.get("arm", "the simulated arm")
     lines = [
-        f"pick-and-place on {report['robot']} ({arm}), camera perception at realism {level}: "
+        f"pick-and-place on {report['robot']}, {camera_route.route_text(report)}: "
         f"{camera['successes']}/{report['episodes']} ({camera['success_rate']:.0%}); "
         f"ground truth, same episodes: {truth['successes']}/{report['episodes']} "
         f"({truth['success_rate']:.0%})",

@@ -55,9 +55,16 @@ class BusCameraSession(CameraSession):
         self._perceived = threading.Lock()
         self._frames = 0
         self._failure: BaseException | None = None
+        # called from the clock thread after each physics catch-up (hold ``plant_lock``)
+        self.tick_observers: list[Callable[[], None]] = []
         self._frame_seen = threading.Condition()
 
     # ------------------------------------------------------------------ the bus
+    @property
+    def emulator(self) -> ServoBusEmulator | None:
+        """The emulated servo bus of the current layout (None between layouts)."""
+        return self._bus
+
     def _start_bus(self, seed: int) -> None:
         """The emulated servos on the world as it is, the driver connected, the clock running."""
         self._plant = MujocoPlant(
@@ -76,6 +83,11 @@ class BusCameraSession(CameraSession):
         self._running.set()
         self._clock = threading.Thread(target=self._tick, name="bus-camera-clock", daemon=True)
         self._clock.start()
+
+    @property
+    def plant_lock(self):
+        """The lock the emulated bus and the clock thread step the simulated world under."""
+        return self._plant.lock
 
     def _stop_bus(self) -> None:
         self._running.clear()
@@ -99,6 +111,8 @@ class BusCameraSession(CameraSession):
             while self._running.is_set():
                 started = time.monotonic()
                 self._plant.advance(started)
+                for observer in self.tick_observers:
+                    observer()
                 if self.truth.world.data.time + 1e-9 >= self._next_frame:
                     self._next_frame = self.truth.world.data.time + FRAME_PERIOD
                     self._perceive_with(renderer)

@@ -94,6 +94,12 @@ class CameraSession:
         self.perception = self._new_perception()
         return fit
 
+    def use_rig(self, rig: int) -> ColorFit:
+        """Another user's objects and table (the realism profile's ``rig``), colours calibrated
+        on them before any episode, as that user would run ``lang2policy calibrate colors``."""
+        self.truth.world.rig = rig
+        return self.calibrate(rig)
+
     def _calibration_frame(self, seed: int, colors, kind: str, base) -> CalibrationFrame:
         for attempt in range(CALIBRATION_TRIES):
             self.truth.reset(seed + attempt, [f"{c} {kind}" for c in colors])

@@ -1,7 +1,7 @@
 """Skills on an arm in the ROS graph: a synced mirror and interruptible motions.
 
-``RemoteSkillBackend`` adds what live execution needs to ``SimSkillBackend``: the mirror is
-synced before every skill call, and a correction can interrupt the motion that is running
+``RemoteSkillBackend`` adds what live execution needs to ``SyncedSkillBackend`` (the mirror
+synced before every skill call): a correction can interrupt the motion that is running
 (``interrupt_for_edit``): the motion stops where it is, and the sandbox runner decides the
 edited call again before it restarts. A stop (``abort``) ends the running motion, and the
 planning (IK) of the next one.
@@ -14,14 +14,14 @@ from typing import Any
 
 from lang2policy.robots.streamed_robot import CorrectionInterrupt, MotionAborted
 from lang2policy.session.remote import RemoteSession
-from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
+from lang2policy.skills.synced import SyncedSkillBackend
 
 log = logging.getLogger(__name__)
 
 
-class RemoteSkillBackend(SimSkillBackend):
-    """``SimSkillBackend`` on a ``RemoteSession``: synced mirror, interruptible motions.
+class RemoteSkillBackend(SyncedSkillBackend):
+    """``SyncedSkillBackend`` on a ``RemoteSession``: interruptible motions.
 
     It executes exactly the arguments it is given: a person's edits are applied, and every
     restart after one is decided, by the sandbox runner's privilege gate
@@ -51,18 +51,9 @@ class RemoteSkillBackend(SimSkillBackend):
             except (CorrectionInterrupt, MotionAborted) as exc:
                 log.info("hold after %s", exc)
 
-    def object_names(self) -> list[str]:
-        self.session.sync()
-        return super().object_names()
-
-    def path(self, skill: str, bound: dict):
-        self.session.sync()
-        return super().path(skill, bound)
-
     def execute(
         self, skill: str, bound: dict, time_limit: float | None = None, workspace: Any = None
     ) -> object:
-        self.session.sync()
         if SKILLS.get(skill) is None or SKILLS[skill].category != "motion":
             return super().execute(skill, bound, time_limit)
         self.current_call = (skill, dict(bound))

@@ -1,0 +1,96 @@
+"""The physical path with the real driver in it: the SO-101 driver on an emulated servo bus,
+objects from camera perception only, judged by the simulator (``session.bus_camera``,
+``bench pickplace|cap --robot so101-hw --emulate --perception camera``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from lang2policy.bench import camera_route, pickplace
+from lang2policy.errors import Lang2PolicyError
+from lang2policy.realism import load_realism
+from lang2policy.robots.so101.backend import SO101Robot
+from lang2policy.session.bus_camera import BusCameraSession
+
+
+@pytest.fixture(scope="module")
+def session():
+    bus = BusCameraSession("so101", realism=load_realism("mild"))
+    bus.use_rig(0)
+    yield bus
+    bus.close()
+
+
+def test_the_driver_on_the_emulated_bus_puts_a_camera_seen_block_in_a_bowl(session):
+    seen = session.reset(0)
+    truth = session.truth.world
+    assert isinstance(session.robot, SO101Robot) and session.robot.port.startswith("/dev/")
+    assert set(seen) <= set(truth.present)
+    for name in seen:  # the mirror's poses are the camera's, close to the truth
+        error = math.dist(session.world.object_pose(name).position[:2],
+                          truth.object_pose(name).position[:2])  # fmt: skip
+        assert error < 0.015, (name, error)
+    block = next(n for n in seen if n.endswith("block"))
+    bowl = next(n for n in seen if n.endswith("bowl"))
+    requests = session.emulator.stats.requests
+    session.sync()
+    session.primitives.put_first_on_second(block, bowl)
+    session.primitives.go_home()
+    session.settle(0.5)
+    assert truth.is_in(block, bowl)  # the simulated block went where the camera said
+    assert session.emulator.stats.requests > requests + 100  # the arm moved by the bus
+    measured = session.robot.get_observation().position[:-1]
+    assert max(abs(measured - truth.arm_qpos())) < 0.05  # the bus reads the simulated joints
+
+
+def _args(**changes) -> argparse.Namespace:
+    values = dict(robot="so101-hw", episodes=1, seed=0, perception="camera", realism="mild",
+                  emulate=True, json=True)  # fmt: skip
+    return argparse.Namespace(**{**values, **changes})
+
+
+def test_the_physical_path_flags_are_checked_together():
+    assert camera_route.emulated_bus(_args()) is True
+    assert camera_route.description(_args()) == "so101"
+    with pytest.raises(Lang2PolicyError, match="go together"):
+        pickplace.run_args(_args(emulate=False))
+    with pytest.raises(Lang2PolicyError, match="go together"):
+        pickplace.run_args(_args(robot="so101"))
+    with pytest.raises(Lang2PolicyError, match="needs --perception camera"):
+        pickplace.run_args(_args(perception="ground_truth"))
+    with pytest.raises(Lang2PolicyError, match="use --perception camera"):
+        pickplace.run_args(_args(robot="so101", emulate=False, perception="ground_truth"))
+
+
+def test_bench_cap_runs_the_reference_programs_through_the_bus_beside_ground_truth():
+    from lang2policy.bench import cap
+
+    args = _args(llm=None, episodes=1, families="pick_place", no_oracle=False, grounding="on")
+    report = cap.run_args(args)
+    assert report["tracks"] == ["oracle", "truth"]
+    assert report["arm"] == "the SO-101 driver on an emulated servo bus"
+    assert report["realism"]["name"] == "mild" and report["perception"] == "camera"
+    (episode,) = report["episodes"]
+    assert episode["truth"]["success"], episode["truth"]
+    assert episode["oracle"]["success"], episode["oracle"]  # from the camera, by the bus
+    assert "truth" in cap.format_text(report)
+
+
+def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bowl():
+    from lang2policy.bench.code_corrections import SCENARIOS, emulated_arm, run_once
+
+    row = run_once(SCENARIOS["target"], 2, True, emulated_arm)  # "no, the green bowl"
+    assert row["accepted"] and row["success"], row  # judged in the simulator
+
+
+def test_bench_corrections_takes_the_physical_path_for_code_plans_only():
+    from lang2policy.bench import corrections
+
+    args = _args(plans="reward,code", scenarios=None, samples=8, threshold=0.8, memory_dir=None)
+    with pytest.raises(Lang2PolicyError, match="add --plans code"):
+        corrections.run_args(args)
+    with pytest.raises(Lang2PolicyError, match="add --robot so101-hw --emulate"):
+        corrections.run_args(_args(**{**vars(args), "robot": "so101", "emulate": False}))
