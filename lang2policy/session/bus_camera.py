@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from lang2policy.control.primitives import MotionPrimitives
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.so101.backend import SO101Robot
 from lang2policy.robots.so101.calibration import Calibration
@@ -167,31 +166,23 @@ class BusCameraSession(CameraSession):
         self._stop_bus()
         return super().calibrate(number)
 
-    def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
-        self.primitives.go_look()
-        self._wait_frames(SETTLE_FRAMES)
-        self.sync()
-
-    def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
-        """A new layout with the arm at rest, the bus and driver built on it; returns the names
-        camera perception sees after ``SETTLE_FRAMES`` frames."""
+    def lay_table(self, seed: int, objects: list[str] | None) -> None:
+        """The table laid out anew with the arm at rest, the bus and driver built on it."""
         self._stop_bus()
         self.truth.reset(seed, objects)
         with self._perceived:
             self.perception = self._new_perception()
         self._frame, self._next_frame = 0, self.truth.world.data.time
         self._start_bus(seed)
+        self.settle_frames()
+
+    def settle_frames(self) -> None:
+        """Until the clock thread has perceived ``SETTLE_FRAMES`` more frames."""
         self._wait_frames(SETTLE_FRAMES)
-        self.sync()
-        self.reset_primitives()
-        return self.world.object_names()
 
     def settle(self, seconds: float) -> None:
         """Let ``seconds`` pass (the world runs on the clock thread, in wall time)."""
         time.sleep(seconds)
-
-    def reset_primitives(self) -> None:
-        self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world)
 
     def close(self) -> None:
         self._stop_bus()

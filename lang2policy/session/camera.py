@@ -6,8 +6,9 @@ camera perception (``perception.CameraPerception``) reports, not where the objec
 simulated world (``truth``, with its realism profile) only renders the camera's frames (with
 the profile's sensor effects) and judges success. Frames are perceived every
 ``FRAME_PERIOD`` s of simulated time while the arm moves (the tracker follows the arm through
-the view) and ``SETTLE_FRAMES`` at rest after a reset; ``sync`` sets the mirror to the latest
-object set and the arm's measured joints before each skill, as the graph's planner does.
+the view) and ``SETTLE_FRAMES`` at rest after a reset, the arm raised out of the view;
+``sync`` sets the mirror to the latest object set and the arm's measured joints before each
+skill, as the graph's planner does.
 """
 
 from __future__ import annotations
@@ -155,21 +156,31 @@ class CameraSession:
         """The scene as the camera sees it with the arm raised out of the view: a block the
         hovering gripper hid is back in the object set (``Session.observe``)."""
         self.primitives.go_look()
-        for _ in range(SETTLE_FRAMES):
-            self.perceive()
+        self.settle_frames()
         self.sync()
 
     def reset(self, seed: int, objects: list[str] | None = None) -> list[str]:
-        """A new layout on the simulated table; returns the names camera perception sees
-        after ``SETTLE_FRAMES`` frames at rest (not the names the simulator placed)."""
+        """A new layout on the simulated table; the arm then rises out of the camera's view
+        (``observe``: at home the SO-101 hovers over the middle of the table and hides what
+        lies under it), as a user clears the view before the table is listed. Returns the
+        names camera perception sees then (not the names the simulator placed)."""
+        self.lay_table(seed, objects)
+        self.sync()
+        self.reset_primitives()
+        self.observe([])
+        return self.world.object_names()
+
+    def lay_table(self, seed: int, objects: list[str] | None) -> None:
+        """The simulated table laid out anew, perception starting afresh on it."""
         self.truth.reset(seed, objects)
         self.perception = self._new_perception()
         self._frame, self._next_frame = 0, self.truth.world.data.time
+        self.settle_frames()
+
+    def settle_frames(self) -> None:
+        """``SETTLE_FRAMES`` frames perceived at rest (a new name needs 3)."""
         for _ in range(SETTLE_FRAMES):
             self.perceive()
-        self.sync()
-        self.reset_primitives()
-        return self.world.object_names()
 
     def reset_primitives(self) -> None:
         self.primitives = MotionPrimitives(self.robot, self.kinematics, self.world)
