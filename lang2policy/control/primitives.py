@@ -48,6 +48,9 @@ class MotionPrimitives:
         self.max_speed = kinematics.description.max_joint_speed * 0.8
         self.gripper = 1.0
         self.holding: str | None = None
+        # (name, its pose in the ee frame) of the grasp that made ``holding``: where a mirror
+        # keeps a held object that perception no longer sees (``held_in_hand``)
+        self._grip: tuple[str, Pose] | None = None
         self._target: np.ndarray | None = None  # last commanded arm joints
         # Speed cap (m/s) of the tool centre point; None: joint speed limits only.
         self.tcp_speed: float | None = None
@@ -139,8 +142,22 @@ class MotionPrimitives:
         self._follow(approach, opening=grasp.pre_grasp_opening)
         self._follow(line_down)
         self.close_gripper()
+        self._grip = (obj, self._in_hand(obj))
         self._follow(line_down[::-1])
         self.holding = obj
+
+    def _in_hand(self, obj: str) -> Pose:
+        """``obj``'s pose in the ee frame now (the jaws just closed on it)."""
+        ee, pose = self.ee_pose(), self.scene.object_pose(obj)
+        rotation = ee.rotation()
+        return Pose.from_matrix(
+            rotation.T @ (pose.position - ee.position), rotation.T @ pose.rotation()
+        )
+
+    def held_in_hand(self) -> tuple[str, Pose] | None:
+        """The held object and its pose in the ee frame at the grasp (None: nothing held)."""
+        grip = self._grip
+        return grip if grip is not None and grip[0] == self.holding else None
 
     def place(self, obj: str, target: str) -> None:
         """Put the held ``obj`` on or in ``target`` (a bowl or a block) and let go."""

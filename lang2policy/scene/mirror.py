@@ -7,6 +7,12 @@ a ``MirrorWorld``: the same MuJoCo scene, whose joint positions are *set* from t
 ``/joint_states`` and ``/lang2policy/objects`` and then forwarded (``mj_forward``: kinematics
 and contacts, never a physics step). Every query then answers about the real scene.
 
+With camera perception the mirror carries a held object itself (``held``): a camera cannot
+see a block in the jaws (they hide it), and perception keeps it where it lay until the view
+shows the table there, then drops it. The held object's pose is then its pose in the ee frame
+at the grasp, carried along by the arm: a program asking where the block it holds is gets an
+answer (ground truth needs none of this: its sessions pass no ``held``).
+
 Objects the scene model does not know (a name outside the layout's pool) cannot be mirrored;
 they are listed in ``unknown`` so the caller can say so once.
 """
@@ -18,6 +24,7 @@ from collections.abc import Mapping, Sequence
 import mujoco
 import numpy as np
 
+from lang2policy.scene.pose import Pose
 from lang2policy.scene.world import World
 
 
@@ -34,19 +41,34 @@ class MirrorWorld(World):
         arm_joints: Sequence[float] | None = None,
         gripper_opening: float | None = None,
         objects: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+        held: tuple[str, Pose] | None = None,
     ) -> None:
         """Set the arm (rad), the normalised gripper and ``objects`` (name -> (position,
         quat w-x-y-z)) from measurements, then forward the model. ``None`` keeps that part;
-        ``objects`` replaces the whole set (absent pool objects are parked off the table)."""
+        ``objects`` replaces the whole set (absent pool objects are parked off the table).
+        ``held``: (name, pose in the ee frame) of what the gripper holds, carried by the
+        gripper whatever ``objects`` says of it (see the module docstring)."""
         data, arm = self.data, self.arm
         if arm_joints is not None:
             data.qpos[arm.qpos_adr] = np.asarray(arm_joints, float)
         if gripper_opening is not None:
             data.qpos[arm.gripper_qpos_adr] = arm.gripper_ctrl(float(gripper_opening))
         if objects is not None:
-            self._sync_objects(objects)
+            self._sync_objects(self._with_held(objects, held))
         data.qvel[:] = 0.0
         mujoco.mj_forward(self.model, data)
+
+    def _with_held(self, objects, held: tuple[str, Pose] | None):
+        """``objects`` with the held object where the gripper carries it."""
+        if held is None or held[0] not in self.objects:
+            return objects
+        mujoco.mj_kinematics(self.model, self.data)  # the ee where the arm now is
+        ee, (name, in_hand) = self.ee_pose(), held
+        rotation = ee.rotation()
+        carried = Pose.from_matrix(
+            ee.position + rotation @ in_hand.position, rotation @ in_hand.rotation()
+        )
+        return {**objects, name: (carried.position, carried.quat)}
 
     def _sync_objects(self, objects: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> None:
         self.unknown = sorted(name for name in objects if name not in self.objects)

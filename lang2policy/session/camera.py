@@ -150,7 +150,8 @@ class CameraSession:
     def sync(self) -> None:
         """The mirror set to the perceived objects and the arm's measured joints."""
         state = self.robot.get_observation()
-        self.world.sync(state.position[:-1], state.position[-1], self.perceived())
+        held = self.primitives.held_in_hand()  # the camera cannot see it in the jaws
+        self.world.sync(state.position[:-1], state.position[-1], self.perceived(), held)
 
     def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
         """The scene as the camera sees it with the arm raised out of the view: a block the
@@ -165,8 +166,8 @@ class CameraSession:
         lies under it), as a user clears the view before the table is listed. Returns the
         names camera perception sees then (not the names the simulator placed)."""
         self.lay_table(seed, objects)
+        self.reset_primitives()  # nothing held on a new table
         self.sync()
-        self.reset_primitives()
         self.observe([])
         return self.world.object_names()
 

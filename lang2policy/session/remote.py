@@ -97,6 +97,7 @@ class RemoteSession:
             arm_joints=None if state is None else state.position[:-1],
             gripper_opening=None if state is None else state.position[-1],
             objects=self.object_snapshot(),
+            held=self.primitives.held_in_hand() if self.view_timeout > 0 else None,
         )
 
     def observe(self, expected: list[str], say: Callable[[str], None] | None = None) -> None:
@@ -152,8 +153,8 @@ class RemoteSession:
 
     def reset(self, seed: int | None = None, objects: list[str] | None = None) -> list[str]:
         """Fresh primitives (nothing held) on the scene as measured; returns its objects."""
-        self.sync()
         self.primitives = MotionPrimitives(
             self.robot, self.kinematics, self.world, self.control_period
         )
+        self.sync()
         return self.world.object_names()
