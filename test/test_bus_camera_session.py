@@ -79,11 +79,15 @@ def test_bench_cap_runs_the_reference_programs_through_the_bus_beside_ground_tru
     assert "truth" in cap.format_text(report)
 
 
-def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bowl():
+def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bowl(session):
+    import functools
+
     from lang2policy.bench.code_corrections import SCENARIOS, emulated_arm, run_once
 
-    row = run_once(SCENARIOS["target"], 2, True, emulated_arm)  # "no, the green bowl"
+    arm = functools.partial(emulated_arm, bus=session)
+    row = run_once(SCENARIOS["target"], 2, True, arm)  # "no, the green bowl"
     assert row["accepted"] and row["success"], row  # judged in the simulator
+    assert session.tick_observers == []  # the arm let go of the session it borrowed
 
 
 def test_bench_corrections_takes_the_physical_path_for_code_plans_only():

@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 
-from lang2policy.realism import load_realism
 from lang2policy.session.bus_camera import BusCameraSession
 from lang2policy.session.remote import RemoteSession
 
@@ -26,9 +25,10 @@ TICK = 0.02  # s between bus readouts and commands (the driver node's 50 Hz)
 class BusLiveArm:
     """``bench.live_arm.LiveArm``'s interface over the physical path (module docstring)."""
 
-    def __init__(self, seed: int, objects, realism: str = "mild", rig: int = 0) -> None:
-        self.bus = BusCameraSession("so101", realism=load_realism(realism))
-        self.bus.use_rig(rig)
+    def __init__(self, bus: BusCameraSession, seed: int, objects) -> None:
+        """``bus``: the session (colours calibrated) whose table is laid anew for this arm;
+        one serves every episode of a run (its caller closes it)."""
+        self.bus = bus
         self.bus.reset(seed, list(objects))
         self.world = self.bus.truth.world
         self._offset = np.array(self.world.description.grasp.center_offset, float)
@@ -91,4 +91,4 @@ class BusLiveArm:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self.bus.close()
+        self.bus.tick_observers.remove(self._log_tool)

@@ -17,6 +17,7 @@ family and split (seen/unseen attributes x seen/unseen phrasings), with planning
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -71,10 +72,11 @@ def judge(session: SimSession, episode: Episode) -> Check:
     world = getattr(session, "truth", session).world
     try:
         getattr(session, "settle", world.step_seconds)(SETTLE_SECONDS)
-        positions = [world.object_pose(n).position for n in episode.objects]
-        if not np.isfinite(positions).all():
-            return Check(False, "the simulation became unstable (non-finite object positions)")
-        return check_episode(world, episode)
+        with getattr(session, "truth_lock", contextlib.nullcontext)():  # the bus steps it too
+            positions = [world.object_pose(n).position for n in episode.objects]
+            if not np.isfinite(positions).all():
+                return Check(False, "the simulation became unstable (non-finite object positions)")
+            return check_episode(world, episode)
     except mujoco.FatalError as exc:
         return Check(False, f"the simulation became unstable: {str(exc).splitlines()[0]}")
 

@@ -172,12 +172,13 @@ def simulated_arm(seed: int) -> LiveArm:
     return LiveArm(pace=0.002, seed=seed, objects=OBJECTS)
 
 
-def emulated_arm(seed: int, realism: str = "mild"):
+def emulated_arm(seed: int, bus) -> LiveArm:
     """The physical path: the SO-101 driver on an emulated servo bus, objects from camera
-    perception only, the world under ``realism`` (``bench.bus_live_arm``)."""
+    perception only, on ``bus`` (a ``session.bus_camera.BusCameraSession``, laid anew for the
+    episode; ``bench.bus_live_arm``)."""
     from lang2policy.bench.bus_live_arm import BusLiveArm
 
-    return BusLiveArm(seed, OBJECTS, realism)
+    return BusLiveArm(bus, seed, OBJECTS)
 
 
 def run_once(

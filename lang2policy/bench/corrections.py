@@ -271,7 +271,7 @@ def run_args(args: argparse.Namespace) -> dict:
     if not plans or plans - {"reward", "code"}:
         raise Lang2PolicyError(f"--plans takes reward, code or both; got {args.plans!r}")
     reward, code = _split_scenarios(cli_types.names(args.scenarios))
-    make_arm = _physical_route(args, "reward" in plans and reward != [])
+    _check_route(args, "reward" in plans and reward != [])
     report = {}
     if "reward" in plans and reward != []:
         report = run(
@@ -285,33 +285,43 @@ def run_args(args: argparse.Namespace) -> dict:
             progress=not args.json,
         )
     if "code" in plans and code != []:
-        report["code_plans"] = _code_plans(args, code, make_arm)
-        if make_arm is not simulated_arm:  # the same episodes on the truth, beside
-            report["code_plans_truth"] = _code_plans(args, code, simulated_arm)
-            report["code_plans_route"] = camera_route.route_fields(
-                load_realism(args.realism), bus=True
-            )
+        report |= _code_plans_on_route(args, code)
     return report
 
 
-def _physical_route(args: argparse.Namespace, reward_plans: bool) -> MakeArm:
-    """The arm code plans run on: the simulated one, or with ``--perception camera --robot
-    so101-hw --emulate`` the SO-101 driver on the emulated bus with camera perception."""
+def _check_route(args: argparse.Namespace, reward_plans: bool) -> None:
+    """Refuse the route flags this benchmark cannot run, saying what it can."""
     bus = camera_route.emulated_bus(args)
-    if args.perception != "camera":
-        return simulated_arm
-    if not bus:
+    if args.perception == "camera" and not bus:
         raise Lang2PolicyError(
             "bench corrections from the camera runs on the emulated arm: add --robot so101-hw "
             "--emulate"
         )
-    if reward_plans:
+    if args.perception == "camera" and reward_plans:
         raise Lang2PolicyError(
             "reward plans on the emulated bus with camera perception are not measured yet: "
             "add --plans code"
         )
-    load_realism(args.realism)  # a bad level or file is refused before any episode
-    return functools.partial(emulated_arm, realism=args.realism)
+
+
+def _code_plans_on_route(args: argparse.Namespace, code: list[str] | None) -> dict:
+    """The code plans on the simulated arm, or with ``--perception camera --robot so101-hw
+    --emulate`` on the SO-101 driver over the emulated bus with camera perception, beside
+    the same episodes on the simulated arm with true objects (``code_plans_truth``)."""
+    if args.perception != "camera":
+        return {"code_plans": _code_plans(args, code, simulated_arm)}
+    profile = load_realism(args.realism)
+    session = camera_route.camera_session("so101", profile, bus=True)
+    try:
+        session.use_rig(0)  # one user's objects, colours calibrated once
+        on_bus = _code_plans(args, code, functools.partial(emulated_arm, bus=session))
+    finally:
+        session.close()
+    return {
+        "code_plans": on_bus,
+        "code_plans_truth": _code_plans(args, code, simulated_arm),
+        "code_plans_route": camera_route.route_fields(profile, bus=True),
+    }
 
 
 def _split_scenarios(names: list[str] | None) -> tuple[list[str] | None, list[str] | None]:

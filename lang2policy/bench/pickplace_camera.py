@@ -38,9 +38,11 @@ def visible_objects(session, camera: str) -> list[str]:
     renderer = mujoco.Renderer(world.model, 224, 224)
     try:
         renderer.enable_segmentation_rendering()
-        renderer.update_scene(world.data, camera=camera, scene_option=_without_group(ARM_GROUP))
+        with session.truth_lock():  # the emulated bus may step the world meanwhile
+            renderer.update_scene(world.data, camera=camera, scene_option=_without_group(ARM_GROUP))
         whole = _visible_pixels(world, renderer.render()[..., 0])
-        renderer.update_scene(world.data, camera=camera)
+        with session.truth_lock():
+            renderer.update_scene(world.data, camera=camera)
         shown = _visible_pixels(world, renderer.render()[..., 0])
     finally:
         renderer.close()

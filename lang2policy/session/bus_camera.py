@@ -16,6 +16,7 @@ layout (a real user would re-seat the objects with the arm at rest).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -87,6 +88,11 @@ class BusCameraSession(CameraSession):
     def plant_lock(self):
         """The lock the emulated bus and the clock thread step the simulated world under."""
         return self._plant.lock
+
+    def truth_lock(self):
+        """Hold while reading the simulated world from another thread (physics steps in the
+        bus's and the clock's threads)."""
+        return self._plant.lock if self._plant is not None else contextlib.nullcontext()
 
     def _stop_bus(self) -> None:
         self._running.clear()

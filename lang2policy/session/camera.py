@@ -13,6 +13,7 @@ skill, as the graph's planner does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -141,6 +142,10 @@ class CameraSession:
         if self.truth.world.data.time + 1e-9 >= self._next_frame:
             self._next_frame = self.truth.world.data.time + FRAME_PERIOD
             self.perceive()
+
+    def truth_lock(self):
+        """A context to read the simulated world in (nothing here: one thread steps it)."""
+        return contextlib.nullcontext()
 
     def perceived(self) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
         """The object set as perception reports it: name -> (position, quat w-x-y-z)."""
