@@ -66,22 +66,18 @@ def make_backend(name: str, robot: str) -> Backend:
     return Backend(name, settings, {f: p.control_period for f, p in policies.items()})
 
 
-def _run_one(
-    world: World, task: TaskInstance, spec: RewardSpec, config: MPCConfig, backend: Backend
-) -> dict:
+def _run_one(world: World, task: TaskInstance, spec: RewardSpec, config: MPCConfig,
+             backend: Backend) -> dict:
     judge = validate_spec(task.judge, world.present, add_defaults=False).spec
-    mpc = LockstepMPC(world, spec, config, judge=judge, **backend.settings, **backend.timing(spec))
+    mpc = LockstepMPC(world, spec, config, judge=judge, **backend.settings,
+                      **backend.timing(spec))
     try:
         outcome = mpc.run()
     finally:
         mpc.close()
-    return {
-        "success": outcome.success,
-        "status": outcome.status,
-        "sim_seconds": round(outcome.sim_seconds, 2),
-        "plan_ms": round(outcome.plan_ms, 1),
-        "backend": outcome.backend,
-    }
+    return {"success": outcome.success, "status": outcome.status,
+            "sim_seconds": round(outcome.sim_seconds, 2), "plan_ms": round(outcome.plan_ms, 1),
+            "backend": outcome.backend}
 
 
 def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
@@ -93,17 +89,10 @@ def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
     return planner.plan(task.instruction, None).spec
 
 
-def run(
-    robot: str = "so101",
-    episodes: int = 5,
-    first_seed: int = 0,
-    tasks: Sequence[str] | None = None,
-    llm: str | None = None,
-    sampler: str = "sampling",
-    samples: int = 128,
-    progress: bool = True,
-    backend: str = "mpc",
-) -> dict:
+def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
+        tasks: Sequence[str] | None = None, llm: str | None = None,
+        sampler: str = "sampling", samples: int = 128, progress: bool = True,
+        backend: str = "mpc") -> dict:
     names = list(tasks or TASKS)
     unknown = [n for n in names if n not in TASKS]
     if unknown:
@@ -114,51 +103,31 @@ def run(
     world = World(robot)
     rows: list[Episode] = []
     began = time.perf_counter()
-    cases = [
-        (n, s, t) for n in names for s in range(first_seed, first_seed + episodes) for t in tracks
-    ]
+    cases = [(n, s, t) for n in names for s in range(first_seed, first_seed + episodes)
+             for t in tracks]
     bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
     for name, seed, track in bar:
-        rows.append(
-            _episode(
-                world,
-                name,
-                seed,
-                track,
-                reward_planner,
-                MPCConfig(sampler=sampler, samples=samples, seed=seed),
-                controller,
-            )
-        )
+        rows.append(_episode(world, name, seed, track, reward_planner,
+                             MPCConfig(sampler=sampler, samples=samples, seed=seed), controller))
         bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
-    report = _report(
-        robot, names, tracks, rows, episodes, first_seed, llm, time.perf_counter() - began
-    )
+    report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
+                     time.perf_counter() - began)
     report |= {"sampler": sampler, "samples": samples, "backend": backend}
     return report
 
 
-def _episode(
-    world: World,
-    name: str,
-    seed: int,
-    track: str,
-    reward_planner,
-    config: MPCConfig,
-    backend: Backend,
-) -> Episode:
+def _episode(world: World, name: str, seed: int, track: str, reward_planner,
+             config: MPCConfig, backend: Backend) -> Episode:
     world.reset(seed)
     task = TASKS[name](world, np.random.default_rng(seed))
     try:
-        spec = (
-            validate_spec(task.reference, world.present).spec
-            if track == "reference"
-            else _llm_spec(reward_planner, world, task)
-        )
+        spec = (validate_spec(task.reference, world.present).spec if track == "reference"
+                else _llm_spec(reward_planner, world, task))
         result = _run_one(world, task, spec, config, backend)
         return Episode(name, track, seed, **result)
     except Lang2PolicyError as exc:
-        return Episode(name, track, seed, False, "error", 0.0, 0.0, f"{type(exc).__name__}: {exc}")
+        return Episode(name, track, seed, False, "error", 0.0, 0.0,
+                       f"{type(exc).__name__}: {exc}")
 
 
 def _make_reward_planner(llm: str):
@@ -176,53 +145,33 @@ def _report(robot, names, tracks, rows, episodes, first_seed, llm, wall) -> dict
         for track in tracks:
             mine = [r for r in rows if r.task == name and r.track == track]
             wins = sum(r.success for r in mine)
-            per_task[name][track] = {
-                "successes": wins,
-                "episodes": len(mine),
-                "rate": round(wins / max(1, len(mine)), 2),
-                "backends": sorted({r.backend for r in mine if r.backend}),
-            }
+            per_task[name][track] = {"successes": wins, "episodes": len(mine),
+                                     "rate": round(wins / max(1, len(mine)), 2),
+                                     "backends": sorted({r.backend for r in mine if r.backend})}
     solved = {t: sum(per_task[n][t]["rate"] >= 0.8 for n in names) for t in tracks}
-    return {
-        "benchmark": "l2r",
-        "robot": robot,
-        "episodes_per_task": episodes,
-        "first_seed": first_seed,
-        "llm": llm,
-        "tasks": per_task,
-        "tasks_at_80_percent": solved,
-        "wall_seconds": round(wall, 1),
-        "episodes": [asdict(r) for r in rows],
-    }
+    return {"benchmark": "l2r", "robot": robot, "episodes_per_task": episodes,
+            "first_seed": first_seed, "llm": llm, "tasks": per_task,
+            "tasks_at_80_percent": solved, "wall_seconds": round(wall, 1),
+            "episodes": [asdict(r) for r in rows]}
 
 
 def format_text(report: dict) -> str:
     tracks = list(report["tasks_at_80_percent"])
     header = f"  {'task':<15}" + "".join(f"{t:>14}" for t in tracks)
-    lines = [
-        f"Language to Rewards tasks on {report['robot']}, "
-        f"{report['episodes_per_task']} seeded episodes each, {report['sampler']} "
-        f"sampler with {report['samples']} samples, backend {report['backend']} "
-        f"(llm: {report['llm'] or 'not run'})",
-        header + "  ran",
-    ]
+    lines = [f"Language to Rewards tasks on {report['robot']}, "
+             f"{report['episodes_per_task']} seeded episodes each, {report['sampler']} "
+             f"sampler with {report['samples']} samples, backend {report['backend']} "
+             f"(llm: {report['llm'] or 'not run'})", header + "  ran"]
     for name, row in report["tasks"].items():
-        cells = "".join(
-            f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} {row[t]['rate']:>4.0%}"
-            for t in tracks
-        )
+        cells = "".join(f"{row[t]['successes']:>7}/{row[t]['episodes']:<2} "
+                        f"{row[t]['rate']:>4.0%}" for t in tracks)
         ran = sorted({b for t in tracks for b in row[t]["backends"]})
         lines.append(f"  {name:<15}{cells}  {', '.join(ran) or '-'}")
-    lines.append(
-        "  tasks at >= 80%: "
-        + ", ".join(
-            f"{t} {n}/{len(report['tasks'])}" for t, n in report["tasks_at_80_percent"].items()
-        )
-    )
+    lines.append("  tasks at >= 80%: " + ", ".join(
+        f"{t} {n}/{len(report['tasks'])}" for t, n in report["tasks_at_80_percent"].items()))
     errors = [e for e in report["episodes"] if e["error"]]
-    lines += [
-        f"  error {e['task']} seed {e['seed']} ({e['track']}): {e['error']}" for e in errors[:10]
-    ]
+    lines += [f"  error {e['task']} seed {e['seed']} ({e['track']}): {e['error']}"
+              for e in errors[:10]]
     lines.append(f"  wall {report['wall_seconds']:.0f} s")
     return "\n".join(lines)
 
@@ -232,33 +181,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=5, help="seeded episodes per task")
     cli_types.add_seed(parser, "first episode seed")
     parser.add_argument("--tasks", help="comma-separated tasks (default: all 8)")
-    parser.add_argument(
-        "--sampler",
-        default="sampling",
-        choices=["sampling", "cem"],
-        help="the MPC's sampling optimiser (predictive sampling or CEM)",
-    )
+    parser.add_argument("--sampler", default="sampling", choices=["sampling", "cem"],
+                        help="the MPC's sampling optimiser (predictive sampling or CEM)")
     parser.add_argument("--samples", type=int, default=128, help="MPC samples per iteration")
-    parser.add_argument(
-        "--backend",
-        default="mpc",
-        choices=BACKENDS,
-        help="low-level controller: mpc, or rl (the shipped policies for "
-        "tasks a family serves, the MPC for the rest)",
-    )
+    parser.add_argument("--backend", default="mpc", choices=BACKENDS,
+                        help="low-level controller: mpc, or rl (the shipped policies for "
+                             "tasks a family serves, the MPC for the rest)")
 
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench l2r``."""
     if args.episodes < 1:
         raise Lang2PolicyError("--episodes must be at least 1")
-    return run(
-        episodes=args.episodes,
-        first_seed=args.seed,
-        tasks=cli_types.names(args.tasks),
-        llm=args.llm,
-        sampler=args.sampler,
-        samples=args.samples,
-        progress=not args.json,
-        backend=args.backend,
-    )
+    return run(episodes=args.episodes, first_seed=args.seed, tasks=cli_types.names(args.tasks),
+               llm=args.llm, sampler=args.sampler, samples=args.samples,
+               progress=not args.json, backend=args.backend)

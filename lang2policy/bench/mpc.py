@@ -46,12 +46,8 @@ def _throughput(pm: PlanningModel, config: MPCConfig, seconds: float) -> dict:
     elapsed = time.perf_counter() - began
     planner.close()
     steps = count * config.samples * config.steps
-    return {
-        "backend": config.backend,
-        "threads": config.threads,
-        "steps_per_s": round(steps / elapsed),
-        "batches": count,
-    }
+    return {"backend": config.backend, "threads": config.threads,
+            "steps_per_s": round(steps / elapsed), "batches": count}
 
 
 def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float) -> dict:
@@ -67,42 +63,25 @@ def _planning(world: World, pm: PlanningModel, config: MPCConfig, seconds: float
         latencies.append(time.perf_counter() - start)
         plan_times.append(plan.seconds)
     planner.close()
-    return {
-        "sampler": config.sampler,
-        "backend": config.backend,
-        "samples": config.samples,
-        "horizon_s": config.horizon,
-        "steps": config.steps,
-        "threads": config.threads,
-        "iterations_per_s": round(len(plan_times) / sum(plan_times), 1),
-        "latency_ms_p50": round(1000 * _percentile(latencies, 50), 1),
-        "latency_ms_p95": round(1000 * _percentile(latencies, 95), 1),
-    }
+    return {"sampler": config.sampler, "backend": config.backend, "samples": config.samples,
+            "horizon_s": config.horizon, "steps": config.steps, "threads": config.threads,
+            "iterations_per_s": round(len(plan_times) / sum(plan_times), 1),
+            "latency_ms_p50": round(1000 * _percentile(latencies, 50), 1),
+            "latency_ms_p95": round(1000 * _percentile(latencies, 95), 1)}
 
 
-def run(
-    robot: str = "so101",
-    samples: int = 32,
-    horizon: float = 0.5,
-    seconds: float = 3.0,
-    threads: int = 2,
-    progress: bool = True,
-) -> dict:
+def run(robot: str = "so101", samples: int = 32, horizon: float = 0.5, seconds: float = 3.0,
+        threads: int = 2, progress: bool = True) -> dict:
     world = World(robot)
     world.reset(0)
     pm = PlanningModel(world.description, world.present)
     pm.load_world(world)
     base = MPCConfig(samples=samples, horizon=horizon, threads=threads)
-    jobs = [
-        ("throughput", replace(base, backend="python", threads=1)),
-        ("throughput", replace(base, threads=1)),
-        ("throughput", base),
-    ]
-    jobs += [
-        ("planning", replace(base, sampler=sampler, backend=backend))
-        for sampler in ("sampling", "cem")
-        for backend in ("python", "rollout")
-    ]
+    jobs = [("throughput", replace(base, backend="python", threads=1)),
+            ("throughput", replace(base, threads=1)),
+            ("throughput", base)]
+    jobs += [("planning", replace(base, sampler=sampler, backend=backend))
+             for sampler in ("sampling", "cem") for backend in ("python", "rollout")]
     throughput, planning = [], []
     for kind, config in tqdm(jobs, desc="bench mpc", unit="case", disable=not progress):
         if kind == "throughput":
@@ -113,43 +92,27 @@ def run(
     for row in throughput:
         row["speedup_vs_python"] = round(row["steps_per_s"] / python_steps, 2)
     for row in planning:
-        twin = next(
-            r for r in planning if r["sampler"] == row["sampler"] and r["backend"] == "python"
-        )
+        twin = next(r for r in planning
+                    if r["sampler"] == row["sampler"] and r["backend"] == "python")
         row["speedup_vs_python"] = round(row["iterations_per_s"] / twin["iterations_per_s"], 2)
-    return {
-        "benchmark": "mpc",
-        "robot": robot,
-        "objects": len(world.present),
-        "cpus": os.cpu_count(),
-        "samples": samples,
-        "horizon_s": horizon,
-        "timestep_s": base.timestep,
-        "throughput": throughput,
-        "planning": planning,
-    }
+    return {"benchmark": "mpc", "robot": robot, "objects": len(world.present),
+            "cpus": os.cpu_count(), "samples": samples, "horizon_s": horizon,
+            "timestep_s": base.timestep, "throughput": throughput, "planning": planning}
 
 
 def format_text(report: dict) -> str:
-    lines = [
-        f"MPC on {report['robot']} ({report['objects']} objects, {report['cpus']} CPUs): "
-        f"{report['samples']} samples x {report['horizon_s']} s horizon at "
-        f"{report['timestep_s']} s steps",
-        "  rollout throughput:",
-    ]
+    lines = [f"MPC on {report['robot']} ({report['objects']} objects, {report['cpus']} CPUs): "
+             f"{report['samples']} samples x {report['horizon_s']} s horizon at "
+             f"{report['timestep_s']} s steps", "  rollout throughput:"]
     for row in report["throughput"]:
-        lines.append(
-            f"    {row['backend']:<8} {row['threads']} thread(s): "
-            f"{row['steps_per_s']:>9,} steps/s  (x{row['speedup_vs_python']} vs Python)"
-        )
+        lines.append(f"    {row['backend']:<8} {row['threads']} thread(s): "
+                     f"{row['steps_per_s']:>9,} steps/s  (x{row['speedup_vs_python']} vs Python)")
     lines.append("  planning iterations (sample + roll out + score):")
     for row in report["planning"]:
-        lines.append(
-            f"    {row['sampler']:<9} {row['backend']:<8}: "
-            f"{row['iterations_per_s']:>6.1f} it/s, latency p50 "
-            f"{row['latency_ms_p50']:.1f} ms, p95 {row['latency_ms_p95']:.1f} ms  "
-            f"(x{row['speedup_vs_python']} vs Python)"
-        )
+        lines.append(f"    {row['sampler']:<9} {row['backend']:<8}: "
+                     f"{row['iterations_per_s']:>6.1f} it/s, latency p50 "
+                     f"{row['latency_ms_p50']:.1f} ms, p95 {row['latency_ms_p95']:.1f} ms  "
+                     f"(x{row['speedup_vs_python']} vs Python)")
     return "\n".join(lines)
 
 
@@ -164,10 +127,5 @@ def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench mpc``."""
     if args.seconds <= 0 or not 2 <= args.samples <= 1024:
         raise Lang2PolicyError("--seconds must be positive and --samples in [2, 1024]")
-    return run(
-        samples=args.samples,
-        horizon=args.horizon,
-        seconds=args.seconds,
-        threads=args.threads,
-        progress=not args.json,
-    )
+    return run(samples=args.samples, horizon=args.horizon, seconds=args.seconds,
+               threads=args.threads, progress=not args.json)

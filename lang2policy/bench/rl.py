@@ -50,47 +50,36 @@ def policy_dir(models: Path, family: str, robot: str, distilled: bool = False) -
 
 def shipped_families(models: Path, robot: str) -> list[str]:
     """Families with a shipped policy for ``robot`` under ``models``, RL or distilled."""
-    found = [
-        p.name[len("rl-") : -len(f"-{robot}")]
-        for p in sorted(models.glob(f"rl-*-{robot}"))
-        if (p / CONFIG_FILE).is_file()
-    ]
+    found = [p.name[len("rl-"):-len(f"-{robot}")]
+             for p in sorted(models.glob(f"rl-*-{robot}")) if (p / CONFIG_FILE).is_file()]
     return sorted({name.removesuffix(f"-{DISTILLED}") for name in found})
 
 
 def _has_policy(models: Path, family: str, robot: str) -> bool:
-    return any(
-        (policy_dir(models, family, robot, distilled) / CONFIG_FILE).is_file()
-        for distilled in (False, True)
-    )
+    return any((policy_dir(models, family, robot, distilled) / CONFIG_FILE).is_file()
+               for distilled in (False, True))
 
 
 def _families(requested: list[str] | None, models: Path, robot: str) -> list[str]:
     names = requested or shipped_families(models, robot)
     if not names:
-        raise Lang2PolicyError(
-            f"no RL policy for the {robot} under {models} (expected "
-            f"rl-<family>-{robot}/; train one with 'lang2policy train rl')"
-        )
+        raise Lang2PolicyError(f"no RL policy for the {robot} under {models} (expected "
+                               f"rl-<family>-{robot}/; train one with 'lang2policy train rl')")
     for name in names:
         family_named(name)  # an unknown family names the valid ones
         if not _has_policy(models, name, robot):
-            raise Lang2PolicyError(
-                f"family '{name}' has no policy at "
-                f"{policy_dir(models, name, robot)} (RL) or "
-                f"{policy_dir(models, name, robot, distilled=True)}; train "
-                f"one with 'lang2policy train rl|distill --family {name}'"
-            )
+            raise Lang2PolicyError(f"family '{name}' has no policy at "
+                                   f"{policy_dir(models, name, robot)} (RL) or "
+                                   f"{policy_dir(models, name, robot, distilled=True)}; train "
+                                   f"one with 'lang2policy train rl|distill --family {name}'")
     return names
 
 
 def _load(directory: Path, family: str, robot: str) -> MLPPolicy:
     policy = load_policy(directory)
     if policy.family != family or policy.robot != robot:
-        raise Lang2PolicyError(
-            f"{directory} holds a {policy.family} policy for the "
-            f"{policy.robot}, not {family} for the {robot}"
-        )
+        raise Lang2PolicyError(f"{directory} holds a {policy.family} policy for the "
+                               f"{policy.robot}, not {family} for the {robot}")
     return policy
 
 
@@ -102,28 +91,20 @@ def _training(policy: MLPPolicy | None) -> dict | None:
     if policy is None:
         return None
     summary = policy.summary
-    return {
-        "train_seconds": summary.get("train_seconds"),
-        "timesteps": summary.get("timesteps"),
-        "steps_per_second": summary.get("steps_per_second"),
-    }
+    return {"train_seconds": summary.get("train_seconds"), "timesteps": summary.get("timesteps"),
+            "steps_per_second": summary.get("steps_per_second")}
 
 
-def bench_family(
-    name: str, models: Path, robot: str, episodes: int, config: MPCConfig, bar: tqdm
-) -> dict:
+def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPCConfig,
+                 bar: tqdm) -> dict:
     """Every backend of one family on the same seeds, training times, inference speed."""
     env = RewardEnv(family_named(name), robot, near_start=0.0)
-    policy, distilled = (
-        _load_if_any(policy_dir(models, name, robot, d), name, robot) for d in (False, True)
-    )
+    policy, distilled = (_load_if_any(policy_dir(models, name, robot, d), name, robot)
+                         for d in (False, True))
     distilled_path = policy_dir(models, name, robot, distilled=True)
     mpc = MPCController(env, config)
-    controllers = {
-        "rl": PolicyController(policy) if policy else None,
-        "mpc": mpc,
-        DISTILLED: PolicyController(distilled) if distilled else None,
-    }
+    controllers = {"rl": PolicyController(policy) if policy else None, "mpc": mpc,
+                   DISTILLED: PolicyController(distilled) if distilled else None}
     seeds = range(EVAL_SEED, EVAL_SEED + episodes)
     backends: dict[str, dict | None] = {}
     try:
@@ -138,51 +119,30 @@ def bench_family(
                 runs.append(run_episode(env, controller, seed))
                 bar.update()
             backends[backend] = summarise(runs)
-        speed = inference_speed(
-            env, policy or distilled, mpc, EVAL_SEED, INFERENCE_CALLS, MPC_ITERATIONS
-        )
+        speed = inference_speed(env, policy or distilled, mpc, EVAL_SEED, INFERENCE_CALLS,
+                                MPC_ITERATIONS)
     finally:
         mpc.close()
     speed["ok"] = speed["actions_per_s"] >= INFERENCE_BAR
-    return {
-        "training": {"rl": _training(policy), DISTILLED: _training(distilled)},
-        "distilled_path": str(distilled_path),
-        "backends": backends,
-        "inference": speed,
-    }
+    return {"training": {"rl": _training(policy), DISTILLED: _training(distilled)},
+            "distilled_path": str(distilled_path), "backends": backends, "inference": speed}
 
 
-def run(
-    families: list[str] | None = None,
-    episodes: int = 10,
-    robot: str = "so101",
-    models: str | Path | None = None,
-    config: MPCConfig | None = None,
-    progress: bool = True,
-) -> dict:
+def run(families: list[str] | None = None, episodes: int = 10, robot: str = "so101",
+        models: str | Path | None = None, config: MPCConfig | None = None,
+        progress: bool = True) -> dict:
     """The report of ``lang2policy bench rl`` (see the module docstring)."""
     if episodes < 1:
         raise Lang2PolicyError(f"--episodes must be at least 1, not {episodes}")
     root = Path(models) if models is not None else share_dir() / "models"
     names = _families(families, root, robot)
     config = config or MPCConfig()
-    report = {
-        "benchmark": "rl",
-        "robot": robot,
-        "cpus": os.cpu_count(),
-        "episodes": episodes,
-        "first_seed": EVAL_SEED,
-        "models": str(root),
-        "mpc": {
-            "samples": config.samples,
-            "horizon_s": config.horizon,
-            "timestep_s": config.timestep,
-            "threads": config.threads,
-            "proposals": config.proposals,
-        },
-        "inference_bar": INFERENCE_BAR,
-        "families": {},
-    }
+    report = {"benchmark": "rl", "robot": robot, "cpus": os.cpu_count(), "episodes": episodes,
+              "first_seed": EVAL_SEED, "models": str(root),
+              "mpc": {"samples": config.samples, "horizon_s": config.horizon,
+                      "timestep_s": config.timestep, "threads": config.threads,
+                      "proposals": config.proposals},
+              "inference_bar": INFERENCE_BAR, "families": {}}
     total = len(names) * len(BACKENDS) * episodes
     with tqdm(total=total, desc="bench rl", unit="ep", disable=not progress) as bar:
         for name in names:
@@ -195,11 +155,9 @@ def _row(name: str, backend: str, figures: dict | None) -> str:
     if figures is None:
         return f"  {name:<12} {backend:<10} n/a"
     seconds = figures["seconds_to_success"]
-    return (
-        f"  {name:<12} {backend:<10} {figures['successes']:>3}/{figures['episodes']:<4} "
-        f"{'-' if seconds is None else f'{seconds:.2f} s':>9} {figures['smoothness']:>10.4f} "
-        f"{figures['control_cost']:>10.4f} {figures['wall_seconds']:>8.3f} s"
-    )
+    return (f"  {name:<12} {backend:<10} {figures['successes']:>3}/{figures['episodes']:<4} "
+            f"{'-' if seconds is None else f'{seconds:.2f} s':>9} {figures['smoothness']:>10.4f} "
+            f"{figures['control_cost']:>10.4f} {figures['wall_seconds']:>8.3f} s")
 
 
 def _training_text(training: dict | None) -> str:
@@ -227,17 +185,14 @@ def format_text(report: dict) -> str:
         lines += [_row(name, backend, figures) for backend, figures in family["backends"].items()]
     for name, family in report["families"].items():
         speed, training = family["inference"], family["training"]
-        lines.append(
-            f"  {name}: training rl {_training_text(training['rl'])}, distilled "
-            f"{_training_text(training['distilled'])}"
-        )
+        lines.append(f"  {name}: training rl {_training_text(training['rl'])}, distilled "
+                     f"{_training_text(training['distilled'])}")
         lines.append(
             f"  {name}: policy {speed['actions_per_s']:,} actions/s on one thread "
             f"({speed['act_us']} us) vs one MPC iteration {speed['mpc_iteration_ms']} ms "
             f"({speed['mpc_threads']} threads): {speed['actions_per_mpc_iteration']:,.0f} actions "
             f"per iteration -> {'ok' if speed['ok'] else 'BELOW'} "
-            f"(bar {report['inference_bar']:,.0f} actions/s)"
-        )
+            f"(bar {report['inference_bar']:,.0f} actions/s)")
     return "\n".join(lines)
 
 
@@ -246,17 +201,12 @@ def _family_list(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--families",
-        type=_family_list,
-        default=None,
-        help="comma-separated families (default: those with a shipped policy)",
-    )
+    parser.add_argument("--families", type=_family_list, default=None,
+                        help="comma-separated families (default: those with a shipped policy)")
     parser.add_argument("--episodes", type=int, default=10, help="held-out goals per family")
     parser.add_argument("--robot", default="so101", help="robot the policies are for")
-    parser.add_argument(
-        "--models", default=None, help="directory holding rl-<family>-<robot>/ (default: models/)"
-    )
+    parser.add_argument("--models", default=None,
+                        help="directory holding rl-<family>-<robot>/ (default: models/)")
     parser.add_argument("--samples", type=int, default=64, help="MPC rollouts per iteration")
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon (s)")
     parser.add_argument("--threads", type=int, default=2, help="MPC rollout threads")
@@ -265,9 +215,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench rl``."""
     config = MPCConfig(samples=args.samples, horizon=args.horizon, threads=args.threads)
-    return run(
-        args.families, args.episodes, args.robot, args.models, config, progress=not args.json
-    )
+    return run(args.families, args.episodes, args.robot, args.models, config,
+               progress=not args.json)
 
 
 def exit_code(report: dict) -> int:

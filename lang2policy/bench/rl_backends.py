@@ -14,14 +14,8 @@ from lang2policy.rl.env import RewardEnv
 from lang2policy.rl.policy_file import MLPPolicy
 
 
-def inference_speed(
-    env: RewardEnv,
-    policy: MLPPolicy,
-    mpc: MPCController,
-    seed: int,
-    calls: int = 2000,
-    iterations: int = 20,
-) -> dict:
+def inference_speed(env: RewardEnv, policy: MLPPolicy, mpc: MPCController, seed: int,
+                    calls: int = 2000, iterations: int = 20) -> dict:
     """Policy actions per second on one thread beside the mean wall time of one MPC iteration,
     both from the state of ``seed``'s start (the MPC re-loads it before each iteration)."""
     obs, _ = env.reset(seed=seed)
@@ -40,12 +34,8 @@ def inference_speed(
         mpc.sampler.improve(env.spec)
         plan_seconds.append(time.perf_counter() - began)
     mpc_seconds = float(np.mean(plan_seconds))
-    return {
-        "calls": calls,
-        "act_us": round(1e6 * act_seconds, 2),
-        "actions_per_s": round(1.0 / act_seconds),
-        "mpc_iterations": iterations,
-        "mpc_iteration_ms": round(1000 * mpc_seconds, 2),
-        "mpc_threads": mpc.config.threads,
-        "actions_per_mpc_iteration": round(mpc_seconds / act_seconds, 1),
-    }
+    return {"calls": calls, "act_us": round(1e6 * act_seconds, 2),
+            "actions_per_s": round(1.0 / act_seconds), "mpc_iterations": iterations,
+            "mpc_iteration_ms": round(1000 * mpc_seconds, 2),
+            "mpc_threads": mpc.config.threads,
+            "actions_per_mpc_iteration": round(mpc_seconds / act_seconds, 1)}

@@ -200,12 +200,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video", type=video_path, default=Path("out/vla_bench.mp4"),
                         help="video of the first episode of each family (.mp4; 'none': no "
                         "video)")  # fmt: skip
-    parser.add_argument(
-        "--true-scene",
-        action="store_true",
-        help="diagnosis: the action head reads the true scene state instead of "
-        "the network's estimate (the motor part alone, without perception)",
-    )
+    parser.add_argument("--true-scene", action="store_true",
+                        help="diagnosis: the action head reads the true scene state instead of "
+                        "the network's estimate (the motor part alone, without perception)")
 
 
 def video_path(text: str) -> Path | None:

@@ -39,57 +39,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=300, help="fine-tuning steps")
     parser.add_argument("--lr", type=float, default=1e-4, help="fine-tuning learning rate")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("data/vla-corrections"),
-        help="new directory for the corrected dataset and the fine-tuned model",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the evaluation layouts (training: seed + 1)"
-    )
-    parser.add_argument(
-        "--eval-seeds",
-        type=int,
-        nargs="+",
-        default=None,
-        help="evaluate on --eval layouts of each of these seeds (default: "
-        "--seed); the corrected episodes stay on --seed + 1's layouts",
-    )
-    parser.add_argument(
-        "--replay",
-        type=Path,
-        nargs="*",
-        default=[],
-        help="datasets the model was trained on, replayed beside the corrections",
-    )
-    parser.add_argument(
-        "--mix",
-        type=float,
-        default=0.5,
-        help="with --replay: the fraction of frames from the corrections",
-    )
-    parser.add_argument(
-        "--from-first-correction",
-        action="store_true",
-        help="fine-tune on each corrected episode from its first correction "
-        "on (HG-DAgger's intervention data; episodes nobody corrected whole)",
-    )
-    parser.add_argument(
-        "--corrections",
-        type=Path,
-        default=None,
-        help="fine-tune on this corrected dataset, recorded before by this "
-        "bench (same --model, --family, --start, --seed), instead of "
-        "recording --corrected new episodes",
-    )
-    parser.add_argument(
-        "--start",
-        default="rest",
-        help="where the arm starts each episode, corrected and evaluated: rest "
-        "(as in the demonstrations) or away (above the table, as after an "
-        "earlier skill)",
-    )
+    parser.add_argument("--out", type=Path, default=Path("data/vla-corrections"),
+                        help="new directory for the corrected dataset and the fine-tuned model")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the evaluation layouts (training: seed + 1)")
+    parser.add_argument("--eval-seeds", type=int, nargs="+", default=None,
+                        help="evaluate on --eval layouts of each of these seeds (default: "
+                        "--seed); the corrected episodes stay on --seed + 1's layouts")
+    parser.add_argument("--replay", type=Path, nargs="*", default=[],
+                        help="datasets the model was trained on, replayed beside the corrections")
+    parser.add_argument("--mix", type=float, default=0.5,
+                        help="with --replay: the fraction of frames from the corrections")
+    parser.add_argument("--from-first-correction", action="store_true",
+                        help="fine-tune on each corrected episode from its first correction "
+                        "on (HG-DAgger's intervention data; episodes nobody corrected whole)")
+    parser.add_argument("--corrections", type=Path, default=None,
+                        help="fine-tune on this corrected dataset, recorded before by this "
+                        "bench (same --model, --family, --start, --seed), instead of "
+                        "recording --corrected new episodes")
+    parser.add_argument("--start", default="rest",
+                        help="where the arm starts each episode, corrected and evaluated: rest "
+                        "(as in the demonstrations) or away (above the table, as after an "
+                        "earlier skill)")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -138,23 +109,13 @@ def _evaluate(
     policy, runner, results = VLAPolicy.load(model, threads=1), RolloutRunner(start=start), []
     for spec, seed in zip(specs, seeds, strict=True):
         rollout = runner.run(policy, spec)
-        results.append(
-            {
-                "split": spec.split,
-                "success": rollout.success,
-                "detail": rollout.detail,
-                "seed": seed,
-            }
-        )
+        results.append({"split": spec.split, "success": rollout.success,
+                        "detail": rollout.detail, "seed": seed})
         if not quiet:
             done = sum(r["success"] for r in results)
             verdict = "ok" if rollout.success else "FAIL"
-            print(
-                f"[{label}] {len(results)}/{len(specs)} {spec.split}: {verdict} "
-                f"({rollout.detail}); {done}/{len(results)}",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"[{label}] {len(results)}/{len(specs)} {spec.split}: {verdict} "
+                  f"({rollout.detail}); {done}/{len(results)}", file=sys.stderr, flush=True)
     return results
 
 
@@ -191,11 +152,8 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
         if not args.json:
             said = ", ".join(text for _, text, _ in rollout.corrections)
             verdict = "ok" if rollout.success else "FAIL"
-            print(
-                f"[corrected] {rollout.spec.index + 1}/{len(specs)} {verdict}: {said}",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"[corrected] {rollout.spec.index + 1}/{len(specs)} {verdict}: {said}",
+                  file=sys.stderr, flush=True)
 
     policy = VLAPolicy.load(args.model, threads=1)
     done = record_corrections(policy, specs, path, progress=show, start=args.start)
@@ -273,17 +231,10 @@ def format_text(report: dict) -> str:
         f"{recorded['seconds']} s"
         + (f", recorded before: {recorded['reused']})" if recorded.get("reused") else ")"),
         f"  fine-tuning: {tuned['steps']} steps from {report['model']}"
-        + (
-            f" (replaying {', '.join(report['replay'])}, {report['mix']:g} of the frames "
-            "from the corrections)"
-            if report.get("replay")
-            else ""
-        )
-        + (
-            ", each corrected episode from its first correction"
-            if report.get("from_first_correction")
-            else ""
-        )
+        + (f" (replaying {', '.join(report['replay'])}, {report['mix']:g} of the frames "
+           "from the corrections)" if report.get("replay") else "")
+        + (", each corrected episode from its first correction"
+           if report.get("from_first_correction") else "")
         + f", {tuned['wall_time_s']} s, "
         f"final L1 train {tuned['final_train_loss']}, validation {tuned['final_val_loss']}",
         f"  unseen layouts ({total} episodes, {_seeds_text(report)}): before {wins[0]}/{total} "
@@ -313,12 +264,9 @@ def _per_seed_lines(report: dict) -> list[str]:
         return []
     lines = []
     for seed in seeds:
-        runs = [
-            [r for r in report[k] if r.get("seed") == seed]
-            for k in ("episodes_before", "episodes_after")
-        ]
+        runs = [[r for r in report[k] if r.get("seed") == seed]
+                for k in ("episodes_before", "episodes_after")]
         wins = [sum(r["success"] for r in run) for run in runs]
-        lines.append(
-            f"    seed {seed}: before {wins[0]}/{len(runs[0])}, after {wins[1]}/{len(runs[1])}"
-        )
+        lines.append(f"    seed {seed}: before {wins[0]}/{len(runs[0])}, "
+                     f"after {wins[1]}/{len(runs[1])}")
     return lines
