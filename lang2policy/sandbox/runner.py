@@ -183,9 +183,10 @@ class SandboxRunner:
             message = clock.receive(child)
             kind = message["type"]
             if kind == "call":
-                started = time.process_time()
+                started, background = time.process_time(), self._background_cpu()
                 child.send(self._handle_call(message, state))
                 spent = time.process_time() - started - state.take_motion_cpu()
+                spent -= self._background_cpu() - background  # an in-process arm's threads
                 clock.charge_host(spent, state.take_motion_wall())  # host planning counts
                 if self.on_intent is not None:
                     self.on_intent(state.intents[-1])
@@ -352,6 +353,10 @@ class SandboxRunner:
         except MotionAborted as exc:
             raise PlanEnded(PlanOutcome("stopped", str(exc)[:TEXT_LIMIT])) from exc
 
+    def _background_cpu(self) -> float:
+        """CPU an in-process emulated arm spent so far (``SimSkillBackend.background_cpu``)."""
+        return float(getattr(self.backend, "background_cpu", lambda: 0.0)())
+
     def _execute_once(self, skill: Skill, request: PolicyRequest, state, record) -> object:
         """One execution of an allowed call. Robot time is charged to the motion budget; the
         wall time of a motion is taken off the plan's wall clock (``motion_wall``), so what
@@ -364,11 +369,8 @@ class SandboxRunner:
         limits = {"time_limit": time_limit}
         if request.skill == VLA_SKILL:  # the policy acts on its own: in the gate's box
             limits["workspace"] = call_workspace(state.policy, request)
-        started, wall_started, cpu_started = (
-            self.backend.clock(),
-            time.monotonic(),
-            time.process_time(),
-        )
+        started, wall_started = self.backend.clock(), time.monotonic()
+        cpu_started = time.process_time() - self._background_cpu()  # the plan's own CPU
         moved = False
         try:
             value = self.backend.execute(request.skill, request.args, **limits)
@@ -389,7 +391,7 @@ class SandboxRunner:
             state.motion_seconds += robot_seconds
             if moved and skill.category == "motion":
                 state.motion_wall += time.monotonic() - wall_started
-                state.motion_cpu += time.process_time() - cpu_started
+                state.motion_cpu += time.process_time() - self._background_cpu() - cpu_started
 
 
 def _points(points) -> tuple[tuple[float, float, float], ...]:

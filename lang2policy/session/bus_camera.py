@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from lang2policy.session.camera import FRAME_PERIOD, SETTLE_FRAMES, CameraSessio
 
 PHYSICS_PERIOD = 0.01  # s between physics catch-ups (the emulator node's timer)
 MAX_CATCH_UP = 0.05  # s of physics per catch-up at most (the emulator node's bound)
+_TICKS = os.sysconf("SC_CLK_TCK")
 FRAME_WAIT = 5.0  # s of wall time a settle waits for its frames before it says so
 
 
@@ -93,6 +95,14 @@ class BusCameraSession(CameraSession):
         """Hold while reading the simulated world from another thread (physics steps in the
         bus's and the clock's threads)."""
         return self._plant.lock if self._plant is not None else contextlib.nullcontext()
+
+    def background_cpu(self) -> float:
+        """CPU seconds the emulated arm's threads (the bus, the physics clock and camera) have
+        used so far: in the graph they are other processes, so a plan's compute clock takes
+        them off what it charges the plan (``SandboxRunner``). Compare within one call only
+        (a new layout starts new threads)."""
+        threads = [self._clock, self._bus._thread if self._bus is not None else None]
+        return sum(_thread_cpu(t.native_id) for t in threads if t is not None and t.native_id)
 
     def _stop_bus(self) -> None:
         self._running.clear()
@@ -193,3 +203,13 @@ class BusCameraSession(CameraSession):
     def close(self) -> None:
         self._stop_bus()
         super().close()
+
+
+def _thread_cpu(native_id: int) -> float:
+    """A thread of this process's CPU seconds (user + system; 0 once it has ended)."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS

@@ -125,6 +125,12 @@ class SimSkillBackend:
     def clock(self) -> float:
         return float(self.session.robot.get_observation().time)
 
+    def background_cpu(self) -> float:
+        """CPU seconds the session's own arm has spent in this process so far (an emulated
+        arm's threads; 0 for every other session): not the plan's compute."""
+        measure = getattr(self.session, "background_cpu", None)
+        return float(measure()) if measure is not None else 0.0
+
     def said(self) -> list[str]:
         return list(self._said)
 
