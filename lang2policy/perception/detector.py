@@ -11,7 +11,8 @@ cut by the image border, of no plausible size, or whose outline the shape does n
 object. At most one block and one bowl per colour is reported (scene objects are named
 "<colour> <kind>"): the one with the largest blob. A block within a bowl's rim stands on the
 bowl's floor, ``bowl_base`` above the table. Objects are assumed to stand on the table (or in a
-bowl): a block held up by the gripper or stacked on another is placed as if it stood there.
+bowl): a block held up by the gripper or stacked on another is placed as if it stood there
+(``CameraPerception`` raises a block seen over a block it can no longer see: ``stacking``).
 """
 
 from __future__ import annotations

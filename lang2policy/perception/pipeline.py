@@ -20,6 +20,7 @@ from lang2policy.perception.palette import Palette
 from lang2policy.perception.records import PerceivedObject
 from lang2policy.perception.robot_mask import RobotMask
 from lang2policy.perception.scene import geometry_for_robot, scene_palette
+from lang2policy.perception.stacking import restack
 from lang2policy.perception.tracker import ObjectTracker, Update
 
 _JOINT_HISTORY = 100  # joint states kept: 2 s at 50 Hz
@@ -94,7 +95,13 @@ class CameraPerception:
             self.mask.pose(self._joints_at(stamp))
             ignore = self.mask.mask(self.detector.camera)
         detections = self._without_pieces_of_kept_bowls(self.detector.detect(rgb, ignore))
-        update = self.tracker.update(detections, lambda obj: self._hidden(obj, ignore))
+        camera = self.detector.camera.pose.position
+        detections, under = restack(
+            detections, self.tracker.objects, camera, self.geometry.block_half
+        )
+        update = self.tracker.update(
+            detections, lambda obj: obj.name in under or self._hidden(obj, ignore)
+        )
         self.seconds = time.perf_counter() - start
         return update
 
