@@ -89,3 +89,27 @@ def test_bench_vla_takes_an_mp4_video_or_none_and_refuses_anything_else():
     assert str(parser.parse_args(["--video", "out/a.mp4"]).video) == "out/a.mp4"
     with pytest.raises(SystemExit):  # a folder: refused before any episode runs
         parser.parse_args(["--video", "out"])
+
+
+def test_bench_vla_runs_the_same_episodes_under_each_realism_level():
+    import argparse
+
+    from lang2policy.bench import vla
+    from lang2policy.errors import ConfigError
+
+    args = argparse.Namespace(model=MODEL, per_split=1, families=["lift"], seed=3, workers=1,
+                              video=None, json=True, realism="off,mild")  # fmt: skip
+    report = vla.run_args(args)
+    assert report["realism"] == ["off", "mild"]
+    assert [(r["realism"], r["split"]) for r in report["rows"]] == [
+        (level, split) for level in ("off", "mild") for split in vla.TARGETS
+    ]
+    mild = [r for r in report["rows"] if r["realism"] == "mild"]
+    assert [r["target"] for r in mild] == list(vla.REALISM_TARGETS.values())
+    assert all(r["oracle"] == 1 for r in report["rows"])  # the same feasible scenes
+    episodes = {level: [e["instruction"] for e in report["episodes"] if e["realism"] == level]
+                for level in ("off", "mild")}  # fmt: skip
+    assert episodes["off"] == episodes["mild"] and len(episodes["off"]) == 3
+    assert "mild  lift" in vla.format_text(report)
+    with pytest.raises(ConfigError, match="allowed: off, mild, hard"):
+        vla.realism_levels("off,dim")

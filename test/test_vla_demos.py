@@ -96,6 +96,22 @@ def test_the_render_twin_draws_the_same_image_from_far_fewer_triangles(runner):
         assert difference.mean() < 2.0, camera  # of 255
 
 
+def test_the_render_twin_draws_a_realism_look_as_the_world_does():
+    from lang2policy.realism import load_realism
+    from lang2policy.scene.render import CameraRenderer
+    from lang2policy.scene.world import World
+
+    world = World("so101", realism=load_realism("mild"))
+    twin, full = RenderTwin(world, 96, 96), CameraRenderer(world.model, 96, 96)
+    for seed in (1, 2):  # each a new light, shades, camera error and distractors
+        world.reset(seed)
+        twin.sync_look()
+        for camera in CAMERAS:  # light direction and camera error as the world has them
+            difference = np.abs(full.render(world.data, camera).astype(int)
+                                - twin.render(world.data, camera))  # fmt: skip
+            assert difference.mean() < 2.0, (seed, camera)  # was 7 to 18 without them
+
+
 def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
     from lang2policy.vla.environment_state import ENV_DIM
     from lang2policy.vla.scene_views import VIEW_SEED_OFFSET, record_view, view_specs

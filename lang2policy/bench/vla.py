@@ -7,6 +7,10 @@ phrasings. Each episode runs the policy (``vla.rollout``) and then the oracle on
 seeded scene. Episodes run in ``--workers`` processes, one torch thread each. Then, in this
 process on one thread, the policy's latency per action (p50 / p99) and rate, and a video of
 the first episode of each family (``--video``).
+
+``--realism off,mild``: the same episodes again in a world under each realism profile
+(light, shades, table, distractors, camera error and the cameras' sensor effects), one block
+of rows per level; levels other than ``off`` are held to ``REALISM_TARGETS``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 
 TARGETS = {"seen": 0.8, "unseen combination": 0.5, "unseen phrasing": 0.5}
+REALISM_TARGETS = {"seen": 0.7, "unseen combination": 0.45, "unseen phrasing": 0.45}
 RATE_TARGET = 100.0  # actions per second on one core
 VIDEO_SIZE = 192
 FIRST_CALLS = 20  # episodes' first actions timed
@@ -31,13 +36,15 @@ FIRST_CALLS = 20  # episodes' first actions timed
 _STATE: dict = {}
 
 
-def _init_worker(model: str, true_scene: bool = False) -> None:
+def _init_worker(model: str, true_scene: bool = False, realism: str = "off") -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
+    from lang2policy.realism import load_realism
     from lang2policy.vla.policy import VLAPolicy
     from lang2policy.vla.rollout import RolloutRunner
 
+    profile = load_realism(realism)
     _STATE["policy"] = VLAPolicy.load(model, device="cpu", threads=1)
-    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE, true_scene=true_scene)
+    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE, true_scene=true_scene, realism=profile)
 
 
 def _episode(spec, video: bool) -> dict:
@@ -61,24 +68,29 @@ def _median_error(errors: list) -> float | None:
     return round(float(np.median(np.linalg.norm(np.asarray(errors), axis=1))), 1)
 
 
-def run_episodes(args: argparse.Namespace, specs: list) -> list[dict]:
-    """Every spec in worker processes, with a progress line per episode."""
+def run_episodes(
+    args: argparse.Namespace, specs: list, realism: str = "off", video: bool = True
+) -> list[dict]:
+    """Every spec in worker processes, in a world at ``realism``, with a progress line per
+    episode; ``video``: record each family's first episode (when ``args.video`` is set)."""
     first = {}
     for spec in specs:
         first.setdefault(spec.task.family, spec.index)
-    wanted = set(first.values()) if args.video else set()
+    wanted = set(first.values()) if args.video and video else set()
     results = []
+    initargs = (str(args.model), getattr(args, "true_scene", False), realism)
     with ProcessPoolExecutor(
         max_workers=max(1, args.workers), mp_context=get_context("spawn"),
-        initializer=_init_worker, initargs=(str(args.model), getattr(args, "true_scene", False)),
+        initializer=_init_worker, initargs=initargs,
     ) as pool:  # fmt: skip
         futures = [pool.submit(_episode, spec, spec.index in wanted) for spec in specs]
         for number, future in enumerate(futures, 1):
-            result = future.result()
+            result = {**future.result(), "realism": realism}
             results.append(result)
             if not args.json:
                 done = sum(r["success"] for r in results)
-                print(f"[vla] {number}/{len(specs)} {result['family']}/{result['split']}: "
+                where = f"{realism} {number}/{len(specs)} {result['family']}/{result['split']}"
+                print(f"[vla] {where}: "
                       f"{'ok' if result['success'] else 'FAIL'} ({result['detail']}); "
                       f"policy {done}/{number}", file=sys.stderr, flush=True)  # fmt: skip
     return results
@@ -144,17 +156,27 @@ def save_video(results: list[dict], path: Path) -> Path | None:
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """One row per family and split: policy and oracle successes against the target."""
+    """One row per realism level, family and split: policy and oracle successes against the
+    target (``TARGETS`` at ``off``, ``REALISM_TARGETS`` under a realism profile)."""
     rows = []
+    for level in dict.fromkeys(r.get("realism", "off") for r in results):
+        at_level = [r for r in results if r.get("realism", "off") == level]
+        rows += _level_rows(level, at_level)
+    return rows
+
+
+def _level_rows(level: str, results: list[dict]) -> list[dict]:
+    rows = []
+    targets = TARGETS if level == "off" else REALISM_TARGETS
     for family in dict.fromkeys(r["family"] for r in results):
-        for split, target in TARGETS.items():
+        for split, target in targets.items():
             group = [r for r in results if r["family"] == family and r["split"] == split]
             if not group:
                 continue
             rate = sum(r["success"] for r in group) / len(group)
             errors = [r["block_error_mm"] for r in group if r.get("block_error_mm") is not None]
             rows.append({
-                "family": family, "split": split, "episodes": len(group),
+                "realism": level, "family": family, "split": split, "episodes": len(group),
                 "policy": sum(r["success"] for r in group), "rate": round(rate, 3),
                 "oracle": sum(r["oracle"] for r in group), "target": target,
                 "passed": rate >= target,
@@ -172,8 +194,11 @@ def run_args(args: argparse.Namespace) -> dict:
                           "with `lang2policy train vla` or use models/vla-so101-tiny")  # fmt: skip
     families = tuple(args.families or FAMILIES)
     specs = evaluation_specs(families, args.per_split, args.seed)
+    levels = realism_levels(getattr(args, "realism", "off"))
     started = time.monotonic()
-    results = run_episodes(args, specs)
+    results = []
+    for number, level in enumerate(levels):
+        results += run_episodes(args, specs, level, video=number == 0)
     latency = measure_latency(str(args.model))
     video = save_video(results, args.video) if args.video else None
     rows = summarize(results)
@@ -181,7 +206,7 @@ def run_args(args: argparse.Namespace) -> dict:
     for r in results:
         r.pop("video"), r.pop("act_s")
     return {
-        "benchmark": "vla", "model": str(args.model), "seed": args.seed,
+        "benchmark": "vla", "model": str(args.model), "seed": args.seed, "realism": levels,
         "true_scene": bool(getattr(args, "true_scene", False)),
         "per_split": args.per_split, "rows": rows, "latency_one_core": latency,
         "latency_in_loop": in_loop, "rate_passed": latency["rate_hz"] >= RATE_TARGET,
@@ -200,9 +225,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video", type=video_path, default=Path("out/vla_bench.mp4"),
                         help="video of the first episode of each family (.mp4; 'none': no "
                         "video)")  # fmt: skip
+    parser.add_argument("--realism", default="off",
+                        help="realism levels (off, mild, hard or a profile file), comma-separated: "
+                        "the same episodes under each, one block of rows per level")  # fmt: skip
     parser.add_argument("--true-scene", action="store_true",
                         help="diagnosis: the action head reads the true scene state instead of "
                         "the network's estimate (the motor part alone, without perception)")
+
+
+def realism_levels(text: str) -> list[str]:
+    """``--realism``: comma-separated levels or profile files, each checked before any
+    episode runs (``ConfigError`` naming what is allowed)."""
+    from lang2policy.realism import load_realism
+
+    levels = [level.strip() for level in str(text).split(",") if level.strip()] or ["off"]
+    for level in levels:
+        load_realism(level)
+    return list(dict.fromkeys(levels))
 
 
 def video_path(text: str) -> Path | None:
@@ -221,8 +260,10 @@ def format_text(report: dict) -> str:
     lines = [head + f"{report['per_split']} episodes per family and split, {report['seconds']} s"]
     for row in report["rows"]:
         verdict = "PASS" if row["passed"] else "FAIL"
+        level = row.get("realism", "off")
         lines.append(
-            f"  {row['family']:<10} {row['split']:<19} policy {row['policy']}/{row['episodes']} "
+            f"  {level:<5} {row['family']:<10} {row['split']:<19} "
+            f"policy {row['policy']}/{row['episodes']} "
             f"({100 * row['rate']:.0f} %, target {100 * row['target']:.0f} %) {verdict}; "
             f"oracle {row['oracle']}/{row['episodes']}"
             + ("" if row.get("block_error_mm") is None

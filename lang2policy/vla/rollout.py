@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.realism.image_effects import apply_image_effects
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.environment_state import environment_state, task_goal
 from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
@@ -57,12 +58,16 @@ class Rollout:
 class RolloutRunner:
     """A simulation and a renderer, kept for many episodes (building them takes seconds)."""
 
-    def __init__(self, video_size: int = 0, true_scene: bool = False, start: str = "rest") -> None:
+    def __init__(
+        self, video_size: int = 0, true_scene: bool = False, start: str = "rest", realism=None
+    ) -> None:
         """``true_scene`` (diagnosis): the policy's action head reads the true scene state.
-        ``start``: where the arm is when each episode starts (``start_pose.STARTS``)."""
+        ``start``: where the arm is when each episode starts (``start_pose.STARTS``).
+        ``realism``: a ``realism.RealismProfile`` for the world's looks and the cameras'
+        sensor (None: as modelled)."""
         self.true_scene = true_scene
         self.start = check_start(start)
-        self.session = SimSession("so101")
+        self.session = SimSession("so101", realism=realism)
         self.renderer = frame_renderer(self.session.world)
         self.video_renderer = frame_renderer(self.session.world, video_size) if video_size else None
 
@@ -93,8 +98,10 @@ class RolloutRunner:
         policy.reset()
         first_scene: np.ndarray | None = None
         cameras = getattr(policy, "cameras", CAMERAS)  # only what the policy reads is rendered
+        frame = 0
         while world.time - began < limit:
-            images = {c: self.renderer.render(world.data, c) for c in cameras}
+            images = {c: self._sensor(self.renderer.render(world.data, c), frame) for c in cameras}
+            frame += 1
             if video and self.video_renderer is not None:
                 result.video.append(self.video_renderer.render(world.data, "front"))
             state = robot.get_observation().position
@@ -114,6 +121,15 @@ class RolloutRunner:
                 break
         result.sim_seconds = world.time - began
         return result
+
+    def _sensor(self, rgb: np.ndarray, frame: int) -> np.ndarray:
+        """A rendered frame as the realism look's sensor records it (exposure, blur, noise;
+        seeded by the layout and the frame)."""
+        world = self.session.world
+        if world.look is None:
+            return rgb
+        rng = np.random.default_rng([world.seed or 0, frame, 11])
+        return apply_image_effects(rgb, world.look.image, rng)
 
     @staticmethod
     def _note_perception(policy: Policy, scene: np.ndarray, result: Rollout) -> None:
