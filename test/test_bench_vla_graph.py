@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ def test_bench_vla_graph_runs_an_episode_through_the_graph_beside_standalone(tmp
     command = [
         *(sys.executable, "-m", "lang2policy.cli", "bench", "vla", "--graph"),
         *("--families", "lift", "--splits", "seen", "--per-split", "1", "--workers", "1"),
-        *("--domain", str(DOMAIN_ID), "--out", str(out), "--json"),
+        *("--domain", str(DOMAIN_ID), "--out", str(out), "--json", "--busy-cores", "1"),
     ]
     done = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=500, check=False
@@ -74,7 +75,13 @@ def test_bench_vla_graph_runs_an_episode_through_the_graph_beside_standalone(tmp
     assert graph["arm_travel_rad"] > 0.02, graph  # the policy's targets moved the sim's arm
     assert report["latency_one_core"]["p50_ms"] > 0 and report["act_ms_standalone"]["calls"] > 0
     assert report["passed"] == (report["rate_status_hz"]["min"] >= vla_graph_report.RATE_TARGET_HZ)
-    assert done.returncode == (0 if report["passed"] else 1)
+    busy = report["busy"]  # the same episode again while another process spins on a core
+    assert (busy["busy_cores"], busy["episodes"], busy["errors"]) == (1, 1, [])
+    assert busy["quiet_success"] == int(bool(graph["pose_success"]))
+    assert busy["steps"] > 0 and "kept busy by another process" in vla_graph_report.format_text(
+        report
+    )
+    assert done.returncode == (0 if report["passed"] and busy["passed"] else 1)
 
 
 # ---------------------------------------------------------------------- pure parts
@@ -140,3 +147,25 @@ def test_arguments_default_and_refusals():
         vla_graph.run_args(parser("vla").parse_args(["--graph", "--per-split", "0"]))
     with pytest.raises(SystemExit):
         parser("vla").parse_args(["--graph", "--splits", "seen,unseen colours"])
+    with pytest.raises(ConfigError, match="--busy-cores must be from 0"):
+        vla_graph.run_args(parser("vla").parse_args(["--graph", "--busy-cores", "99"]))
+
+
+def test_busy_cores_are_other_processes_spinning_until_the_block_ends():
+    from lang2policy.bench.busy_cores import busy_cores
+
+    with busy_cores(1) as [spinner]:
+        deadline = time.monotonic() + 10.0
+        while _cpu_seconds(spinner.pid) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert spinner.poll() is None and _cpu_seconds(spinner.pid) >= 0.5  # it burns CPU
+    assert spinner.poll() is not None  # stopped on leaving
+    with pytest.raises(ConfigError, match="whole number from 0 to 64"), busy_cores(-1):
+        pass
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(") ", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -167,6 +167,28 @@ def test_a_stale_camera_holds(world, backend):
     assert "front" not in step.reason
 
 
+def test_an_old_frame_does_not_hold_a_latched_policy_that_has_looked(world):
+    from lang2policy.vla.backends.local import LocalBackend
+
+    policy = LocalBackend.load()  # the shipped network, which looks once
+    assert policy.policy.holds_scene and not policy.has_looked
+    runner = SkillRunner(parse_skill("lift the red block"), EnsembledActor(policy),
+                         ObjectsJudge(parse_skill("lift the red block").task, world, REST),
+                         policy.cameras, SETTINGS, 0.0)  # fmt: skip
+    for camera in policy.cameras:  # the look needs fresh images
+        runner.image(camera, IMAGE, 0.0)
+    runner.joint_state(STATE, 0.0)
+    assert runner.step(0.05).target is not None and policy.has_looked
+    for now in (0.7, 1.4, 2.1):  # the camera fell behind on a busy machine; the joints did not
+        runner.joint_state(STATE, now)
+        step = runner.step(now)
+        assert step.state == RUNNING and step.target is not None, step.reason
+    runner.joint_state(STATE, 3.0)  # a hold for stale joints restarts the ensemble only:
+    policy.reset()  # a new episode forgets the look, and an old frame holds again
+    step = runner.step(3.0)
+    assert step.state == HOLDING and "stale camera" in step.reason
+
+
 # ------------------------------------------------------------------ endings
 def test_a_backend_error_ends_the_skill_failed_and_nothing_is_sent(world, backend):
     runner = make_runner(world, backend)

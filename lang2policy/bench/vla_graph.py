@@ -15,6 +15,9 @@
    instruction on ``/lang2policy/skill`` as any client would and records until the VLA
    node's terminal status; the sim and safety nodes stop. The processes are
    ``bench graph``'s (``graph_idle.running_graph``, ``graph_bench.ProbeProcess``).
+   With ``--busy-cores N`` the graph episodes run a second time while ``N`` other processes
+   keep cores busy (``busy_cores``), reported beside the quiet run: the success and the
+   control rate a user on a busy machine gets.
 4. Success per episode from the VLA node (its status: the success check held for
    ``rollout.SUCCESS_HOLD`` s) and, independently, from the object poses the sim published
    (``vla_graph_report``). The report goes to stdout and, as JSON, to ``--out``.
@@ -36,6 +39,7 @@ from tqdm import tqdm
 
 from lang2policy.bench import vla
 from lang2policy.bench import vla_graph_report as report_of
+from lang2policy.bench.busy_cores import busy_cores
 from lang2policy.bench.graph_bench import ProbeProcess
 from lang2policy.bench.graph_idle import (
     NodeProcess,
@@ -176,6 +180,11 @@ def run_graph(args: argparse.Namespace) -> dict:
     latency = vla.measure_latency(str(args.model))
     through = run_graph_episodes(args, specs, scenes)
     report = report_of.build(specs, scenes, standalone, through, latency)
+    if args.busy_cores:
+        with busy_cores(args.busy_cores):
+            loaded = run_graph_episodes(args, specs, scenes)
+        busy = report_of.build(specs, scenes, standalone, loaded, latency)
+        report["busy"] = report_of.busy_summary(report, busy, args.busy_cores)
     report |= {
         "model": str(args.model), "seed": args.seed, "per_split": args.per_split,
         "families": list(families), "splits": list(args.splits),
@@ -212,6 +221,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle", type=float, default=2.0,
                         help="--graph: s between the graph being up and the skill")  # fmt: skip
     parser.add_argument("--domain", type=int, help="--graph: ROS_DOMAIN_ID (default: free)")
+    parser.add_argument("--busy-cores", type=int, default=0,
+                        help="--graph: run the graph episodes again while this many other "
+                        "processes keep a core busy each, beside the quiet run")  # fmt: skip
 
 
 def run_args(args: argparse.Namespace) -> dict:
@@ -230,6 +242,10 @@ def run_args(args: argparse.Namespace) -> dict:
     args.splits = args.splits or SPLITS
     if args.settle < 0:
         raise ConfigError(f"--settle must be >= 0 s, got {args.settle}")
+    if not 0 <= getattr(args, "busy_cores", 0) <= (os.cpu_count() or 1):
+        raise ConfigError(f"--busy-cores must be from 0 to the {os.cpu_count()} cores here, "
+                          f"got {args.busy_cores}")  # fmt: skip
+    args.busy_cores = getattr(args, "busy_cores", 0)
     if not (Path(args.model) / "config.json").exists():
         raise ConfigError(f"{args.model} is no VLA model directory (no config.json)")
     return run_graph(args)
@@ -243,5 +259,6 @@ def format_text(report: dict) -> str:
 
 def exit_code(report: dict) -> int:
     if report.get("benchmark") == report_of.BENCHMARK:
-        return 0 if report["passed"] else 1
+        busy = report.get("busy") or {"passed": True}
+        return 0 if report["passed"] and busy["passed"] else 1
     return vla.exit_code(report)

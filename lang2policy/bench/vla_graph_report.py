@@ -163,6 +163,54 @@ def build(specs, scenes, standalone: list[dict], through: dict, latency: dict) -
     }  # fmt: skip
 
 
+BUSY_SUCCESS_DROP = 0.10  # the busy run's success may be this much below the quiet run's
+
+
+def busy_summary(quiet: dict, busy: dict, cores: int) -> dict:
+    """The busy run's figures beside the quiet run's: success through the graph (poses), the
+    control rate, the steps held, the policy time; passed when its success is within
+    ``BUSY_SUCCESS_DROP`` of the quiet run's and its rate at least the target."""
+    count = len(busy["episodes"])
+    quiet_ok = sum(bool(e["graph"]["pose_success"]) for e in quiet["episodes"])
+    busy_ok = sum(bool(e["graph"]["pose_success"]) for e in busy["episodes"])
+    graphs = [e["graph"] for e in busy["episodes"]]
+    within = busy_ok >= quiet_ok - BUSY_SUCCESS_DROP * count
+    return {
+        "busy_cores": cores, "episodes": count, "quiet_success": quiet_ok,
+        "success": busy_ok, "rows": busy["rows"], "rate_status_hz": busy["rate_status_hz"],
+        "command_interval_p99_ms": busy["command_interval_p99_ms"],
+        "act_ms_graph": busy["act_ms_graph"],
+        "held_steps": sum(g["held_steps"] or 0 for g in graphs),
+        "steps": sum(g["steps"] or 0 for g in graphs), "errors": busy["errors"],
+        "episode_lines": [_episode_line(e) for e in busy["episodes"]],
+        "passed": within and busy["passed"],
+    }  # fmt: skip
+
+
+def _busy_lines(busy: dict) -> list[str]:
+    rate = busy["rate_status_hz"]
+    return [
+        f"  with {busy['busy_cores']} core(s) kept busy by another process: success "
+        f"{busy['success']}/{busy['episodes']} through the graph (quiet "
+        f"{busy['quiet_success']}/{busy['episodes']}); control rate {rate['mean']} Hz (min "
+        f"{rate['min']}); {busy['held_steps']} of {busy['steps']} steps held; policy time "
+        f"{busy['act_ms_graph']['mean']} ms [{'PASS' if busy['passed'] else 'FAIL'}: success "
+        f"within {100 * BUSY_SUCCESS_DROP:g} points of quiet, rate >= {RATE_TARGET_HZ:g} Hz]",
+        *busy["episode_lines"],
+    ]
+
+
+def _episode_line(e: dict) -> str:
+    g, s = e["graph"], e["standalone"]
+    return (
+        f"  #{e['index']} {e['instruction']!r}: graph {g['state']} ({g['pose_detail']}; "
+        f"{g['rate_status_hz']} Hz, {g['steps']} steps, {g['held_steps']} held, "
+        f"{g['act_ms_mean']} ms/action, {g['wall_s']} s, arm "
+        f"moved {g['arm_travel_rad']} rad, layout {g['layout_error_mm']} mm); standalone "
+        f"{'success' if s['success'] else 'failed'} ({s['detail']})"
+    )
+
+
 def format_text(report: dict) -> str:
     """Rows per family and split, the rates and times, then one line per episode."""
     lines = [
@@ -198,15 +246,10 @@ def format_text(report: dict) -> str:
         f"  node and pose verdicts agree on {report['agree']}/{len(report['episodes'])}",
     ]
     for e in report["episodes"]:
-        g, s = e["graph"], e["standalone"]
-        lines.append(
-            f"  #{e['index']} {e['instruction']!r}: graph {g['state']} ({g['pose_detail']}; "
-            f"{g['rate_status_hz']} Hz, {g['steps']} steps, {g['held_steps']} held, "
-            f"{g['act_ms_mean']} ms/action, {g['wall_s']} s, arm "
-            f"moved {g['arm_travel_rad']} rad, layout {g['layout_error_mm']} mm); standalone "
-            f"{'success' if s['success'] else 'failed'} ({s['detail']})"
-        )
-        if g["error"]:
-            lines.append(f"    error: {g['error'][:300]}")
+        lines.append(_episode_line(e))
+        if e["graph"]["error"]:
+            lines.append(f"    error: {e['graph']['error'][:300]}")
+    if report.get("busy"):
+        lines += _busy_lines(report["busy"])
     lines.append(f"  report: {report['out']}")
     return "\n".join(lines)

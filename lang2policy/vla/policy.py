@@ -117,6 +117,12 @@ class VLAPolicy:
         held (``VLAConfig.scene_latch``)."""
         return self.config.scene_latch
 
+    @property
+    def has_looked(self) -> bool:
+        """Whether a latched network holds its scene estimate of this episode: it reads no
+        image until ``reset`` or a new instruction."""
+        return self.config.scene_latch and self._latched is not None
+
     def warm_up(self, instruction: str = "pick up the block") -> None:
         """Load the instruction encoder and run the network once, so that the first real step
         does not pay for it (the MiniLM load takes seconds)."""

@@ -56,6 +56,12 @@ class EnsembledActor:
         """The square image side the backend takes, or None when it resizes itself."""
         return getattr(self.backend, "image_size", None)
 
+    @property
+    def reads_images(self) -> bool:
+        """Whether the next action reads the cameras: False once a latched backend has
+        looked (``VLAPolicy.has_looked``), so an old frame then need not hold the arm."""
+        return not getattr(self.backend, "has_looked", False)
+
     def reset(self) -> None:
         """A new skill: the backend forgets the last episode, the ensemble its chunks."""
         self.backend.reset()

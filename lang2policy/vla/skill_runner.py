@@ -11,8 +11,11 @@ The node hands ``SkillRunner`` every camera image, joint state and object set as
    the object poses) has said "done" for ``success_hold`` s without a break, as a rollout does;
 3. it holds while a joint state or a camera image is older than its timeout (or none came
    yet): state ``holding``, except for inputs not yet seen in the first ``startup_grace`` s
-   (the cameras start rendering once the node subscribes), which read ``running``. After a
-   hold the actor starts a fresh ensemble: chunks predicted before describe a past scene;
+   (the cameras start rendering once the node subscribes), which read ``running``. An old
+   image does not hold a policy that reads none (a latched network that has looked:
+   ``EnsembledActor.reads_images``): on a busy machine the camera falls behind, and the arm
+   would stop and start for frames the policy would not look at. After a hold the actor
+   starts a fresh ensemble: chunks predicted before describe a past scene;
 4. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``. The
    ``TargetShaper`` (when given) adds the language motions' residual to the policy's target
    and applies the plan's limits (joint speed cap, workspace); ``motion`` hands it a
@@ -198,7 +201,7 @@ class SkillRunner:
     def _missing_inputs(self, now: float) -> tuple[list[str], list[str]]:
         """(inputs never received, inputs older than their timeout), named for a person."""
         waiting, stale = [], []
-        limits = self.settings
+        limits, looking = self.settings, self.actor.reads_images
         if self._state is None:
             waiting.append("joint states")
         elif now - self._state[1] > limits.state_timeout:
@@ -206,7 +209,7 @@ class SkillRunner:
         for camera in self.cameras:
             if camera not in self._images:
                 waiting.append(f"camera {camera}")
-            elif now - self._images[camera][1] > limits.image_timeout:
+            elif now - self._images[camera][1] > limits.image_timeout and looking:
                 stale.append(f"camera {camera} (older than {limits.image_timeout:g} s)")
         return waiting, stale
 

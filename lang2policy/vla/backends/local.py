@@ -53,6 +53,11 @@ class LocalBackend:
         """The side of the square images the model takes."""
         return self.policy.config.image_size
 
+    @property
+    def has_looked(self) -> bool:
+        """A latched network that holds this episode's scene reads no more images."""
+        return self.policy.has_looked
+
     def reset(self) -> None:
         self.policy.reset()
 
