@@ -24,9 +24,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from vla_ros_support import vla_graph  # noqa: E402
+from vla_ros_support import SHIPPED_CAMERAS, vla_graph  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from lang2policy.ros.vla_node import camera_topic  # noqa: E402
 from lang2policy.vla.schema import JOINT_NAMES  # noqa: E402
 from lang2policy.vla.skill_limits import tool_kinematics  # noqa: E402
 
@@ -110,6 +111,11 @@ def test_a_plan_runs_under_its_limits_and_a_motion_shifts_it_left(graph):
     running = start_plan(probe, start)
     assert f"joint speed <= {SPEED:g} rad/s" in running["detail"]["reason"]
     wait_for(lambda: len(probe.commands_since(commands)) >= 20, 60.0, "20 joint commands")
+    # the shipped network looked once: the node let go of the cameras, and the sim stopped
+    # rendering them for it (it renders only while someone listens)
+    for camera in SHIPPED_CAMERAS:
+        topic = camera_topic(camera)
+        wait_for(lambda t=topic: probe.node.count_subscribers(t) == 0, 5.0, f"no reader of {topic}")
     _, applied = probe.status("motion", probe.send_json({"motion": "a bit to the left"}))
     assert applied["detail"]["action"] == "applied"
     assert applied["detail"]["offset"] == [0.0, 0.02, 0.0]

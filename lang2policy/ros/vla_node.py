@@ -40,7 +40,8 @@ Subscribes while a skill runs (so that an idle node costs nothing, and the sim n
 renders a camera only while someone listens, renders nothing for it)
   * ``/joint_states`` (joints by name) and ``/camera/<name>/image_raw`` for each camera the
     backend needs (front and wrist for the local model; any size and rgb8/bgr8/rgba8/bgra8: a
-    centred square crop, resized with ``cv2.INTER_AREA`` to the model's 96 px).
+    centred square crop, resized with ``cv2.INTER_AREA`` to the model's 96 px); the cameras
+    only until a latched network has looked (it reads no more images in that skill).
 
 Publishes
   * ``/lang2policy/joint_command`` (trajectory_msgs/JointTrajectory, the safety node's input):
@@ -146,6 +147,7 @@ class VLANode(VLAParameters):
         self._last_report: tuple[str, str] | None = None
         self._hold_sent = False
         self._inputs: list = []  # the subscriptions held while a skill runs
+        self._camera_inputs: list = []  # the camera subscriptions, until the policy has looked
         self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
         self._status = self.create_publisher(String, topics.STATUS.name, 10)
         self.create_subscription(String, topics.SKILL.name, self._on_skill, 10)
@@ -240,12 +242,20 @@ class VLANode(VLAParameters):
         self._inputs = [
             self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
         ]
-        for camera in self.cameras:
-            self._inputs.append(
-                self.create_subscription(
-                    Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), _LATEST
-                )
+        self._camera_inputs = [
+            self.create_subscription(
+                Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), _LATEST
             )
+            for camera in self.cameras
+        ]
+
+    def _release_cameras(self) -> None:
+        """Unsubscribe from the cameras once the policy reads no more images (a latched
+        network that has looked): the node stops decoding frames, and a simulator, which
+        renders a camera only while someone listens, stops rendering them."""
+        for subscription in self._camera_inputs:
+            self.destroy_subscription(subscription)
+        self._camera_inputs = []
 
     def _finish(self, step: Step, hold: bool | None = None) -> None:
         """The skill ended: stop the timer and the input subscriptions, hold (by default but
@@ -256,6 +266,7 @@ class VLANode(VLAParameters):
         for subscription in self._inputs:
             self.destroy_subscription(subscription)
         self._inputs = []
+        self._release_cameras()
         if (step.state != STOPPED) if hold is None else hold:
             self._send_hold()
         if runner is not None:
@@ -321,6 +332,8 @@ class VLANode(VLAParameters):
             return
         if step.target is not None:
             self._send_target(step.target.tolist())
+            if self._camera_inputs and not self.actor.reads_images:
+                self._release_cameras()
         elif step.state == HOLDING and not self._hold_sent:
             self._send_hold()
         self._report(step)
