@@ -7,11 +7,17 @@ read there are each joint's zero. Step 2: the person moves every joint through i
 while the ticks are sampled (a live table shows each joint's range growing). The calibration
 (``guided_calibration``) is validated and written as YAML (default
 ``hardware/so101/calibration.yaml`` in the package data, or ``--out``).
+
+An arm LeRobot calibrated keeps its calibration: ``--from-lerobot FILE.json --port PORT`` reads
+its ids, directions and ranges from LeRobot's file and only step 1 from the arm (the file cannot
+say which ticks the model's zero pose reads; ``lerobot_calibration``). ``--to-lerobot FILE.json``
+writes ours in LeRobot's format.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +32,15 @@ from lang2policy.robots.so101.calibration import (
     default_calibration_path,
     guided_calibration,
 )
+from lang2policy.robots.so101.lerobot_calibration import (
+    from_lerobot,
+    read_lerobot_calibration,
+    to_lerobot,
+)
 
+ZERO_POSE_PROMPT = (
+    "Put the arm in the middle pose (every joint at 0 rad, gripper closed), then press Enter"
+)
 SAMPLE_PERIOD = 0.05  # s between position reads while the joints are moved
 
 
@@ -69,10 +83,7 @@ def calibrate(
         bus.check_servos(ids)
         bus.torque(ids, False)
         say(f"[calibrate] servos {ids} answer on {port}; torque is off: move the arm by hand")
-        confirm(
-            "Put the arm in the middle pose (every joint at 0 rad, gripper closed), then "
-            "press Enter"
-        )
+        confirm(ZERO_POSE_PROMPT)
         zero = dict(zip(JOINTS, (bus.read_positions(ids)[i] for i in ids), strict=True))
         say(f"[calibrate] zero ticks: {zero}")
         confirm(f"Press Enter, then move every joint through its whole range for {seconds:g} s")
@@ -89,23 +100,57 @@ def calibrate(
     return calibration
 
 
+def read_zero_pose(
+    port: str, confirm: Callable[[str], None], say: Callable[[str], None] = print,
+    bus: FeetechBus | None = None,
+) -> dict[str, int]:
+    """Each joint's tick with the arm held, torque off, in the model's zero pose."""
+    bus = bus if bus is not None else FeetechBus(port)
+    ids = [DEFAULT_SERVO_IDS[name] for name in JOINTS]
+    with bus:
+        bus.check_servos(ids)
+        bus.torque(ids, False)
+        say(f"[calibrate] servos {ids} answer on {port}; torque is off: move the arm by hand")
+        confirm(ZERO_POSE_PROMPT)
+        ticks = bus.read_positions(ids)
+    zero = {name: ticks[servo] for name, servo in zip(JOINTS, ids, strict=True)}
+    say(f"[calibrate] zero ticks: {zero}")
+    return zero
+
+
+def import_lerobot(
+    source: Path, out: Path, zero_ticks: dict[str, int] | None, accept_pose: bool,
+    say: Callable[[str], None] = print,
+) -> Calibration:
+    """``--from-lerobot``: LeRobot's file as our calibration, saved to ``out``."""
+    motors = read_lerobot_calibration(source)
+    calibration = from_lerobot(motors, zero_ticks, accept_calibration_pose=accept_pose)
+    calibration.save(out)
+    where = "read from the arm" if zero_ticks else "LeRobot's calibration pose (tick 2047)"
+    say(f"[calibrate] wrote {out} from {source}; zero pose: {where}")
+    for joint in calibration.joints:
+        say(f"  {joint.name:>13}: id {joint.servo_id}, sign {joint.sign:+d}, zero {joint.zero}, "
+            f"range {joint.range_min}..{joint.range_max}")  # fmt: skip
+    return calibration
+
+
+def export_lerobot(source: Path | None, out: Path, say: Callable[[str], None] = print) -> None:
+    """``--to-lerobot``: our calibration in LeRobot's format (homing offsets 0: see
+    ``lerobot_calibration.to_lerobot``)."""
+    calibration = Calibration.load(source)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(to_lerobot(calibration), indent=4) + "\n")
+    say(f"[calibrate] wrote {out} (LeRobot's format; homing offsets 0, as this project leaves "
+        "the servos)")  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
-    """``lang2policy calibrate so101 --port PORT [--out FILE] [--seconds S] [--yes]``."""
-    parser = argparse.ArgumentParser(
-        prog="lang2policy calibrate so101", description=__doc__.split("\n\n")[1]
-    )
-    parser.add_argument("--port", required=True, help="serial port, e.g. /dev/ttyACM0")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="calibration YAML to write (default: the packaged one)",
-    )
-    parser.add_argument("--seconds", type=float, default=20.0, help="time to move the joints")
-    parser.add_argument("--yes", action="store_true", help="do not wait for Enter (scripts)")
+    """``lang2policy calibrate so101 --port PORT [--out FILE] [--seconds S] [--yes]``, or
+    ``--from-lerobot FILE.json (--port PORT | --assume-calibration-pose)``, or
+    ``--to-lerobot FILE.json [--calibration FILE]``."""
+    parser = _parser()
     args = parser.parse_args(argv)
-    if not args.seconds > 0:
-        parser.error("--seconds must be positive")
+    _check_arguments(parser, args)
 
     def confirm(text: str) -> None:
         if args.yes:
@@ -113,9 +158,49 @@ def main(argv: list[str]) -> int:
         else:
             input(f"{text} ")
 
+    out = args.out or default_calibration_path()
     try:
-        calibrate(args.port, args.out or default_calibration_path(), args.seconds, confirm)
+        if args.to_lerobot:
+            export_lerobot(args.calibration, args.to_lerobot)
+        elif args.from_lerobot:
+            zero = read_zero_pose(args.port, confirm) if args.port else None
+            import_lerobot(args.from_lerobot, out, zero, args.assume_calibration_pose)
+        else:
+            calibrate(args.port, out, args.seconds, confirm)
     except (Lang2PolicyError, KeyboardInterrupt, EOFError) as exc:
         print(f"lang2policy calibrate: {exc or 'cancelled'}; nothing was written", file=sys.stderr)
         return 1
     return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lang2policy calibrate so101", description=__doc__.split("\n\n")[1]
+    )
+    parser.add_argument("--port", help="serial port, e.g. /dev/ttyACM0")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="calibration YAML to write (default: the packaged one)")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=20.0, help="time to move the joints")
+    parser.add_argument("--yes", action="store_true", help="do not wait for Enter (scripts)")
+    parser.add_argument("--from-lerobot", type=Path, metavar="FILE.json",
+                        help="import a lerobot-calibrate file (with --port: read the zero pose "
+                        "from the arm)")  # fmt: skip
+    parser.add_argument("--assume-calibration-pose", action="store_true",
+                        help="--from-lerobot without an arm: take LeRobot's calibration pose as "
+                        "the model's zero pose")  # fmt: skip
+    parser.add_argument("--to-lerobot", type=Path, metavar="FILE.json",
+                        help="write our calibration (--calibration, default the packaged one) "
+                        "in LeRobot's format")  # fmt: skip
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="--to-lerobot: the calibration YAML to export")  # fmt: skip
+    return parser
+
+
+def _check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.from_lerobot and args.to_lerobot:
+        parser.error("--from-lerobot and --to-lerobot go one way each: choose one")
+    if not (args.port or args.to_lerobot or (args.from_lerobot and args.assume_calibration_pose)):
+        parser.error("--port is needed (or --from-lerobot FILE --assume-calibration-pose, or "
+                     "--to-lerobot FILE)")  # fmt: skip
+    if not args.seconds > 0:
+        parser.error("--seconds must be positive")
