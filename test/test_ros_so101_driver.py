@@ -133,3 +133,31 @@ def test_shutdown_turns_the_torque_off_and_a_port_is_required():
             assert not any(emulator.servo(i).torque_on for i in IDS)
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_the_driver_takes_lerobots_calibration_file_when_its_pose_is_accepted(tmp_path):
+    import json
+
+    from lang2policy.ros.so101_driver_node import SO101DriverNode
+
+    # lerobot-calibrate's file: ranges around the calibration pose (2047) LeRobot's offsets make
+    lerobot = {name: {"id": i + 1, "drive_mode": 0, "homing_offset": 0, "range_min": 900,
+                      "range_max": 3200} for i, name in enumerate(JOINTS)}  # fmt: skip
+    path = tmp_path / "my_follower.json"
+    path.write_text(json.dumps(lerobot))
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        with ServoBusEmulator(IDS, plant=KinematicPlant()) as emulator:
+            base = [Parameter("port", value=emulator.port), Parameter("bus_timeout", value=0.1),
+                    Parameter("calibration", value=str(path))]  # fmt: skip
+            with pytest.raises(ConfigError, match="lerobot_calibration_pose:=true"):
+                SO101DriverNode(context=context, parameter_overrides=base)
+            accepted = [*base, Parameter("lerobot_calibration_pose", value=True)]
+            driver = SO101DriverNode(context=context, parameter_overrides=accepted)
+            calibration = driver.robot.calibration
+            assert [j.zero for j in calibration.joints] == [2047] * 6
+            assert calibration["elbow_flex"].range_max == 3200
+            driver.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

@@ -19,7 +19,9 @@ the torque off. A stop request on the safety node reaches this node as an empty 
 arm holds, torque on (an unpowered arm would fall).
 
 Parameters: ``port`` (required, e.g. /dev/ttyACM0, or the emulator's pty), ``calibration``
-(YAML; "" = hardware/so101/calibration.yaml), ``control_rate`` (Hz, 30 by default: the serial
+(YAML; "" = hardware/so101/calibration.yaml; or LeRobot's calibration JSON with
+``lerobot_calibration_pose:=true``, its calibration pose taken as the model's zero),
+``control_rate`` (Hz, 30 by default: the serial
 bus carries a sync read and a sync write per tick), ``bus_timeout`` (s per reply; raise it for
 a USB adapter with a 16 ms latency timer), ``max_bus_errors``, ``port_wait`` (s to wait for
 the port to appear: a USB adapter just plugged in, or an emulator started beside the driver).
@@ -40,7 +42,7 @@ from lang2policy.graph.topics import JOINT_STATES, TRAJECTORY
 from lang2policy.robots.feetech.bus import FeetechBus
 from lang2policy.robots.feetech.bus_errors import FeetechError
 from lang2policy.robots.so101.backend import SO101Robot
-from lang2policy.robots.so101.calibration import Calibration
+from lang2policy.robots.so101.lerobot_calibration import load_calibration
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters, command_deadline
@@ -66,7 +68,13 @@ class SO101DriverNode(ReadOnlyParameters):
                 "parameter 'port' is required: the SO-101's serial port, e.g. "
                 "--ros-args -p port:=/dev/ttyACM0 (or the servo emulator's pty)"
             )
-        path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
+        path = self._param(
+            "calibration", "", 'calibration YAML, or LeRobot\'s JSON; "" = the packaged default'
+        )
+        lerobot_pose = self._switch(
+            "lerobot_calibration_pose", False, "with LeRobot's JSON: its calibration pose is "
+            "the model's zero pose",
+        )  # fmt: skip
         rate = self._number("control_rate", 30.0, "Hz: servo reads/writes and joint_states")
         self.max_bus_errors = int(
             self._number(
@@ -77,7 +85,7 @@ class SO101DriverNode(ReadOnlyParameters):
         port_wait = self._number("port_wait", 0.0, "s to wait for the port to appear", zero=True)
         wait_for_port(port, port_wait)
         self._period = 1.0 / rate
-        calibration = Calibration.load(path or None)
+        calibration = load_calibration(path or None, lerobot_pose is True)
         bus = FeetechBus(port, timeout=timeout)
         self.robot = SO101Robot(port, calibration, control_period=self._period, bus=bus)
         self.robot.connect()  # checks every servo answers; goal = present, then torque on

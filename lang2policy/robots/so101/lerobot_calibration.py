@@ -217,3 +217,20 @@ def lerobot_to_action(
         else:
             result.append(joint.ticks_to_rad(motor.ticks_of_degrees(value)))
     return result
+
+
+def load_calibration(path: str | Path | None, accept_calibration_pose: bool = False) -> Calibration:
+    """Our calibration YAML, or LeRobot's calibration JSON taken directly (``.json``): what the
+    driver's ``calibration`` parameter reads. A LeRobot file needs ``accept_calibration_pose``
+    (its zero pose cannot be read here without asking a person; ``from_lerobot``)."""
+    if path is not None and Path(path).suffix.lower() == ".json":
+        motors = read_lerobot_calibration(path)
+        try:
+            return from_lerobot(motors, accept_calibration_pose=accept_calibration_pose)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{path} is LeRobot's calibration: {exc}. For the driver, set "
+                "lerobot_calibration_pose:=true, or convert it once with `lang2policy calibrate "
+                f"so101 --from-lerobot {path} --port PORT` and pass the YAML it writes"
+            ) from exc
+    return Calibration.load(path)
