@@ -26,6 +26,7 @@ from lang2policy.vla.dataset import (
     load_meta,
     summarize,
 )
+from lang2policy.vla.dataset.stats import image_stats
 from lang2policy.vla.dataset.summary import format_text
 from lang2policy.vla.dataset.video import VideoEncoder
 from lang2policy.vla.schema import CAMERAS, IMAGE_SIZE, STATE_NAMES
@@ -156,6 +157,24 @@ def test_stats_are_numpys_over_all_frames(written, dataset):
     np.testing.assert_allclose(wrist["max"].ravel(), pixels.max(0))
     index = dataset.stats["frame_index"]
     assert index["max"].tolist() == [44.0] and index["min"].tolist() == [0.0]
+
+
+def test_stats_carry_the_quantiles_lerobots_normalisers_read(written, dataset):
+    _, records = written
+    action = dataset.stats["action"]
+    weights = np.array([len(r.action) for r in records], float)[:, None]
+    for name, q in (("q01", 0.01), ("q10", 0.1), ("q50", 0.5), ("q90", 0.9), ("q99", 0.99)):
+        # pooled as LeRobot pools them: the episodes' quantiles weighted by their frames
+        per_episode = np.stack([np.quantile(r.action.astype(np.float64), q, axis=0)
+                                for r in records])  # fmt: skip
+        expected = (per_episode * weights).sum(0) / weights.sum()
+        np.testing.assert_allclose(action[name], expected, rtol=1e-6, atol=1e-9)
+        wrist = dataset.stats["observation.images.wrist"][name]
+        assert wrist.shape == (3, 1, 1) and 0.0 <= wrist.min() <= wrist.max() <= 1.0
+    assert np.all(action["q01"] <= action["q50"]) and np.all(action["q50"] <= action["q99"])
+    first = records[0].images["wrist"].reshape(-1, 3).astype(np.float64)  # an episode's image
+    np.testing.assert_allclose(image_stats(records[0].images["wrist"])["q90"].ravel(),
+                               np.quantile(first, 0.9, axis=0) / 255.0)  # fmt: skip
 
 
 def test_info_json_fields(written):

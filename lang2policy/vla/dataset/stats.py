@@ -1,11 +1,13 @@
 """Feature statistics as LeRobot keeps them in ``meta/stats.json`` (its ``compute_stats``).
 
-Per feature: ``min``, ``max``, ``mean``, ``std`` (population, over all frames) and ``count``
-(``[frames]``). Vectors keep one value per element; images one per channel, shape ``(3, 1, 1)``,
-with pixels scaled to 0..1. Stats are computed per episode as episodes arrive and pooled at the
-end (the parallel variance formula), which gives the statistics of all frames without holding
-them; the writer uses every frame of every image, where LeRobot samples a hundred or so per
-episode (96x96 frames are cheap).
+Per feature: ``min``, ``max``, ``mean``, ``std`` (population, over all frames), ``count``
+(``[frames]``) and the quantiles ``q01``, ``q10``, ``q50``, ``q90``, ``q99`` that LeRobot's
+quantile normalisers read (pi0.5 normalises with q01/q99). Vectors keep one value per element;
+images one per channel, shape ``(3, 1, 1)``, with pixels scaled to 0..1. Stats are computed per
+episode as episodes arrive and pooled at the end (the parallel variance formula, which gives
+the statistics of all frames without holding them; quantiles as LeRobot pools them, the
+episodes' quantiles weighted by their frames); the writer uses every frame of every image,
+where LeRobot samples a hundred or so per episode (96x96 frames are cheap).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 import numpy as np
 
 Stats = dict[str, np.ndarray]  # one feature's: min, max, mean, std, count
-STAT_NAMES = ("min", "max", "mean", "std", "count")
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
 
 
 def vector_stats(values: np.ndarray) -> Stats:
@@ -29,6 +32,10 @@ def vector_stats(values: np.ndarray) -> Stats:
         "mean": np.mean(array, axis=0, keepdims=keepdims),
         "std": np.std(array, axis=0, keepdims=keepdims),
         "count": np.array([len(array)]),
+        **{
+            name: np.quantile(array, q, axis=0, keepdims=keepdims)
+            for name, q in QUANTILES.items()
+        },
     }
 
 
@@ -47,7 +54,22 @@ def image_stats(frames: np.ndarray) -> Stats:
         "mean": channels(mean),
         "std": channels(std),
         "count": np.array([len(frames)]),
+        **{name: channels(_channel_quantile(pixels, q)) for name, q in QUANTILES.items()},
     }
+
+
+def _channel_quantile(pixels: np.ndarray, q: float) -> np.ndarray:
+    """The ``q`` quantile of each channel of uint8 ``(N, 3)`` pixels, from their histogram (a
+    sort of every pixel would cost seconds per episode)."""
+    result = []
+    for channel in range(pixels.shape[1]):
+        counts = np.bincount(pixels[:, channel], minlength=256)
+        position = q * (len(pixels) - 1)  # numpy's "linear": between the two nearest ranks
+        cumulative = np.cumsum(counts)
+        low = int(np.searchsorted(cumulative, np.floor(position) + 1))
+        high = int(np.searchsorted(cumulative, np.ceil(position) + 1))
+        result.append(low + (position - np.floor(position)) * (high - low))
+    return np.asarray(result)
 
 
 def pool(parts: Sequence[Stats]) -> Stats:
@@ -59,13 +81,18 @@ def pool(parts: Sequence[Stats]) -> Stats:
     mean = (means * weights).sum(axis=0) / total
     variances = np.stack([part["std"] ** 2 for part in parts])
     variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total
-    return {
+    pooled = {
         "min": np.min(np.stack([part["min"] for part in parts]), axis=0),
         "max": np.max(np.stack([part["max"] for part in parts]), axis=0),
         "mean": mean,
         "std": np.sqrt(variance),
         "count": np.array([int(total)]),
     }
+    for name in QUANTILES:  # LeRobot's pooling: the parts' quantiles weighted by their frames
+        if all(name in part for part in parts):
+            values = np.stack([part[name] for part in parts])
+            pooled[name] = (values * weights).sum(axis=0) / total
+    return pooled
 
 
 def pool_features(episodes: Sequence[dict[str, Stats]]) -> dict[str, Stats]:
