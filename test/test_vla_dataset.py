@@ -29,7 +29,7 @@ from lang2policy.vla.dataset import (
 from lang2policy.vla.dataset.stats import image_stats
 from lang2policy.vla.dataset.summary import format_text
 from lang2policy.vla.dataset.video import VideoEncoder
-from lang2policy.vla.schema import CAMERAS, IMAGE_SIZE, STATE_NAMES
+from lang2policy.vla.schema import CAMERAS, ENV_KEY, IMAGE_SIZE, SIM_ENV_KEY, STATE_NAMES
 
 LENGTHS = (30, 45, 20)
 TASK_OF = ("put the red block in the blue bowl", "push the green block left")
@@ -397,9 +397,13 @@ def test_environment_state_round_trips_and_is_checked(tmp_path):
     data = load_dataset(tmp_path / "ds")
     np.testing.assert_array_equal(data.environment[:5], scene)
     np.testing.assert_array_equal(data.select([1]).environment, scene + 100)
-    assert load_meta(tmp_path / "ds").info["features"]["observation.environment_state"][
-        "names"
-    ] == list(names)
+    features = load_meta(tmp_path / "ds").info["features"]
+    assert features["sim.environment_state"]["names"] == list(names)
+    # LeRobot's policies take every "observation..." feature as an input (and this one as ACT's
+    # scene input), which a real arm cannot give: written under a name they skip
+    assert not [key for key in features if key.startswith("observation") and "state" in key
+                and key != "observation.state"]  # fmt: skip
+    assert data.stats[ENV_KEY] is data.stats[SIM_ENV_KEY]  # the model's normaliser reads it
     with DatasetWriter(tmp_path / "plain") as writer:
         with pytest.raises(Lang2PolicyError, match="has no environment_names"):
             writer.add_episode(record(environment=scene, extra={}))
@@ -430,3 +434,23 @@ def test_datasets_combine_with_shifted_episodes_and_merged_tasks(tmp_path):
         writer.add_episode(record(extra={}))
     with pytest.raises(Lang2PolicyError, match=r"cannot be combined.*scene state"):
         concat_datasets([a, load_dataset(tmp_path / "plain")])
+
+
+def test_a_dataset_written_with_the_earlier_scene_state_name_still_reads(tmp_path):
+    scene = np.arange(10, dtype=np.float32).reshape(5, 2)
+    with DatasetWriter(tmp_path / "ds", environment_names=("block_x", "goal_x")) as writer:
+        writer.add_episode(record(environment=scene, extra={}))
+    root = tmp_path / "ds"  # rewrite it as the writer did before: observation.environment_state
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"][ENV_KEY] = info["features"].pop(SIM_ENV_KEY)
+    (root / "meta/info.json").write_text(json.dumps(info))
+    stats = json.loads((root / "meta/stats.json").read_text())
+    stats[ENV_KEY] = stats.pop(SIM_ENV_KEY)
+    (root / "meta/stats.json").write_text(json.dumps(stats))
+    for path in root.glob("data/*/*.parquet"):
+        table = pq.read_table(path)
+        names = [ENV_KEY if n == SIM_ENV_KEY else n for n in table.column_names]
+        pq.write_table(table.rename_columns(names), path)
+    data = load_dataset(root)
+    np.testing.assert_array_equal(data.environment, scene)
+    assert list(data.stats[ENV_KEY]["mean"]) == [4.0, 5.0]

@@ -9,7 +9,8 @@ A frame is taken every ``1 / FPS`` s of simulated time:
   1 open), ``STATE_NAMES``;
 - ``action``: the commanded joint position targets and gripper opening in force *until the
   next frame* (the target the arm is sent towards over the next ``1 / FPS`` s), same names;
-- ``observation.environment_state`` (simulated demonstrations only): where the named block
+- ``sim.environment_state`` (simulated demonstrations only; ``observation.environment_state``
+  in datasets written before, the name LeRobot's ACT would take as an input): where the named block
   is and where the task wants it (``environment_state``), a training target, never an input;
 - the task: the instruction as a person would type it (one of several phrasings).
 
@@ -37,5 +38,16 @@ def image_key(camera: str) -> str:
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 # Optional: privileged scene state of simulated demonstrations (``environment_state``), an
-# auxiliary training target; recordings of the real arm have none.
+# auxiliary training target; recordings of the real arm have none. The name the model's
+# normaliser keeps it under (and that datasets written before had):
 ENV_KEY = "observation.environment_state"
+# The dataset feature it is written as: a name LeRobot's policies skip (its
+# ``dataset_to_policy_features`` takes every "observation..." key as an input, and
+# ``observation.environment_state`` as ACT's scene input, which a real arm cannot give).
+SIM_ENV_KEY = "sim.environment_state"
+
+
+def environment_key(features) -> str | None:
+    """The dataset feature holding the scene state: ``SIM_ENV_KEY``, or ``ENV_KEY`` in a
+    dataset written before; None when there is none (a recording of the real arm)."""
+    return next((key for key in (SIM_ENV_KEY, ENV_KEY) if key in features), None)

@@ -26,7 +26,14 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, tables
 from lang2policy.vla.dataset.meta import DatasetMeta, load_meta
 from lang2policy.vla.dataset.video import video_frames
-from lang2policy.vla.schema import ACTION_KEY, ENV_KEY, STATE_KEY, image_key
+from lang2policy.vla.schema import (
+    ACTION_KEY,
+    ENV_KEY,
+    SIM_ENV_KEY,
+    STATE_KEY,
+    environment_key,
+    image_key,
+)
 
 _INDEX_COLUMNS = ("episode_index", "frame_index", "index", "task_index")
 _FRAME_COLUMNS = (STATE_KEY, ACTION_KEY, "timestamp", *_INDEX_COLUMNS)
@@ -133,7 +140,7 @@ def load_dataset(root: Path, cameras: Iterable[str] | None = None) -> DemoDatase
         info=meta.info,
         tasks=meta.tasks,
         episodes=episodes,
-        stats=meta.stats,
+        stats=_scene_stats_by_model_name(meta.stats),
         images=images,
         **frames,
     )
@@ -159,9 +166,9 @@ def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
     _check_rows(meta, columns)
     features = meta.info["features"]
     state_dim, action_dim = features[STATE_KEY]["shape"][0], features[ACTION_KEY]["shape"][0]
-    environment = None
-    if ENV_KEY in features:
-        environment = tables.vector_column(table, ENV_KEY, features[ENV_KEY]["shape"][0], what)
+    environment, env_key = None, environment_key(features)
+    if env_key is not None:
+        environment = tables.vector_column(table, env_key, features[env_key]["shape"][0], what)
     own = {}
     for name in own_frame_features(features):
         column_type = table.schema.field(name).type
@@ -182,11 +189,19 @@ def read_frames(meta: DatasetMeta) -> dict[str, np.ndarray]:
     }
 
 
+def _scene_stats_by_model_name(stats: dict) -> dict:
+    """The dataset's stats with the scene state's under ``ENV_KEY`` too, the name the model's
+    normaliser reads (the dataset writes it as ``SIM_ENV_KEY``)."""
+    if SIM_ENV_KEY in stats and ENV_KEY not in stats:
+        return {**stats, ENV_KEY: stats[SIM_ENV_KEY]}
+    return stats
+
+
 def own_frame_features(features: dict[str, Any]) -> list[str]:
     """The dataset's own per-frame features (neither LeRobot's, nor a camera's, nor the scene
     state): float32 vectors and int64 scalars, as ``DatasetWriter(frame_vectors=...,
     frame_indices=...)`` declares them."""
-    known = {*_FRAME_COLUMNS, ENV_KEY}
+    known = {*_FRAME_COLUMNS, ENV_KEY, SIM_ENV_KEY}
     return [
         key
         for key, feature in features.items()
@@ -205,7 +220,8 @@ def _frames_table(meta: DatasetMeta) -> pa.Table:
         )
         part = tables.read_table(meta.root / relative, "a frames table")
         features = meta.info["features"]
-        wanted = [*_FRAME_COLUMNS, *([ENV_KEY] if ENV_KEY in features else [])]
+        env_key = environment_key(features)
+        wanted = [*_FRAME_COLUMNS, *([env_key] if env_key else [])]
         wanted += own_frame_features(features)
         tables.require_columns(part, wanted, str(relative))
         parts.append(part.select(wanted))

@@ -32,6 +32,7 @@ from lang2policy.vla.schema import (
     FPS,
     IMAGE_SIZE,
     ROBOT_TYPE,
+    SIM_ENV_KEY,
     STATE_KEY,
     STATE_NAMES,
     image_key,
@@ -104,7 +105,7 @@ class DatasetWriter:
             STATE_KEY: layout.vector_feature(self.names),
             ACTION_KEY: layout.vector_feature(self.names),
             **(
-                {ENV_KEY: layout.vector_feature(self.environment_names)}
+                {SIM_ENV_KEY: layout.vector_feature(self.environment_names)}
                 if self.environment_names
                 else {}
             ),
@@ -181,7 +182,7 @@ class DatasetWriter:
         frame_index = np.arange(length, dtype=np.int64)
         environment = {}
         if self.environment_names:
-            environment[ENV_KEY] = np.asarray(record.environment, np.float32)
+            environment[SIM_ENV_KEY] = np.asarray(record.environment, np.float32)
         own = check_frame_columns(record, self.frame_vectors, self.frame_indices)
         return {
             STATE_KEY: np.asarray(record.state, np.float32),
@@ -282,8 +283,8 @@ def _check_settings(
 
 def _check_frame_names(names: list[str]) -> None:
     """The caller's frame columns must not be the writer's own, nor appear twice."""
-    own = (STATE_KEY, ACTION_KEY, ENV_KEY, "timestamp", "frame_index", "episode_index", "index",
-           "task_index")  # fmt: skip
+    own = (STATE_KEY, ACTION_KEY, ENV_KEY, SIM_ENV_KEY, "timestamp", "frame_index",
+           "episode_index", "index", "task_index")  # fmt: skip
     taken = [n for n in names if n in own or n.startswith("observation.images.")]
     if taken or len(set(names)) != len(names):
         raise Lang2PolicyError(
