@@ -78,14 +78,8 @@ def calibrate(
 ) -> Calibration:
     """Run the guided calibration on ``port`` and save it to ``out``; returns it."""
     bus = bus if bus is not None else FeetechBus(port)
-    ids = [DEFAULT_SERVO_IDS[name] for name in JOINTS]
     with bus:
-        bus.check_servos(ids)
-        bus.torque(ids, False)
-        say(f"[calibrate] servos {ids} answer on {port}; torque is off: move the arm by hand")
-        confirm(ZERO_POSE_PROMPT)
-        zero = dict(zip(JOINTS, (bus.read_positions(ids)[i] for i in ids), strict=True))
-        say(f"[calibrate] zero ticks: {zero}")
+        zero = _zero_pose_on(bus, port, confirm, say)
         confirm(f"Press Enter, then move every joint through its whole range for {seconds:g} s")
         samples = record_ranges(bus, seconds, say)
     calibration = guided_calibration(samples, zero)
@@ -106,13 +100,20 @@ def read_zero_pose(
 ) -> dict[str, int]:
     """Each joint's tick with the arm held, torque off, in the model's zero pose."""
     bus = bus if bus is not None else FeetechBus(port)
-    ids = [DEFAULT_SERVO_IDS[name] for name in JOINTS]
     with bus:
-        bus.check_servos(ids)
-        bus.torque(ids, False)
-        say(f"[calibrate] servos {ids} answer on {port}; torque is off: move the arm by hand")
-        confirm(ZERO_POSE_PROMPT)
-        ticks = bus.read_positions(ids)
+        return _zero_pose_on(bus, port, confirm, say)
+
+
+def _zero_pose_on(
+    bus: FeetechBus, port: str, confirm: Callable[[str], None], say: Callable[[str], None]
+) -> dict[str, int]:
+    """On an open bus: the torque off, the person holds the zero pose, its ticks by joint."""
+    ids = [DEFAULT_SERVO_IDS[name] for name in JOINTS]
+    bus.check_servos(ids)
+    bus.torque(ids, False)
+    say(f"[calibrate] servos {ids} answer on {port}; torque is off: move the arm by hand")
+    confirm(ZERO_POSE_PROMPT)
+    ticks = bus.read_positions(ids)
     zero = {name: ticks[servo] for name, servo in zip(JOINTS, ids, strict=True)}
     say(f"[calibrate] zero ticks: {zero}")
     return zero
