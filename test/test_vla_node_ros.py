@@ -5,7 +5,8 @@ ROS domain of their own on loopback.
 Success through the graph is test_ros_skill_plan's job; the tests here check the statuses, that the
 policy's joint commands reach the safety node's input at the control rate and move the simulated
 arm, that stale inputs hold the arm with a status saying which, that a stop ends the skill at once,
-and that an idle node holds no camera subscription (so the sim renders nothing for it). The VLA
+and that an idle node, or one whose latched network has looked, holds no camera subscription (so
+the sim renders nothing for it). The VLA
 node reads the sim's ground-truth objects (``/sim/objects`` remapped onto ``/lang2policy/objects``:
 no perception node needed).
 """
@@ -75,7 +76,8 @@ def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(graph):
     assert running["instruction"] == SKILL and running["backend"] == "local"
     assert running["skill"] == {"family": "pick_place", "block": "red block", "bowl": "blue bowl"}
     wait_for(lambda: len(probe.commands_since(commands)) >= 25, 60.0, "25 joint commands")
-    assert probe.camera_subscribers() == len(SHIPPED_CAMERAS)  # rendered while it runs
+    # the shipped network looked once: the node let go of the cameras (the sim renders none)
+    wait_for(lambda: probe.camera_subscribers() == 0, 10.0, "the cameras released after a look")
     sent = probe.commands_since(commands)
     times = np.array([t for t, _ in sent[-20:]])
     rate = (len(times) - 1) / (times[-1] - times[0])
@@ -91,8 +93,8 @@ def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(graph):
     sim.pause()  # no joint states, no images
     try:
         _, holding = probe.status("holding", since, timeout=20.0)
-        assert "stale camera" in holding["detail"]  # 10 Hz images go stale before states
-        wait_for(lambda: "stale joint states" in probe.last()["detail"], 10.0, "stale states")
+        assert "stale joint states" in holding["detail"]  # the camera is no input any more
+        assert "camera" not in holding["detail"]
     finally:
         sim.resume()
     holds = [m for _, m in probe.commands_since(before_pause) if not m.points]
