@@ -165,8 +165,7 @@ def from_lerobot(
         sign = -1 if motor.drive_mode else 1
         ends = {}
         if name == GRIPPER:
-            closed, opened = (motor.range_max, motor.range_min) if motor.drive_mode else (
-                motor.range_min, motor.range_max)  # fmt: skip
+            closed, opened = _gripper_ends(motor.range_min, motor.range_max, motor.drive_mode)
             ends = {"closed": closed, "open": opened}
         joints.append(JointCalibration(name, motor.id, sign, zero, motor.range_min,
                                        motor.range_max, **ends))  # fmt: skip
@@ -186,7 +185,8 @@ def to_lerobot(
             raise ConfigError(f"'{joint.name}': homing offset {offset} is outside "
                               f"{-MAX_HOMING_OFFSET}..{MAX_HOMING_OFFSET}")  # fmt: skip
         drive_mode = 0 if joint.sign > 0 else 1
-        if joint.name == GRIPPER and (joint.closed, joint.open) != _gripper_ends(joint, drive_mode):
+        ends = _gripper_ends(joint.range_min, joint.range_max, drive_mode)
+        if joint.name == GRIPPER and (joint.closed, joint.open) != ends:
             raise ConfigError("the gripper's closed and open ticks are not the ends of its range; "
                               "LeRobot's 0..100 runs from end to end")  # fmt: skip
         data[joint.name] = {"id": joint.servo_id, "drive_mode": drive_mode,
@@ -195,10 +195,9 @@ def to_lerobot(
     return data
 
 
-def _gripper_ends(joint: JointCalibration, drive_mode: int) -> tuple[int, int]:
-    if drive_mode:
-        return joint.range_max, joint.range_min
-    return joint.range_min, joint.range_max
+def _gripper_ends(range_min: int, range_max: int, drive_mode: int) -> tuple[int, int]:
+    """The gripper's (closed, open) ticks: the ends of its range, reversed for drive mode 1."""
+    return (range_max, range_min) if drive_mode else (range_min, range_max)
 
 
 def lerobot_to_action(
