@@ -19,6 +19,7 @@ from lang2policy.errors import ConfigError
 from lang2policy.vla import distributed
 from lang2policy.vla.augment import AugmentConfig
 from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
+from lang2policy.vla.dataset.combine import ForeignData
 from lang2policy.vla.model import VLANet
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
@@ -231,7 +232,8 @@ def parse(*words: str) -> argparse.Namespace:
 def fake_modules(monkeypatch):
     """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
     combine = types.ModuleType("lang2policy.vla.dataset.combine")
-    combine.load_datasets = lambda paths, cameras=None, from_first_correction=False: (
+    combine.ForeignData = ForeignData
+    combine.load_datasets = lambda paths, cameras=None, from_first_correction=False, foreign=None: (
         synthetic_frames(episodes=6)
     )
     monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset.combine", combine)

@@ -5,6 +5,9 @@
     lang2policy train vla --finetune models/vla-so101-tiny --dataset data/corrections-lift \
         --out models/vla-corrected [--steps 300 --lr 1e-4]    # from a model, on corrections
     torchrun --nproc_per_node 4 -m lang2policy.cli train vla ...   # data-parallel on 4 GPUs
+    lang2policy train vla --dataset ~/.cache/huggingface/lerobot/me/so101_pick --cameras front \
+        --calibration ~/.cache/huggingface/lerobot/calibration/robots/so_follower/arm.json \
+        --out models/vla-from-lerobot       # a dataset lerobot-record wrote (640x480, degrees)
 
 Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports (torch, the
 dataset reader, the simulation for closed-loop evaluation) happen only when the command runs.
@@ -22,6 +25,7 @@ from typing import Any
 
 from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.vla.schema import IMAGE_SIZE
 
 FRESH_DEFAULTS = {"steps": 10_000, "lr": 3e-4, "warmup": 500}
 FINETUNE_DEFAULTS = {"steps": 300, "lr": 1e-4, "warmup": 30}  # a nudge, not a new training
@@ -118,6 +122,19 @@ def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
                      help="cameras the network reads, comma-separated (default: front,wrist)")
 
 
+def _add_foreign_arguments(vla: argparse.ArgumentParser) -> None:
+    """Datasets recorded elsewhere: LeRobot's cameras and units (``ForeignData``)."""
+    vla.add_argument("--image-size", type=_positive, metavar="PX",
+                     help="fit every camera's frames to this square (centre crop, then area "
+                     f"resize); default: square frames as recorded, others {IMAGE_SIZE} px")
+    vla.add_argument("--calibration", type=Path, metavar="FILE",
+                     help="a LeRobot-recorded dataset's arm calibration (lerobot-calibrate's "
+                     "JSON, or ours): converts its degrees and gripper 0..100 to our units")
+    vla.add_argument("--lerobot-units", choices=("degrees", "range100"), default="degrees",
+                     help="LeRobot's body-joint units in that dataset: degrees (use_degrees, "
+                     "LeRobot 0.6's default) or -100..100 (range100)")
+
+
 def add_parser(commands: Any) -> None:
     """Add ``train`` (with its ``vla`` subcommand) to the ``lang2policy`` subparsers."""
     train = commands.add_parser("train", help="train a learned policy from recorded data")
@@ -128,6 +145,7 @@ def add_parser(commands: Any) -> None:
     vla.add_argument("--dataset", type=Path, required=True, nargs="+",
                      help="recorded datasets (demonstrations, and scene views), trained on as one")
     vla.add_argument("--out", type=Path, required=True, help="model directory, e.g. models/vla")
+    _add_foreign_arguments(vla)
     vla.add_argument("--steps", type=_positive, help="optimiser steps in all (10000; "
                      f"fine-tuning {FINETUNE_DEFAULTS['steps']})")
     vla.add_argument("--batch-size", type=_positive, default=64, help="per process")
@@ -286,13 +304,17 @@ def run(args: argparse.Namespace) -> int:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch starts its thread pool
     settings = settings_from_args(args)
     try:
-        from lang2policy.vla.dataset.combine import load_datasets
+        from lang2policy.vla.dataset.combine import ForeignData, load_datasets
     except ImportError as exc:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
     from lang2policy.vla.train import train_vla
 
+    foreign = ForeignData(args.image_size, args.calibration, args.lerobot_units)
     data = load_datasets(
-        args.dataset, args.cameras, from_first_correction=args.from_first_correction
+        args.dataset,
+        args.cameras,
+        from_first_correction=args.from_first_correction,
+        foreign=foreign,
     )
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),

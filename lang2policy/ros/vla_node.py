@@ -130,8 +130,8 @@ class VLANode(VLAParameters):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_vla", **kwargs)
-        self.settings = self._settings()
         self.actor = self._actor()
+        self.settings = self._settings(getattr(self.actor.backend, "fps", None))
         self.cameras = tuple(self.actor.backend.cameras)
         layout = self._param("layout", "cap_tabletop", "scene model the success check mirrors")
         self.world = MirrorWorld(ROBOT_TYPE, layout)

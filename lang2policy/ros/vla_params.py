@@ -22,9 +22,13 @@ from lang2policy.vla.skill_runner import RunnerSettings
 class VLAParameters(ReadOnlyParameters):
     """Reads the VLA node's parameters into the core's settings, backend and limits."""
 
-    def _settings(self) -> RunnerSettings:
+    def _settings(self, model_fps: float | None = None) -> RunnerSettings:
+        """``model_fps``: the frame rate the backend's model was trained at (a local model's
+        config.json), the rate's default; None: ``FPS``."""
         return RunnerSettings(
-            rate=self._number("rate", float(FPS), "Hz of policy steps (the model's frame rate)"),
+            rate=self._number(
+                "rate", float(model_fps or FPS), "Hz of policy steps (default: the model's fps)"
+            ),
             state_timeout=self._number("state_timeout", 0.5, "s: older states hold the arm"),
             image_timeout=self._number("image_timeout", 0.5, "s: older images hold the arm"),
             objects_timeout=self._number("objects_timeout", 2.0, "s: older poses: no success"),

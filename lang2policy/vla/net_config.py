@@ -21,6 +21,7 @@ from lang2policy.vla.loader_limits import (
 )
 
 HEAD_READS = ("features", "scene")
+MAX_NOTE_CHARS = 2000  # image_fit, units: what training did, in words
 PERCEPTION_WORDS = ("sentence", "slots")
 
 
@@ -74,7 +75,12 @@ class VLAConfig:
     # The action head picks among the keyframes (softmax weights) and adds a residual, so it
     # can reach a keyframe's joints exactly (``vla/anchored_head.py``); needs keyframes
     keyframe_anchors: bool = False
-    fps: int = schema.FPS
+    fps: int = schema.FPS  # the dataset's: one action per ``1 / fps`` s
+    # What was done to the dataset's frames to train on them (``DemoDataset.adaptation``): how
+    # its camera frames were fitted to ``image_size`` (the VLA node fits camera images the same
+    # way) and how its state and action were converted to our units; "" for neither
+    image_fit: str = ""
+    units: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", tuple(self.cameras))
@@ -153,9 +159,12 @@ class VLAConfig:
         for name in ("grounding", "scene_latch", "keyframes", "keyframe_anchors"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r:.40}")
-        for name in ("head_reads", "perception_words"):
+        for name in ("head_reads", "perception_words", "image_fit", "units"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name} must be text, got {getattr(self, name)!r:.40}")
+        for name in ("image_fit", "units"):
+            if len(getattr(self, name)) > MAX_NOTE_CHARS:
+                raise ConfigError(f"{name}: at most {MAX_NOTE_CHARS} characters are allowed")
 
     def _check_grounding(self) -> None:
         if GROUNDING_CAMERA not in self.cameras or len(self.channels) <= max(STAGES):

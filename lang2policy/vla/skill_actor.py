@@ -8,34 +8,21 @@ closed-loop rollouts use), so a local model behaves in the graph as in ``rollout
 remote chunk server (openpi, OpenVLA) gets the same smoothing. ``query_every = chunk``
 executes each chunk open-loop instead (one request per chunk, for slow servers).
 
-``fit_image`` makes a camera image the size a model takes: a centred square crop (a wider
-camera loses its sides rather than squashing the scene), then ``cv2.INTER_AREA``. The sim
-node renders 224 px; the local model was trained on 96 px frames rendered directly
-(``render_twin``); on the sim's scenes the two differ by about 1-2 grey levels per pixel.
+``fit_image`` (``vla/image_fit.py``) makes a camera image the size a model takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import cv2
 import numpy as np
 
 from lang2policy.errors import ConfigError, PolicyBackendError
 from lang2policy.vla.backends.base import GRIPPER, PolicyBackend
 from lang2policy.vla.ensemble import DEFAULT_M, TemporalEnsembler
+from lang2policy.vla.image_fit import fit_image
 
-
-def fit_image(image: np.ndarray, size: int | None) -> np.ndarray:
-    """``image`` (uint8 H x W x 3) cropped to a centred square and resized to ``size``
-    (``cv2.INTER_AREA``); unchanged when ``size`` is None or it already fits."""
-    height, width = image.shape[:2]
-    if size is None or (height == width == size):
-        return image
-    side = min(height, width)
-    top, left = (height - side) // 2, (width - side) // 2
-    square = image[top : top + side, left : left + side]
-    return cv2.resize(square, (size, size), interpolation=cv2.INTER_AREA)
+__all__ = ["EnsembledActor", "fit_image"]
 
 
 class EnsembledActor:

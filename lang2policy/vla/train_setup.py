@@ -67,9 +67,9 @@ class TrainData:
 
 
 def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLAConfig:
-    """``base`` with the dataset's image size, state and action sizes, and an auxiliary
-    scene-state head when ``auxiliary`` and the dataset records scene state; its cameras must
-    exist."""
+    """``base`` with the dataset's fps, image size, state and action sizes, what was done to
+    its frames (``adaptation``), and an auxiliary scene-state head when ``auxiliary`` and the
+    dataset records scene state; its cameras must exist."""
     missing = [camera for camera in base.cameras if camera not in data.images]
     if missing:
         raise ConfigError(
@@ -80,8 +80,12 @@ def model_config(data: Frames, base: VLAConfig, auxiliary: bool = True) -> VLACo
     if len(shape) != 4 or shape[1] != shape[2] or shape[3] != 3:
         raise ConfigError(f"dataset images must be uint8 [N, S, S, 3], got shape {shape}")
     environment = getattr(data, "environment", None)
+    adaptation = getattr(data, "adaptation", None) or {}
     return replace(
         base,
+        fps=int(getattr(data, "fps", base.fps)),
+        image_fit=adaptation.get("image_fit", ""),
+        units=adaptation.get("units", ""),
         image_size=int(shape[1]),
         state_dim=int(np.shape(data.state)[1]),
         action_dim=int(np.shape(data.action)[1]),

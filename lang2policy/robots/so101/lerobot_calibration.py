@@ -26,13 +26,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from lang2policy.errors import ConfigError
 from lang2policy.robots.feetech.protocol import MAX_TICK
-from lang2policy.robots.so101.calibration import GRIPPER, JOINTS, Calibration, JointCalibration
+from lang2policy.robots.so101.calibration import (
+    GRIPPER,
+    JOINTS,
+    RAD_PER_TICK,
+    Calibration,
+    JointCalibration,
+)
 
 MAX_FILE_BYTES = 64 * 1024
 CALIBRATION_POSE_TICK = 2047  # what LeRobot's homing offset makes the calibration pose read
@@ -215,6 +221,30 @@ def lerobot_to_action(
             result.append(joint.ticks_to_opening(motor.ticks_of_percent(value)))
         else:
             result.append(joint.ticks_to_rad(motor.ticks_of_degrees(value)))
+    return result
+
+
+def action_to_lerobot(
+    motors: Mapping[str, LeRobotMotor], calibration: Calibration, action: Sequence[float]
+) -> dict[str, float]:
+    """Our reading or action (arm radians, gripper opening 0..1, ``calibration``'s joint
+    order) in LeRobot's units by motor name: ``lerobot_to_action``'s inverse."""
+    if len(action) != len(calibration.joints):
+        raise ConfigError(
+            f"an action has {len(calibration.joints)} values "
+            f"({', '.join(calibration.names)}), got {len(action)}"
+        )
+    result = {}
+    for joint, value in zip(calibration.joints, action, strict=True):
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"'{joint.name}': {value} is not a finite number")
+        motor = motors[joint.name]
+        if joint.name == GRIPPER:
+            closed, opened = _gripper_ends(motor.range_min, motor.range_max, motor.drive_mode)
+            result[joint.name] = motor.percent(closed + value * (opened - closed))
+        else:  # unrounded ticks: a recorded angle keeps its precision
+            result[joint.name] = motor.degrees(joint.zero + joint.sign * value / RAD_PER_TICK)
     return result
 
 

@@ -54,6 +54,11 @@ class LocalBackend:
         return self.policy.config.image_size
 
     @property
+    def fps(self) -> int:
+        """The frame rate the model was trained at: one action per ``1 / fps`` s."""
+        return self.policy.config.fps
+
+    @property
     def has_looked(self) -> bool:
         """A latched network that holds this episode's scene reads no more images."""
         return self.policy.has_looked

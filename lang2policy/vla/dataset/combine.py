@@ -5,28 +5,68 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.vla.dataset.lerobot_units import in_our_units
+from lang2policy.vla.dataset.meta import load_meta
 from lang2policy.vla.dataset.reader import DemoDataset, load_dataset
+from lang2policy.vla.schema import IMAGE_SIZE, image_key
 
 _ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
+
+
+@dataclass(frozen=True)
+class ForeignData:
+    """How ``train vla`` reads a dataset recorded elsewhere (by LeRobot, on a real arm).
+
+    ``image_size``: every camera's frames fitted to this square (``fit_image``); None: square
+    frames as recorded, others fitted to ``IMAGE_SIZE``. ``calibration``: the arm's calibration
+    that converts a LeRobot dataset's units to ours (``lerobot_units``); ``body_units``: which
+    of LeRobot's body units it holds ("degrees", LeRobot 0.6's default, or "range100")."""
+
+    image_size: int | None = None
+    calibration: Path | None = None
+    body_units: str = "degrees"
+
+    def fit_size(self, path: Path, cameras: Sequence[str] | None) -> int | None:
+        """The square the frames of the dataset at ``path`` are fitted to, None to keep them."""
+        if self.image_size is not None:
+            return self.image_size
+        meta = load_meta(Path(path))
+        shapes = [
+            meta.info["features"][image_key(camera)]["shape"]
+            for camera in (meta.cameras if cameras is None else cameras)
+            if camera in meta.cameras
+        ]
+        return IMAGE_SIZE if any(shape[0] != shape[1] for shape in shapes) else None
 
 
 def load_datasets(
     paths: Sequence[Path],
     cameras: Sequence[str] | None = None,
     from_first_correction: bool = False,
+    foreign: ForeignData | None = None,
 ) -> DemoDataset:
     """One dataset, or several (demonstrations and scene views, corrections and replayed
     demonstrations) combined into one, each episode marked with the position of the dataset
     it came from (``source``, which ``--mix`` counts); only ``cameras`` are decoded (all when
     None). ``from_first_correction``: the corrected datasets among them keep each episode
-    from its first correction on (``interventions``); at least one must be corrections."""
-    parts = [load_dataset(path, cameras) for path in paths]
+    from its first correction on (``interventions``); at least one must be corrections.
+    ``foreign``: how to fit other cameras' frames and convert LeRobot's units (default: frames
+    that are not square fitted to ``IMAGE_SIZE``; a LeRobot dataset then needs a calibration)."""
+    foreign = foreign or ForeignData()
+    parts = [
+        in_our_units(
+            load_dataset(path, cameras, foreign.fit_size(path, cameras)),
+            foreign.calibration,
+            foreign.body_units,
+        )
+        for path in paths
+    ]
     if from_first_correction:
         parts = _trim_corrections(parts)
     if len(parts) == 1:

@@ -26,6 +26,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, tables
 from lang2policy.vla.dataset.meta import DatasetMeta, load_meta
 from lang2policy.vla.dataset.video import video_frames
+from lang2policy.vla.image_fit import describe_fit, fit_image
 from lang2policy.vla.schema import (
     ACTION_KEY,
     ENV_KEY,
@@ -67,6 +68,10 @@ class DemoDataset:
     # The dataset's own per-frame columns, if any (corrected episodes: ``action.policy``,
     # ``correction.index``): name -> (N, dim) float32 or (N,) int64. Absent: empty.
     frame_columns: dict[str, np.ndarray] = field(default_factory=dict)
+    # What was done to the recorded frames to train on them, in words a model's config keeps:
+    # "image_fit" (a camera's frames cropped and resized), "units" (state and action converted
+    # from LeRobot's units). Empty: used as recorded.
+    adaptation: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.state)
@@ -114,15 +119,19 @@ class DemoDataset:
         )
 
 
-def load_dataset(root: Path, cameras: Iterable[str] | None = None) -> DemoDataset:
-    """Every frame of the dataset at ``root`` (``cameras``: the ones to decode; default all)."""
+def load_dataset(
+    root: Path, cameras: Iterable[str] | None = None, image_size: int | None = None
+) -> DemoDataset:
+    """Every frame of the dataset at ``root`` (``cameras``: the ones to decode; default all).
+    ``image_size``: each frame is fitted to that square as it is decoded (``fit_image``; only
+    the fitted frames are held: a 640 x 480 dataset does not need 0.9 MB per frame)."""
     meta = load_meta(Path(root))
     cameras = list(meta.cameras if cameras is None else cameras)
     unknown = [c for c in cameras if c not in meta.cameras]
     if unknown:
         raise Lang2PolicyError(f"the dataset has no camera {unknown}; it has {meta.cameras}")
     frames = read_frames(meta)
-    images = {camera: read_images(meta, image_key(camera)) for camera in cameras}
+    images = {camera: read_images(meta, image_key(camera), image_size) for camera in cameras}
     extra = meta.extra_columns()
     episodes = [
         {
@@ -142,8 +151,21 @@ def load_dataset(root: Path, cameras: Iterable[str] | None = None) -> DemoDatase
         episodes=episodes,
         stats=_scene_stats_by_model_name(meta.stats),
         images=images,
+        adaptation=_image_fits(meta, cameras, image_size),
         **frames,
     )
+
+
+def _image_fits(meta: DatasetMeta, cameras: list[str], size: int | None) -> dict[str, str]:
+    """``{"image_fit": ...}`` naming what fitting did to each camera's frames, if anything."""
+    if size is None:
+        return {}
+    done = []
+    for camera in cameras:
+        height, width, _ = meta.info["features"][image_key(camera)]["shape"]
+        if (height, width) != (size, size):
+            done.append(f"{camera}: {describe_fit(height, width, size)}")
+    return {"image_fit": "; ".join(done)} if done else {}
 
 
 def _task(row: dict[str, Any], tasks: list[str]) -> str:
@@ -243,10 +265,12 @@ def _check_rows(meta: DatasetMeta, columns: dict[str, np.ndarray]) -> None:
             )
 
 
-def read_images(meta: DatasetMeta, key: str) -> np.ndarray:
-    """All frames of the video feature ``key`` in dataset order, uint8 ``(N, H, W, 3)``."""
+def read_images(meta: DatasetMeta, key: str, size: int | None = None) -> np.ndarray:
+    """All frames of the video feature ``key`` in dataset order, uint8 ``(N, H, W, 3)``, or
+    ``(N, size, size, 3)`` fitted as they are decoded (``fit_image``)."""
     height, width, _ = meta.info["features"][key]["shape"]
-    images = np.empty((meta.total_frames, height, width, 3), np.uint8)
+    held = (height, width) if size is None else (size, size)
+    images = np.empty((meta.total_frames, *held, 3), np.uint8)
     by_file: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for row in meta.episodes:
         by_file[(row[f"videos/{key}/chunk_index"], row[f"videos/{key}/file_index"])].append(row)
@@ -264,7 +288,7 @@ def read_images(meta: DatasetMeta, key: str) -> np.ndarray:
                 )
             target = targets.row(count - 1)
             if target is not None:
-                images[target] = frame
+                images[target] = fit_image(frame, size)
         if count != targets.needed:
             raise Lang2PolicyError(
                 _count_error(relative, count, targets.needed, rows, key, meta.fps)

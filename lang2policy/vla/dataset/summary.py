@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from lang2policy.vla.dataset.lerobot_units import lerobot_names
 from lang2policy.vla.dataset.meta import DatasetMeta
 from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
 
@@ -29,6 +30,7 @@ def summarize(meta: DatasetMeta) -> dict[str, Any]:
             for camera, key in zip(meta.cameras, meta.video_keys, strict=True)
         },
         "episode_columns": meta.extra_columns(),
+        "units": "lerobot" if lerobot_names(features) else "ours",
     }
     if "success" in summary["episode_columns"]:
         summary["success"] = success_rates(meta.episodes)
@@ -71,6 +73,13 @@ def _vector_stats(feature: dict[str, np.ndarray], names: Any) -> dict[str, Any]:
     return {"names": labels, **rows}
 
 
+UNITS_TEXT = {
+    "ours": "  units: ours (joints in rad about the model's zero pose, gripper opening 0..1)",
+    "lerobot": "  units: LeRobot's (<motor>.pos: degrees about each range's middle, gripper "
+    "0..100); train vla converts them with the arm's --calibration FILE",
+}
+
+
 def format_text(summary: dict[str, Any]) -> str:
     """The summary as lines a person reads."""
     cameras = ", ".join(f"{c} {h}x{w}" for c, (h, w) in summary["cameras"].items())
@@ -81,6 +90,7 @@ def format_text(summary: dict[str, Any]) -> str:
         f"({summary['seconds']} s), {summary['tasks']} tasks",
         f"  cameras: {cameras or 'none'}",
     ]
+    lines.append(UNITS_TEXT[summary["units"]])
     if summary["episode_columns"]:
         lines.append(f"  episode columns: {', '.join(summary['episode_columns'])}")
     if "splits" in summary:
