@@ -20,7 +20,7 @@ from lang2policy.bench.registry import BENCHES
 from lang2policy.errors import Lang2PolicyError
 
 # Commands whose module (lang2policy.commands.<name>) adds its parser and runs it.
-MODULE_COMMANDS = ("record", "dataset", "train", "teleop", "refine_reward")
+MODULE_COMMANDS = ("record", "dataset", "train", "teleop", "refine_reward", "vla_serve")
 _OBJECTS_HELP = 'comma-separated objects, e.g. "red block,blue bowl"'
 
 

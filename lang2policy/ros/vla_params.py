@@ -11,6 +11,7 @@ from __future__ import annotations
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.safety.config import load_safety_config
 from lang2policy.vla.backends import RemoteLimits, open_backend
+from lang2policy.vla.backends.select import LeRobotOptions
 from lang2policy.vla.ensemble import DEFAULT_M
 from lang2policy.vla.schema import FPS, ROBOT_TYPE
 from lang2policy.vla.skill_actor import EnsembledActor
@@ -50,7 +51,9 @@ class VLAParameters(ReadOnlyParameters):
         return SkillLimits(min(speed or safety.max_joint_speed, safety.max_joint_speed), box)
 
     def _actor(self) -> EnsembledActor:
-        backend_text = self._param("backend", "local", "local | openpi://H:P | openvla://H:P")
+        backend_text = self._param(
+            "backend", "local", "local | openpi://H:P | openvla://H:P | lerobot://H:P"
+        )
         model = self._param("model", "", 'local: model directory; "" = the shipped model')
         limits = RemoteLimits(
             connect_s=self._number("connect_timeout", 3.0, "s to reach a remote backend"),
@@ -58,8 +61,29 @@ class VLAParameters(ReadOnlyParameters):
         )
         ensemble_m = self._number("ensemble_m", DEFAULT_M, "temporal ensembling m", zero=True)
         query_every = int(self._number("query_every", 1, "steps per request", integer=True))
-        backend = open_backend(backend_text, model_dir=model or None, limits=limits)
+        backend = open_backend(
+            backend_text, model_dir=model or None, limits=limits, lerobot=self._lerobot()
+        )
         policy = getattr(backend, "policy", None)
         if policy is not None:  # load the instruction encoder now, not at the first skill
             policy.warm_up()
         return EnsembledActor(backend, ensemble_m, query_every)
+
+    def _lerobot(self) -> LeRobotOptions:
+        """The ``lerobot_*`` parameters: the policy a ``lerobot://`` backend's server runs."""
+        cameras = self._param("lerobot_cameras", "", "comma-separated; \"\": the checkpoint's")
+        return LeRobotOptions(
+            checkpoint=self._param("lerobot_checkpoint", "", "pretrained_model dir of the policy"),
+            policy_type=self._param("lerobot_policy", "", "act, diffusion ...; \"\": its config's"),
+            calibration=self._param(
+                "lerobot_calibration", "", "arm calibration if it speaks LeRobot's units"
+            ),
+            device=self._param("lerobot_device", "cpu", "the server's torch device"),
+            actions_per_chunk=int(
+                self._number("lerobot_chunk", 10, "actions per chunk", integer=True)
+            ),
+            cameras=tuple(c.strip() for c in cameras.split(",") if c.strip()),
+            load_s=self._number("lerobot_load_timeout", 120.0, "s for the server to load it"),
+            allow_remote=self._switch("lerobot_allow_remote", False, "non-loopback server")
+            in (True, "true", "on"),
+        )

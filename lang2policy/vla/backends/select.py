@@ -1,5 +1,5 @@
 """Choose a backend from its one-line setting: ``backend: local | openpi://HOST:PORT |
-openvla://HOST:PORT``.
+openvla://HOST:PORT | lerobot://HOST:PORT``.
 
 ``parse_backend`` checks the text alone (no connection, no model load), so a config file can
 be validated at start-up; ``open_backend`` builds the backend. Anything else is a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lang2policy.errors import ConfigError
@@ -19,16 +19,19 @@ from lang2policy.vla.backends.openpi import OpenPIBackend, OpenPIKeys
 from lang2policy.vla.backends.openvla import OpenVLABackend
 
 LOCAL = "local"
-REMOTE_KINDS = ("openpi", "openvla")
-FORMS = "'local', 'openpi://HOST:PORT' or 'openvla://HOST:PORT' (e.g. 'openpi://127.0.0.1:8000')"
+REMOTE_KINDS = ("openpi", "openvla", "lerobot")
+FORMS = (
+    "'local', 'openpi://HOST:PORT', 'openvla://HOST:PORT' or 'lerobot://HOST:PORT' "
+    "(e.g. 'openpi://127.0.0.1:8000')"
+)
 _ADDRESS = re.compile(r"(?P<host>\[[^\[\]/]*\]|[^\[\]:/]*):(?P<port>[0-9]{1,5})/?")
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """A parsed backend setting: ``kind`` is "local", "openpi" or "openvla"; a remote one has
-    its server's ``host`` (an IPv6 address without brackets) and ``port``."""
+    """A parsed backend setting: ``kind`` is "local", "openpi", "openvla" or "lerobot"; a
+    remote one has its server's ``host`` (an IPv6 address without brackets) and ``port``."""
 
     kind: str
     host: str = ""
@@ -105,11 +108,13 @@ def open_backend(
     openpi_keys: OpenPIKeys | None = None,
     openvla_camera: str = "front",
     unnorm_key: str | None = None,
+    lerobot: LeRobotOptions | None = None,
 ) -> PolicyBackend:
     """The backend ``setting`` names, built but not connected (a remote one connects on its
     first request). ``model_dir``: the local model (default: the shipped one); ``limits``:
     the remote timeouts and answer size; ``openpi_keys``: the openpi observation keys;
-    ``openvla_camera`` and ``unnorm_key``: what an OpenVLA server is sent."""
+    ``openvla_camera`` and ``unnorm_key``: what an OpenVLA server is sent; ``lerobot``: the
+    policy a LeRobot server is asked to load."""
     spec = setting if isinstance(setting, BackendSpec) else parse_backend(setting)
     if spec.kind == LOCAL:
         from lang2policy.vla.backends.local import LocalBackend  # torch: only when chosen
@@ -121,4 +126,50 @@ def open_backend(
         return OpenVLABackend(
             spec.host, spec.port, camera=openvla_camera, unnorm_key=unnorm_key, limits=limits
         )
+    if spec.kind == "lerobot":
+        return open_lerobot(spec.host, spec.port, lerobot, limits)
     raise ConfigError(f"unknown backend kind {spec.kind!r}; expected {FORMS}")
+
+
+@dataclass(frozen=True)
+class LeRobotOptions:
+    """What a ``lerobot://`` backend asks the server to run (the VLA node's ``lerobot_*``
+    parameters): the checkpoint (required; its type and cameras are read from it unless
+    ``policy_type`` is given, for a checkpoint only the server can see), the arm's
+    calibration when the policy speaks LeRobot's units, and the rest of the setup."""
+
+    checkpoint: str = ""
+    policy_type: str = ""
+    calibration: str = ""
+    device: str = "cpu"
+    actions_per_chunk: int = 10
+    cameras: tuple[str, ...] = ()
+    load_s: float = 120.0
+    allow_remote: bool = False
+
+
+def open_lerobot(
+    host: str, port: int, options: LeRobotOptions | None, limits: RemoteLimits | None
+) -> PolicyBackend:
+    """A ``LeRobotBackend`` for ``options``; ``ConfigError`` when no checkpoint is named."""
+    from lang2policy.vla.backends.lerobot_policy import LeRobotPolicySpec
+    from lang2policy.vla.backends.lerobot_server import LeRobotBackend
+
+    options = options or LeRobotOptions()
+    if not options.checkpoint:
+        raise ConfigError(
+            "a lerobot:// backend needs the policy's checkpoint (lerobot_checkpoint:=DIR, the "
+            "pretrained_model directory lerobot-train wrote); `lang2policy vla-serve --lerobot "
+            "DIR` prints the parameters"
+        )
+    chosen = dict(device=options.device, actions_per_chunk=options.actions_per_chunk,
+                  calibration=options.calibration or None)  # fmt: skip
+    if options.policy_type:
+        spec = LeRobotPolicySpec(options.policy_type, options.checkpoint,
+                                 cameras=options.cameras or ("front",), **chosen)  # fmt: skip
+    else:
+        spec = LeRobotPolicySpec.from_checkpoint(options.checkpoint, **chosen)
+        if options.cameras:
+            spec = replace(spec, cameras=options.cameras)
+    return LeRobotBackend(host, port, spec, limits=limits, load_s=options.load_s,
+                          allow_remote=options.allow_remote)  # fmt: skip
