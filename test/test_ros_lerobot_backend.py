@@ -42,9 +42,12 @@ def test_a_lerobot_server_moves_the_arm_and_a_hostile_answer_holds_it(tmp_path):
             server.mode(f"follow {json.dumps(target.tolist())}")
             running = wait_for(lambda: _started(probe), 30.0, "the skill to start")
             assert running["backend"] == f"lerobot://127.0.0.1:{server.port}"
-            wait_for(lambda: _error(probe, target) < 0.2 * np.abs(OFFSET).max(), 40.0,
-                     "the arm to reach the server's pose",
-                     detail=lambda: f"{probe.latest_position() - target} off; {probe.last()}")  # fmt: skip
+            wait_for(
+                lambda: _error(probe, target) < 0.2 * np.abs(OFFSET).max(),
+                40.0,
+                "the arm to reach the server's pose",
+                detail=lambda: f"{probe.latest_position() - target} off; {probe.last()}",
+            )
             print(f"\nthe arm is within {_error(probe, target):.3f} rad of the server's pose")
             setup = server.requests("SendPolicyInstructions")[0]
             assert set(setup["lerobot_features"]) == {
