@@ -5,7 +5,8 @@
 #   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
 #   bash scripts/test.sh test/test_colcon_build.py -x
 #
-# Exits non-zero if pytest or ruff fails (both always run).
+# Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch).
+# Exits non-zero if pytest, ruff or the Python 3.12 check fails (all three always run).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,8 +30,12 @@ echo "[test] ruff check"
 ruff_rc=0
 .venv/bin/ruff check . || ruff_rc=$?
 
-if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 ]]; then
-    echo "[test] FAILED (pytest exit $pytest_rc, ruff exit $ruff_rc)" >&2
+echo "[test] Python 3.12 check (scripts/check_py312.sh)"
+py312_rc=0
+bash scripts/check_py312.sh || py312_rc=$?
+
+if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 || $py312_rc -ne 0 ]]; then
+    echo "[test] FAILED (pytest exit $pytest_rc, ruff exit $ruff_rc, py312 exit $py312_rc)" >&2
     exit 1
 fi
 echo "[test] all passed"

@@ -48,7 +48,8 @@ from lerobot.transport import utils as transport_utils
 from lerobot.utils.feature_utils import hw_to_dataset_features
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = REPO / "test" / "fixtures" / "lerobot_async"
+# $LEROBOT_FIXTURES_OUT: write elsewhere (the live test re-checks without touching the fixtures)
+OUT = Path(os.environ.get("LEROBOT_FIXTURES_OUT", REPO / "test" / "fixtures" / "lerobot_async"))
 WIRE_PATH = REPO / "lang2policy" / "vla" / "backends" / "lerobot_wire.py"
 ROWS, DIM, T0, DT, STEP0 = 10, 6, 1700000000.25, 1 / 30, 42
 MOTORS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -335,7 +336,7 @@ def main() -> int:
     report["all_ok"] = all(flags(report))
     (OUT / "cross_check.json").write_text(json.dumps(report, indent=1) + "\n")
     for path in sorted(OUT.iterdir()):
-        print(f"{path.stat().st_size:8d}  {path.relative_to(REPO)}")
+        print(f"{path.stat().st_size:8d}  {path}")
     print("cross-check:", "all ok" if report["all_ok"] else "FAILED")
     return 0 if report["all_ok"] else 1
 
