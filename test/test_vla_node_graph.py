@@ -22,6 +22,9 @@ def test_off_by_default_and_on_with_its_backend():
     spec = executables(vla=True, vla_backend="openpi://127.0.0.1:8000")["vla_node"]
     assert spec.name == "lang2policy_vla" and spec.module == "lang2policy.ros.vla_node"
     assert spec.overrides == {"use_sim_time": True, "backend": "openpi://127.0.0.1:8000"}
+    lerobot = executables(vla=True, vla_backend="lerobot://127.0.0.1:8080",
+                          vla_lerobot_checkpoint="/ckpt")["vla_node"]  # fmt: skip
+    assert lerobot.overrides["lerobot_checkpoint"] == "/ckpt"
     robot = executables(mode="robot", vla=True)["vla_node"]
     assert robot.overrides["use_sim_time"] is False  # on the real arm: wall time
 
@@ -44,6 +47,7 @@ def test_launch_arguments_and_cli_flags():
         ({"vla_backend": "tcp://x:1"}, "unknown backend scheme"),
         ({"robot": "panda"}, "drives the so101"),
         ({"cameras": False}, "needs the sim cameras"),
+        ({"vla_backend": "lerobot://127.0.0.1:8080"}, "needs the policy's checkpoint"),
     ],
 )
 def test_options_that_cannot_work_are_refused(chosen, message):

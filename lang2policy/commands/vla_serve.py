@@ -77,10 +77,20 @@ def node_parameters(args: argparse.Namespace) -> str:
     )
 
 
+def sim_command(args: argparse.Namespace) -> str:
+    """``lang2policy sim`` with the VLA node on this server and checkpoint."""
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    return (
+        f"lang2policy sim --vla --vla-backend lerobot://{host}:{args.port} "
+        f"--vla-lerobot-checkpoint {Path(args.lerobot).resolve()}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     command = server_command(args)
     print(f"LeRobot policy server: {shlex.join(command)}")
     print(f"VLA node parameters:  {node_parameters(args)}")
+    print(f"or the whole graph:   {sim_command(args)}")
     print("  (add -p lerobot_calibration:=ARM.json if the policy was trained on a LeRobot "
           "recording: its units are LeRobot's)")  # fmt: skip
     if args.dry_run:

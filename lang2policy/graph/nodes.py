@@ -121,7 +121,7 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "perception_node": _perception_overrides(options),
         "safety_node": {},
         "controller_node": {"backend": options.controller},
-        "vla_node": {"backend": options.vla_backend},
+        "vla_node": _vla_overrides(options),
         "planner_node": _planner_overrides(options),
         "recorder_node": _recorder_overrides(options),
         "terminal_node": {},
@@ -172,6 +172,16 @@ def _included(executable: str, options: GraphOptions) -> bool:
     if executable == "vla_node":
         return options.vla
     return executable != "teleop_node"  # `lang2policy teleop` (commands.teleop) adds it
+
+
+def _vla_overrides(options) -> dict[str, object]:
+    """The VLA node's backend, and a LeRobot policy's checkpoint and calibration when given."""
+    chosen: dict[str, object] = {"backend": options.vla_backend}
+    if options.vla_lerobot_checkpoint:
+        chosen["lerobot_checkpoint"] = options.vla_lerobot_checkpoint
+    if options.vla_lerobot_calibration:
+        chosen["lerobot_calibration"] = options.vla_lerobot_calibration
+    return chosen
 
 
 def _sim_overrides(options: GraphOptions) -> dict[str, object]:

@@ -136,7 +136,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("vla", False, "true: start the VLA node (language skills on /lang2policy/skill)",
            FLAG, flag="--vla", flag_help="start the VLA node (skills on /lang2policy/skill)"),
     Option("vla_backend", "local", "VLA policy: local (models/vla-so101-tiny) | "
-           "openpi://HOST:PORT | openvla://HOST:PORT", flag="--vla-backend"),
+           "openpi://HOST:PORT | openvla://HOST:PORT | lerobot://HOST:PORT",
+           flag="--vla-backend"),
+    Option("vla_lerobot_checkpoint", "", "lerobot:// backend: the LeRobot policy's "
+           "pretrained_model directory (lang2policy vla-serve --lerobot DIR serves it)",
+           flag="--vla-lerobot-checkpoint"),
+    Option("vla_lerobot_calibration", "", "lerobot:// backend: the arm's calibration when the "
+           "policy was trained on a LeRobot recording (its units)",
+           flag="--vla-lerobot-calibration"),
     Option("rtf", 1.0, "real-time factor of the simulation", NUMBER, launch=("sim",),
            flag="--rtf"),
     Option("cameras", True, "false: the sim renders no camera images", FLAG, launch=("sim",),

@@ -91,7 +91,11 @@ class GraphOptionRules:
     def _check_vla(self) -> None:
         from lang2policy.vla.backends.select import parse_backend  # only when the VLA runs
 
-        parse_backend(self.vla_backend)
+        if parse_backend(self.vla_backend).kind == "lerobot" and not self.vla_lerobot_checkpoint:
+            raise ConfigError(
+                "vla_backend lerobot:// needs the policy's checkpoint: vla_lerobot_checkpoint "
+                "(--vla-lerobot-checkpoint DIR; `lang2policy vla-serve --lerobot DIR` prints it)"
+            )
         if self.robot != "so101":
             raise ConfigError(f"vla: the VLA drives the so101, not {self.robot!r}")
         if self.mode == "sim" and not self.cameras:
