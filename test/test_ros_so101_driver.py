@@ -5,6 +5,7 @@ after repeated bus errors, and turns the torque off when it shuts down."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -161,3 +162,69 @@ def test_the_driver_takes_lerobots_calibration_file_when_its_pose_is_accepted(tm
             driver.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_lerobots_file_and_our_calibration_of_the_same_ticks_drive_the_bus_alike(tmp_path):
+    """The same joint command through the driver with lerobot-calibrate's file (taken directly)
+    and with our calibration of the same ticks (``calibrate so101 --from-lerobot``) puts the
+    same goal ticks on the emulated bus, and LeRobot reads those ticks as the same angles."""
+    from pathlib import Path
+
+    from lang2policy.robots.feetech.protocol import Address
+    from lang2policy.robots.so101.lerobot_calibration import (
+        action_to_lerobot,
+        from_lerobot,
+        read_lerobot_calibration,
+    )
+
+    fixture = Path(__file__).parent / "fixtures" / "lerobot" / "so101_follower.json"
+    motors = read_lerobot_calibration(fixture)
+    ours = from_lerobot(motors, accept_calibration_pose=True)
+    ours.save(tmp_path / "ours.yaml")
+    goal = [0.3, -0.2, 0.25, 0.1, -0.4, 0.6]
+    choices = {
+        "lerobot": [Parameter("calibration", value=str(fixture)),
+                    Parameter("lerobot_calibration_pose", value=True)],
+        "ours": [Parameter("calibration", value=str(tmp_path / "ours.yaml"))],
+    }  # fmt: skip
+    ticks, read_back = {}, {}
+    for name, parameters in choices.items():
+        with driver_on_bus(parameters) as (emulator, probe):
+            probe.send([(0.5, goal)])
+            wait_for(lambda: _near(probe.latest(), goal), 10, f"the goal with {name}'s file")
+            ticks[name] = [
+                int.from_bytes(emulator.servo(i).read(Address.GOAL_POSITION, 2), "little")
+                for i in IDS
+            ]
+            read_back[name] = probe.latest()
+    assert ticks["lerobot"] == ticks["ours"]
+    degrees = action_to_lerobot(motors, ours, goal)
+    for joint, tick in zip(JOINTS[:5], ticks["lerobot"][:5], strict=True):
+        assert motors[joint].degrees(tick) == pytest.approx(degrees[joint], abs=0.1)
+    assert motors["gripper"].percent(ticks["lerobot"][5]) == pytest.approx(60.0, abs=0.2)
+    for joint in JOINTS:
+        assert read_back["lerobot"][joint] == pytest.approx(read_back["ours"][joint], abs=1e-3)
+
+
+def _near(state: dict[str, float], goal: list[float]) -> bool:
+    return bool(state) and all(abs(state[n] - g) < 0.01 for n, g in zip(JOINTS, goal, strict=True))
+
+
+@contextlib.contextmanager
+def driver_on_bus(parameters: list):
+    """The driver on a fresh emulated bus with these extra parameters, and a probe."""
+    from lang2policy.ros.so101_driver_node import SO101DriverNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
+        mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        with ServoBusEmulator(IDS, plant=KinematicPlant(max_speed=2000.0)) as emulator:
+            context = rclpy.Context()
+            rclpy.init(context=context)
+            overrides = [Parameter("port", value=emulator.port),
+                         Parameter("bus_timeout", value=0.1), *parameters]  # fmt: skip
+            driver = SO101DriverNode(context=context, parameter_overrides=overrides)
+            probe = Probe(context)
+            with spinning(context, (driver, probe.node)):  # shuts the context down on exit
+                wait_for(probe.latest, 10, "joint states from the driver")
+                yield emulator, probe
