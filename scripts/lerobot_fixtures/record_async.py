@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 # $LEROBOT_FIXTURES_OUT: write elsewhere (the live test re-checks without touching the fixtures)
 OUT = Path(os.environ.get("LEROBOT_FIXTURES_OUT", REPO / "test" / "fixtures" / "lerobot_async"))
 WIRE_PATH = REPO / "lang2policy" / "vla" / "backends" / "lerobot_wire.py"
+ANSWER_PATH = WIRE_PATH.with_name("lerobot_answer.py")
 ROWS, DIM, T0, DT, STEP0 = 10, 6, 1700000000.25, 1 / 30, 42
 MOTORS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 IMAGE_SHAPE = (4, 6, 3)
@@ -59,10 +60,10 @@ FRAMING_CASES = [(1, 7), (6, 7), (7, 7), (8, 7), (14, 7), (15, 7), (22, 7), (300
 FRAMING_CASES += [(2 * 1024 * 1024, None), (2 * 1024 * 1024 + 1, None), (5 * 1024 * 1024, None)]
 
 
-def load_wire():
-    """Our ``lang2policy/vla/backends/lerobot_wire.py``, loaded by path (numpy + errors only)."""
+def load_wire(path: Path = WIRE_PATH):
+    """Our ``lerobot_wire.py`` (or ``lerobot_answer.py``), loaded by path (numpy + errors only)."""
     sys.path.insert(0, str(REPO))  # for lang2policy.errors (lang2policy/__init__ imports os only)
-    spec = importlib.util.spec_from_file_location("lerobot_wire", WIRE_PATH)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -295,7 +296,8 @@ def record_actions(wire) -> dict:
         "timestamps": [a.timestamp for a in chunk],
     }
     (OUT / "actions_10x6.json").write_text(json.dumps(expected, indent=1) + "\n")
-    actions, steps, stamps = wire.read_action_chunk(answer, len(answer), ROWS, DIM)
+    reader = load_wire(ANSWER_PATH)
+    actions, steps, stamps = reader.read_action_chunk(answer, len(answer), ROWS, DIM)
     return {
         "our_reader_equal": bool(np.array_equal(actions, tensor.numpy()))
         and steps == expected["timesteps"]

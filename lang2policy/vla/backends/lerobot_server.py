@@ -28,6 +28,7 @@ import numpy as np
 
 from lang2policy.errors import ConfigError, PolicyBackendError
 from lang2policy.vla.backends.base import RemoteLimits, validate_chunk
+from lang2policy.vla.backends.lerobot_answer import read_action_chunk
 from lang2policy.vla.backends.lerobot_policy import IMAGE_PREFIX, LeRobotPolicySpec, PolicyUnits
 from lang2policy.vla.backends.lerobot_wire import (
     MAX_MESSAGE_SIZE,
@@ -35,7 +36,6 @@ from lang2policy.vla.backends.lerobot_wire import (
     encode_observation_chunks,
     encode_policy_setup,
     policy_setup_pickle,
-    read_action_chunk,
     timed_observation_pickle,
 )
 from lang2policy.vla.backends.observation import check_observation
@@ -116,12 +116,16 @@ class LeRobotBackend:
             payload = timed_observation_pickle(time.time(), self._timestep, observation, True)
             self._stream("SendObservations", encode_observation_chunks(payload))
             answer = self._call("GetActions", b"", self.limits.request_s)
-            rows = self._read(answer)
+            rows = self.units.actions(self._read(answer))
         except PolicyBackendError:
             self.close()  # a late answer must never pass for the next request's
             raise
+        except Exception as exc:  # a hostile answer must end in the one error the node holds on
+            self.close()
+            unusable = f"{self.name}: unusable answer ({type(exc).__name__})"
+            raise PolicyBackendError(unusable) from exc
         self._timestep += 1
-        return validate_chunk(self.units.actions(rows), self.name, self.limits.max_chunk_rows)
+        return validate_chunk(rows, self.name, self.limits.max_chunk_rows)
 
     def _read(self, answer: bytes) -> np.ndarray:
         data = decode_actions(answer, self.limits.max_answer_bytes)
