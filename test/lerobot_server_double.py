@@ -36,37 +36,45 @@ from pathlib import Path
 
 import grpc
 import numpy as np
-import torch
 
 HELPERS = "lerobot.async_inference.helpers"
 
 
+@dataclasses.dataclass
+class RemotePolicyConfig:
+    """A copy of LeRobot's dataclass (``helpers.RemotePolicyConfig``)."""
+
+    policy_type: str
+    pretrained_name_or_path: str
+    lerobot_features: dict
+    actions_per_chunk: int
+    device: str = "cpu"
+    rename_map: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class TimedObservation:
+    """A copy of LeRobot's dataclass (``TimedData`` fields first)."""
+
+    timestamp: float
+    timestep: int
+    observation: dict
+    must_go: bool = False
+
+
+@dataclasses.dataclass
+class TimedAction:
+    """A copy of LeRobot's dataclass: one row of an answer."""
+
+    timestamp: float
+    timestep: int
+    action: object  # a torch.Tensor row (torch is imported only where rows are made)
+
+
 def _register_lerobot_classes() -> types.ModuleType:
-    """Stand-ins for LeRobot's dataclasses, under LeRobot's names (this process only)."""
+    """The copies above under LeRobot's names (in the double's own process only), so that
+    ``pickle`` reads and writes them as LeRobot's server does."""
     module = types.ModuleType(HELPERS)
-
-    @dataclasses.dataclass
-    class RemotePolicyConfig:
-        policy_type: str
-        pretrained_name_or_path: str
-        lerobot_features: dict
-        actions_per_chunk: int
-        device: str = "cpu"
-        rename_map: dict = dataclasses.field(default_factory=dict)
-
-    @dataclasses.dataclass
-    class TimedObservation:
-        timestamp: float
-        timestep: int
-        observation: dict
-        must_go: bool = False
-
-    @dataclasses.dataclass
-    class TimedAction:
-        timestamp: float
-        timestep: int
-        action: torch.Tensor
-
     for cls in (RemotePolicyConfig, TimedObservation, TimedAction):
         cls.__module__, cls.__qualname__ = HELPERS, cls.__name__
         setattr(module, cls.__name__, cls)
@@ -158,6 +166,8 @@ class Double:
             rows[3, 2] = np.nan
         if mode == "wrong_dim":
             rows = np.concatenate([rows, rows[:, :1]], axis=1)
+        import torch  # the double's answers only: importing this module needs no torch
+
         tensor = torch.from_numpy(rows.astype(np.float32))
         start, step = self.observation.timestamp, self.observation.timestep
         cls = self.helpers.TimedAction

@@ -12,11 +12,11 @@ import os
 import pickle
 import pickletools
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lerobot_server_double import RemotePolicyConfig, TimedObservation
 
 from lang2policy.errors import PolicyBackendError
 from lang2policy.vla.backends import lerobot_answer as answer
@@ -284,28 +284,6 @@ def test_writers_refuse_what_lerobot_cannot_take():
 
 
 # ------------------------------------------------------------------ helpers
-@dataclass
-class RemotePolicyConfig:
-    """A copy of LeRobot's dataclass, to load our pickles here the way LeRobot does there."""
-
-    policy_type: str
-    pretrained_name_or_path: str
-    lerobot_features: dict
-    actions_per_chunk: int
-    device: str = "cpu"
-    rename_map: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class TimedObservation:
-    """A copy of LeRobot's dataclass (``TimedData`` fields first)."""
-
-    timestamp: float
-    timestep: int
-    observation: dict
-    must_go: bool = False
-
-
 class _StandInUnpickler(pickle.Unpickler):
     """Loads our trusted writer output, mapping LeRobot's classes to the copies above."""
 

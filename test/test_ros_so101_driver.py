@@ -55,23 +55,8 @@ class Probe:
 
 @pytest.fixture()
 def setup():
-    from lang2policy.ros.so101_driver_node import SO101DriverNode
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROS_DOMAIN_ID", str(DOMAIN_ID))
-        mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        with ServoBusEmulator(IDS, plant=KinematicPlant(max_speed=2000.0)) as emulator:
-            context = rclpy.Context()
-            rclpy.init(context=context)
-            overrides = [
-                Parameter("port", value=emulator.port),
-                Parameter("bus_timeout", value=0.1),  # a busy CI machine answers late
-            ]
-            driver = SO101DriverNode(context=context, parameter_overrides=overrides)
-            probe = Probe(context)
-            with spinning(context, (driver, probe.node)):
-                wait_for(probe.latest, 10, "joint states from the driver")
-                yield emulator, driver, probe
+    with driver_on_bus([]) as running:
+        yield running
 
 
 def test_joint_states_and_trajectories_as_the_sim_node_does(setup):
@@ -189,7 +174,7 @@ def test_lerobots_file_and_our_calibration_of_the_same_ticks_drive_the_bus_alike
     }  # fmt: skip
     ticks, read_back = {}, {}
     for name, parameters in choices.items():
-        with driver_on_bus(parameters) as (emulator, probe):
+        with driver_on_bus(parameters) as (emulator, _, probe):
             probe.send([(0.5, goal)])
             wait_for(lambda: _near(probe.latest(), goal), 10, f"the goal with {name}'s file")
             ticks[name] = [
@@ -212,7 +197,8 @@ def _near(state: dict[str, float], goal: list[float]) -> bool:
 
 @contextlib.contextmanager
 def driver_on_bus(parameters: list):
-    """The driver on a fresh emulated bus with these extra parameters, and a probe."""
+    """(emulator, driver, probe): the driver on a fresh emulated bus with these extra
+    parameters (after the port and a bus timeout a busy CI machine meets), and a probe."""
     from lang2policy.ros.so101_driver_node import SO101DriverNode
 
     with pytest.MonkeyPatch.context() as mp:
@@ -227,4 +213,4 @@ def driver_on_bus(parameters: list):
             probe = Probe(context)
             with spinning(context, (driver, probe.node)):  # shuts the context down on exit
                 wait_for(probe.latest, 10, "joint states from the driver")
-                yield emulator, probe
+                yield emulator, driver, probe
