@@ -151,7 +151,7 @@ def test_only_loopback_unless_allowed_and_a_checkpoint_is_required(tmp_path):
 
 
 def test_vla_serve_checks_the_checkpoint_and_the_environment(tmp_path, capsys):
-    args = argparse.Namespace(lerobot=CHECKPOINT, host="127.0.0.1", port=8080, fps=30,
+    args = argparse.Namespace(lerobot=CHECKPOINT, host="127.0.0.1", port=8080, fps=None,
                               lerobot_env=tmp_path, allow_remote=False, dry_run=True)  # fmt: skip
     with pytest.raises(ConfigError, match=r"scripts/lerobot_env\.sh"):
         vla_serve.run(args)
@@ -163,3 +163,21 @@ def test_vla_serve_checks_the_checkpoint_and_the_environment(tmp_path, capsys):
     assert f"backend:=lerobot://127.0.0.1:8080 -p lerobot_checkpoint:={CHECKPOINT.resolve()}" in out
     with pytest.raises(ConfigError, match="loopback"):
         vla_serve.run(argparse.Namespace(**{**vars(args), "host": "0.0.0.0"}))
+
+
+def test_the_policys_rate_comes_from_its_training_dataset_when_this_machine_has_it(tmp_path):
+    from lang2policy.vla.backends.lerobot_policy import LeRobotPolicySpec
+
+    assert LeRobotPolicySpec.from_checkpoint(CHECKPOINT).fps is None  # no train_config.json
+    checkpoint = tmp_path / "pretrained_model"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text((CHECKPOINT / "config.json").read_text())
+    dataset = HERE / "fixtures" / "lerobot" / "so101_sweep"  # LeRobot's writer, 30 fps
+    (checkpoint / "train_config.json").write_text(json.dumps({"dataset": {"root": str(dataset)}}))
+    assert LeRobotPolicySpec.from_checkpoint(checkpoint).fps == 30
+    options = LeRobotOptions(checkpoint=str(checkpoint))
+    assert open_backend("lerobot://127.0.0.1:8080", lerobot=options).fps == 30
+    chosen = LeRobotOptions(checkpoint=str(checkpoint), fps=15)
+    assert open_backend("lerobot://127.0.0.1:8080", lerobot=chosen).fps == 15
+    (checkpoint / "train_config.json").write_text(json.dumps({"dataset": {"root": "/nowhere"}}))
+    assert LeRobotPolicySpec.from_checkpoint(checkpoint).fps is None

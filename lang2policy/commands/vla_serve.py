@@ -34,7 +34,8 @@ def add_parser(commands) -> None:
                        help="the policy's pretrained_model directory (lerobot-train's output)")
     serve.add_argument("--host", default="127.0.0.1", help="listen address (loopback)")
     serve.add_argument("--port", type=int, default=8080, help="gRPC port (LeRobot's default)")
-    serve.add_argument("--fps", type=int, default=30, help="the policy's control rate")
+    serve.add_argument("--fps", type=int, default=None,
+                       help="the policy's control rate (default: its dataset's, else 30)")
     serve.add_argument("--lerobot-env", type=Path, default=None, metavar="DIR",
                        help=f"LeRobot's virtual environment (default {DEFAULT_ENV.name}; "
                        "$LANG2POLICY_LEROBOT_ENV)")
@@ -53,9 +54,10 @@ def server_command(args: argparse.Namespace) -> list[str]:
             f"--host {args.host}: LeRobot's policy server unpickles what clients send; it "
             "listens on loopback unless --allow-remote (better: an SSH tunnel)"
         )
-    if not 1 <= args.port <= 65535 or not 1 <= args.fps <= 1000:
+    if not 1 <= args.port <= 65535 or not 1 <= (args.fps or 30) <= 1000:
         raise ConfigError("--port must be 1..65535 and --fps 1..1000")
-    LeRobotPolicySpec.from_checkpoint(args.lerobot)  # its type is one LeRobot serves
+    spec = LeRobotPolicySpec.from_checkpoint(args.lerobot)  # its type is one LeRobot serves
+    args.fps = args.fps or spec.fps or 30
     environment = args.lerobot_env or Path(os.environ.get("LANG2POLICY_LEROBOT_ENV", DEFAULT_ENV))
     python = environment / "bin" / "python"
     if not python.is_file():

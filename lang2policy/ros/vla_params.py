@@ -86,4 +86,7 @@ class VLAParameters(ReadOnlyParameters):
             load_s=self._number("lerobot_load_timeout", 120.0, "s for the server to load it"),
             allow_remote=self._switch("lerobot_allow_remote", False, "non-loopback server")
             in (True, "true", "on"),
+            fps=int(
+                self._number("lerobot_fps", 0, "its training fps; 0: its dataset's", True, True)
+            ),
         )

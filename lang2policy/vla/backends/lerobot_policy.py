@@ -49,6 +49,7 @@ class LeRobotPolicySpec:
     device: str = "cpu"
     actions_per_chunk: int = 10
     calibration: str | None = None
+    fps: int | None = None  # the rate the policy was trained at (None: unknown)
 
     def __post_init__(self) -> None:
         if self.policy_type not in SUPPORTED_POLICIES:
@@ -61,6 +62,8 @@ class LeRobotPolicySpec:
         if not 1 <= self.actions_per_chunk <= REMOTE_MAX_CHUNK_ROWS:
             raise ConfigError(f"actions per chunk must be 1..{REMOTE_MAX_CHUNK_ROWS}, got "
                               f"{self.actions_per_chunk!r}")  # fmt: skip
+        if self.fps is not None and not 1 <= self.fps <= 1000:
+            raise ConfigError(f"fps must be 1..1000, got {self.fps!r}")
         if not self.cameras or not all(isinstance(c, str) and c for c in self.cameras):
             raise ConfigError(f"cameras must be names, got {self.cameras!r:.80}")
 
@@ -74,8 +77,31 @@ class LeRobotPolicySpec:
             for key in config.get("input_features", {})
             if key.startswith(IMAGE_PREFIX)
         )
+        options.setdefault("fps", training_fps(Path(checkpoint)))
         return cls(str(config["type"]), str(Path(checkpoint).resolve()),
                    cameras=cameras or ("front",), **options)  # type: ignore[arg-type]  # fmt: skip
+
+
+def training_fps(checkpoint: Path) -> int | None:
+    """The fps of the dataset the policy was trained on, when this machine has it: LeRobot
+    checkpoints do not record it, but ``train_config.json`` names the dataset's root, whose
+    ``meta/info.json`` does. None when either is missing or unreadable."""
+    try:
+        train = _small_json(checkpoint / "train_config.json")
+        root = Path(str(train["dataset"]["root"]))
+        fps = _small_json(root / "meta" / "info.json")["fps"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return fps if type(fps) is int and 1 <= fps <= 1000 else None
+
+
+def _small_json(path: Path) -> dict:
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path} is over {MAX_CONFIG_BYTES} bytes")
+    data = json.loads(path.read_text("utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return data
 
 
 def read_policy_config(checkpoint: Path) -> dict:

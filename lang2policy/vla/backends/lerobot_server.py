@@ -92,6 +92,11 @@ class LeRobotBackend:
     def cameras(self) -> tuple[str, ...]:
         return self.spec.cameras
 
+    @property
+    def fps(self) -> int | None:
+        """The rate the policy was trained at, when known: the VLA node's default rate."""
+        return self.spec.fps
+
     def reset(self) -> None:
         """A new episode: the next chunk starts at timestep 0, after a ``Ready``."""
         self._timestep = 0

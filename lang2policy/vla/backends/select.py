@@ -146,6 +146,7 @@ class LeRobotOptions:
     cameras: tuple[str, ...] = ()
     load_s: float = 120.0
     allow_remote: bool = False
+    fps: int = 0  # the policy's training rate; 0: from its dataset when this machine has it
 
 
 def open_lerobot(
@@ -164,6 +165,8 @@ def open_lerobot(
         )
     chosen = dict(device=options.device, actions_per_chunk=options.actions_per_chunk,
                   calibration=options.calibration or None)  # fmt: skip
+    if options.fps:
+        chosen["fps"] = options.fps
     if options.policy_type:
         spec = LeRobotPolicySpec(options.policy_type, options.checkpoint,
                                  cameras=options.cameras or ("front",), **chosen)  # fmt: skip
