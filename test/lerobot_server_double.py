@@ -241,6 +241,8 @@ def main() -> None:
     parser.add_argument("--control", type=Path, required=True)
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
+    import torch  # noqa: F401  # loaded before "ready": a busy machine takes seconds for it
+
     server = serve(args.port, args.control, args.log)
     print("ready", flush=True)
     server.wait_for_termination()
