@@ -70,6 +70,12 @@ class LeRobotMotor:
     def ticks_of_degrees(self, degrees: float) -> float:
         return self.middle + degrees * DEGREE_TICKS / 360.0
 
+    def ticks_of_range100(self, value: float) -> float:
+        """A body joint's tick from LeRobot's -100..100 across its range (``use_degrees=False``;
+        reversed for drive mode 1)."""
+        share = (-value if self.drive_mode else value) + 100.0
+        return self.range_min + share / 200.0 * (self.range_max - self.range_min)
+
     def percent(self, ticks: float) -> float:
         """The gripper's reading as LeRobot reports it (0..100 across the range)."""
         bounded = min(max(ticks, self.range_min), self.range_max)

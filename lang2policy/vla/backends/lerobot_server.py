@@ -174,13 +174,12 @@ class LeRobotBackend:
     def _connect(self) -> None:
         if self._channel is not None:
             return
-        host = f"[{self.host}]" if ":" in self.host else self.host
         options = [
             ("grpc.max_receive_message_length", self.limits.max_answer_bytes + 64),
             ("grpc.max_send_message_length", MAX_MESSAGE_SIZE),
             ("grpc.enable_retries", 0),
         ]
-        channel = grpc.insecure_channel(f"{host}:{self.port}", options=options)
+        channel = grpc.insecure_channel(self.name.removeprefix("lerobot://"), options=options)
         try:
             grpc.channel_ready_future(channel).result(timeout=self.limits.connect_s)
         except grpc.FutureTimeoutError as exc:

@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from lang2policy.errors import ConfigError
-from lang2policy.robots.so101.calibration import GRIPPER, RAD_PER_TICK, Calibration
+from lang2policy.robots.so101.calibration import GRIPPER, Calibration
 from lang2policy.robots.so101.lerobot_calibration import (
-    DEGREE_TICKS,
     LeRobotMotor,
     lerobot_motors,
     load_calibration,
@@ -118,20 +117,14 @@ def to_our_units(
         bad = sorted({STATE_NAMES[c] for c in np.argwhere(~np.isfinite(values))[:, 1]})
         raise ConfigError(f"non-finite LeRobot values in {bad}")
     out = np.empty_like(values)
-    for column, joint in enumerate(calibration.joints):
+    for column, joint in enumerate(calibration.joints):  # the motor's own formulas, on arrays
         motor, value = motors[joint.name], values[:, column]
-        span = motor.range_max - motor.range_min
         if joint.name == GRIPPER:
-            share = (100.0 - value if motor.drive_mode else value) / 100.0
-            ticks = motor.range_min + np.clip(share, 0.0, 1.0) * span
-            closed, opened = joint.closed, joint.open
-            out[:, column] = np.clip((ticks - closed) / (opened - closed), 0.0, 1.0)
-            continue
-        if body_units == "degrees":
-            ticks = motor.middle + value * DEGREE_TICKS / 360.0
+            ticks = motor.ticks_of_percent(value)
+            out[:, column] = np.clip((ticks - joint.closed) / (joint.open - joint.closed), 0, 1)
+        elif body_units == "degrees":
+            out[:, column] = joint.ticks_to_rad(motor.ticks_of_degrees(value))
         else:
-            share = (-value if motor.drive_mode else value) + 100.0
-            ticks = motor.range_min + share / 200.0 * span
-        out[:, column] = joint.sign * (ticks - joint.zero) * RAD_PER_TICK
+            out[:, column] = joint.ticks_to_rad(motor.ticks_of_range100(value))
     return out.astype(np.float32)
 
