@@ -181,3 +181,11 @@ def test_the_policys_rate_comes_from_its_training_dataset_when_this_machine_has_
     assert open_backend("lerobot://127.0.0.1:8080", lerobot=chosen).fps == 15
     (checkpoint / "train_config.json").write_text(json.dumps({"dataset": {"root": "/nowhere"}}))
     assert LeRobotPolicySpec.from_checkpoint(checkpoint).fps is None
+
+
+def test_the_first_answer_after_a_load_may_take_the_servers_warm_up(server):
+    server.mode("slow 6")
+    policy = backend(server)  # 5 s a request, but the first answer includes the warm-up
+    assert policy.act_chunk(images(), STATE, INSTRUCTION).shape == (10, 6)
+    with pytest.raises(PolicyBackendError, match="took over 5 s"):
+        policy.act_chunk(images(), STATE, INSTRUCTION)  # warm now: 5 s is the limit

@@ -82,6 +82,7 @@ class LeRobotBackend:
         self._channel: grpc.Channel | None = None
         self._loaded_for: dict[str, tuple[int, ...]] | None = None  # image shapes sent
         self._timestep = 0
+        self._answered = False  # since the policy was (re)loaded
 
     @property
     def name(self) -> str:
@@ -106,7 +107,7 @@ class LeRobotBackend:
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()
-        self._channel, self._loaded_for = None, None
+        self._channel, self._loaded_for, self._answered = None, None, False
 
     def act_chunk(
         self, images: Mapping[str, np.ndarray], state: np.ndarray, instruction: str
@@ -120,7 +121,9 @@ class LeRobotBackend:
             observation = {**self.units.observation(state), **selected, "task": instruction}
             payload = timed_observation_pickle(time.time(), self._timestep, observation, True)
             self._stream("SendObservations", encode_observation_chunks(payload))
-            answer = self._call("GetActions", b"", self.limits.request_s)
+            # the first answer after a load includes the server's warm-up (seconds on a busy CPU)
+            wait = self.limits.request_s if self._answered else self.load_s
+            answer = self._call("GetActions", b"", wait)
             rows = self.units.actions(self._read(answer))
         except PolicyBackendError:
             self.close()  # a late answer must never pass for the next request's
@@ -130,6 +133,7 @@ class LeRobotBackend:
             unusable = f"{self.name}: unusable answer ({type(exc).__name__})"
             raise PolicyBackendError(unusable) from exc
         self._timestep += 1
+        self._answered = True
         return validate_chunk(rows, self.name, self.limits.max_chunk_rows)
 
     def _read(self, answer: bytes) -> np.ndarray:
