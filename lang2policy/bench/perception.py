@@ -169,7 +169,8 @@ class LevelRun:
             if min(visible.values()) >= CALIBRATION_PX:
                 break
         self._mask.pose(self.joints())
-        return CalibrationFrame(rgb, tuple(colors), self._mask.mask(self.calibrated))
+        names = tuple(f"{c} {kind}" for c in colors)
+        return CalibrationFrame(rgb, names, self._mask.mask(self.calibrated))
 
     def joints(self) -> dict[str, float]:
         positions = [*self.world.arm_qpos(), self.world.gripper_opening()]

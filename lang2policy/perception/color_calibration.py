@@ -14,7 +14,10 @@ user's table, each frame with the names of the objects on it, fix that:
    with only the listed colours to choose from, a shade far from its material colour still
    goes to the right name. How a colour looked (the median of the brighter half of its
    largest blob's inner pixels, and of those not clipped) is added to the colour as
-   ``measured``: its shading tracks belong to the colour beside its material's.
+   ``measured``: its shading tracks belong to the colour beside its material's. A frame that
+   names its objects with their kind ("brown block") measures the looks of that kind: a
+   bowl's shaded inside and a block's top face differ, and the detector judges a blob by
+   the looks of its own kind.
 3. Every colour's material, and the distractors (the robot's paint), are the defaults moved
    into the first frame's light; the scene's table colour is replaced by the measured one.
 
@@ -34,7 +37,13 @@ import numpy as np
 import yaml
 
 from lang2policy.errors import ConfigError
-from lang2policy.perception.palette import Palette, palette_from_colors
+from lang2policy.perception.palette import (
+    ANY_KIND,
+    OBJECT_KINDS,
+    ColorClass,
+    Palette,
+    palette_from_colors,
+)
 from lang2policy.perception.white_balance import WhiteBalance, table_color
 
 TABLE_CHROMA = 0.03  # chromaticity distance from the table of an object's pixel
@@ -72,26 +81,39 @@ def fit_palette(frames: Sequence[CalibrationFrame], base: Palette) -> ColorFit:
         raise ConfigError("the base palette names no table colour to calibrate against")
     reference = _table(frames[0])
     light = _normalised(reference / np.asarray(base.table))  # the first frame's light's colour
-    samples: dict[str, list[np.ndarray]] = {}
-    missed: list[str] = []
-    for frame in frames:
-        colors = _listed_colors(frame.objects, base)
-        gain = _table(frame) / reference
-        rgb = WhiteBalance.scaled(frame.rgb, 1.0 / gain)  # in the first frame's light
-        for color, pixels in _measure(rgb, frame.ignore, colors, base, light).items():
-            if pixels is None:
-                missed.append(color)
-            else:
-                samples.setdefault(color, []).append(pixels)
+    samples, missed = _samples(frames, base, reference, light)
     colors = {c.name: _moved(c.rgb, light) for c in base.colors if c.name}
-    measured = {name: _looks(np.concatenate(pixels)) for name, pixels in samples.items()}
+    measured = {
+        name: {kind: _looks(np.concatenate(pixels)) for kind, pixels in by_kind.items()}
+        for name, by_kind in samples.items()
+    }
     distractors = [
         _moved(c.rgb, light)
         for c in base.colors
         if not c.name and not np.allclose(c.rgb, base.table, atol=0.02)
     ] + [tuple(reference)]
     palette = palette_from_colors(colors, distractors, base.tolerances, tuple(reference), measured)
-    return ColorFit(palette, {k: len(v) for k, v in samples.items()}, sorted(set(missed)))
+    counts = {name: sum(map(len, by_kind.values())) for name, by_kind in samples.items()}
+    return ColorFit(palette, counts, sorted(set(missed)))
+
+
+def _samples(frames, base: Palette, reference: np.ndarray, light: np.ndarray):
+    """(colour -> kind -> [inner pixels per frame], the colours some frame missed), every
+    frame taken into the first frame's light."""
+    samples: dict[str, dict[str, list[np.ndarray]]] = {}
+    missed: list[str] = []
+    for frame in frames:
+        colors = _listed_colors(frame.objects, base)
+        kinds = _listed_kinds(frame.objects)
+        gain = _table(frame) / reference
+        rgb = WhiteBalance.scaled(frame.rgb, 1.0 / gain)
+        for color, pixels in _measure(rgb, frame.ignore, colors, base, light).items():
+            if pixels is None:
+                missed.append(color)
+            else:
+                by_kind = samples.setdefault(color, {})
+                by_kind.setdefault(kinds.get(color, ANY_KIND), []).append(pixels)
+    return samples, missed
 
 
 def _table(frame: CalibrationFrame) -> np.ndarray:
@@ -111,6 +133,18 @@ def _listed_colors(objects: Sequence[str], base: Palette) -> list[str]:
             f"known: {sorted(names)}"
         )
     return colors
+
+
+def _listed_kinds(objects: Sequence[str]) -> dict[str, str]:
+    """Colour -> the kind of object it is on in a frame ("red block" -> block), for the colours
+    named with one kind only; a bare colour, or one named on two kinds, has ``ANY_KIND``."""
+    kinds: dict[str, set[str]] = {}
+    for name in objects:
+        words = str(name).split()
+        if words:
+            kind = words[-1] if len(words) > 1 and words[-1] in OBJECT_KINDS else ANY_KIND
+            kinds.setdefault(words[0], set()).add(kind)
+    return {color: found.pop() if len(found) == 1 else ANY_KIND for color, found in kinds.items()}
 
 
 def _measure(rgb, ignore, colors: list[str], base: Palette, light: np.ndarray) -> dict:
@@ -202,9 +236,7 @@ def save_palette(path: str | Path, fit: ColorFit, note: str = "") -> Path:
         "colors": {c.name: _rounded(c.rgb) for c in palette.colors if c.name},
         "distractors": [_rounded(c.rgb) for c in palette.colors if not c.name],
         "table": _rounded(palette.table),
-        "measured": {
-            c.name: [_rounded(m) for m in c.measured] for c in palette.colors if c.measured
-        },
+        "measured": {c.name: _measured_entry(c) for c in palette.colors if c.measured},
     }
     header = "# Colours measured by `lang2policy calibrate colors`"
     header += f" ({note})\n" if note else "\n"
@@ -213,6 +245,16 @@ def save_palette(path: str | Path, fit: ColorFit, note: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None))
     return path
+
+
+def _measured_entry(color: ColorClass) -> list | dict:
+    """A colour's looks as the palette file holds them: a list, or a mapping kind -> list."""
+    if not color.measured_kinds:
+        return [_rounded(m) for m in color.measured]
+    entry: dict[str, list] = {}
+    for look, kind in zip(color.measured, color.measured_kinds, strict=True):
+        entry.setdefault(kind or ANY_KIND, []).append(_rounded(look))
+    return entry
 
 
 def _rounded(rgb) -> list[float]:

@@ -5,7 +5,8 @@ Per colour blob (``segmentation``): its centroid, cast onto the plane through th
 block (or of a bowl), is a first guess of where the object stands; a block's first yaw comes from
 the minimum-area rectangle around its top face (the blob's brightest pixels, cast onto the plane
 of the top face). The blob's area against the areas a block and a bowl would cover there says
-which it is (a blob with a large hole is a bowl); then the object's shape is fitted to the blob's
+which it is (a blob with a large hole is a bowl), and the colours measured on that kind decide
+its colour among those of one hue (``Blob.member``); then the object's shape is fitted to the blob's
 outline (``silhouette``), which corrects for perspective and for parts hidden by the arm. Blobs
 cut by the image border, of no plausible size, or whose outline the shape does not fit, are no
 object. At most one block and one bowl per colour is reported (scene objects are named
@@ -18,7 +19,7 @@ bowl): a block held up by the gripper or stacked on another is placed as if it s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -168,7 +169,11 @@ class Detector:
             kinds = ["block"]
         fits = [self._fit(blob, [blob.edge], kind, guess[kind]) for kind in kinds]
         fits = [f for f in fits if f is not None]
-        return [max(fits, key=lambda c: c.fit.support)] if fits else []
+        if not fits:
+            return []
+        best = max(fits, key=lambda c: c.fit.support)
+        color = blob.member(self.palette, best.kind)  # told by the looks of its own kind
+        return [replace(best, blob=replace(blob, color=color))]
 
     def _fit(self, blob: Blob, contours, kind: str, start, lift=0.0) -> _Candidate | None:
         """The shape fitted to the outline; ``lift``: it stands that high above the table."""

@@ -38,22 +38,41 @@ _CLIPPED = 0.98  # a measured channel this bright was clipped by the sensor
 MEASURED_LOW = 0.6  # a measured look is a lit face: its track starts at this shading
 MAX_COLORS = 100  # int8 labels hold a palette of at most this many colours
 GREY_SATURATION = 0.15  # below this a colour is a grey (its hue means nothing)
+OBJECT_KINDS = ("block", "bowl")  # the kinds a measured look may be tagged with
+ANY_KIND = "any"  # the palette file's key of looks measured on no particular kind
 
 
 @dataclass(frozen=True)
 class ColorClass:
     """One palette colour: ``name`` ("" for a distractor), its material rgb in 0..1 and
     ``measured``: rgb it was seen with on the user's camera (``color_calibration``), whose
-    shading tracks belong to it too."""
+    shading tracks belong to it too. ``measured_kinds`` (one per look, or empty): the kind of
+    object each look was measured on ("block", "bowl"; "" for any): a bowl's shaded inside
+    and a block's lit top face of one material look different, and a blob judged by the looks
+    of its own kind tells brown from orange where the looks of both kinds together cannot."""
 
     name: str
     rgb: tuple[float, float, float]
     measured: tuple[tuple[float, float, float], ...] = ()
+    measured_kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for rgb in (self.rgb, *self.measured):
             if len(rgb) != 3 or not all(0.0 <= float(c) <= 1.0 for c in rgb):
                 raise ConfigError(f"colour '{self.name}': rgb must be 3 numbers in 0..1, got {rgb}")
+        if self.measured_kinds and len(self.measured_kinds) != len(self.measured):
+            raise ConfigError(
+                f"colour '{self.name}': {len(self.measured_kinds)} kinds for "
+                f"{len(self.measured)} measured looks (one kind per look, or none)"
+            )
+
+    def looks(self, kind: str | None = None) -> tuple[tuple[float, float, float], ...]:
+        """The measured looks that fit an object of ``kind`` (None: all of them): those
+        measured on that kind and those of no kind."""
+        kinds = self.measured_kinds or ("",) * len(self.measured)
+        return tuple(
+            m for m, k in zip(self.measured, kinds, strict=True) if kind is None or k in (kind, "")
+        )
 
     @property
     def hsv(self) -> tuple[float, float, float]:
@@ -116,23 +135,25 @@ class Palette:
             labels = table[cell]
         return labels
 
-    def track_distance(self, rgb: np.ndarray, index: int) -> np.ndarray:
+    def track_distance(self, rgb: np.ndarray, index: int, kind: str | None = None) -> np.ndarray:
         """Distance (in tolerance units) of each of the (N, 3) uint8 ``rgb`` to colour
-        ``index``'s track: 0 on it, 1 at the edge of what still counts as that colour."""
-        samples = _features(self.track(index), self.tolerances)
+        ``index``'s track: 0 on it, 1 at the edge of what still counts as that colour;
+        ``kind``: only the looks measured on that kind of object (``ColorClass.looks``)."""
+        samples = _features(self.track(index, kind), self.tolerances)
         pixels = _features(np.asarray(rgb, np.float32).reshape(-1, 3) / 255.0, self.tolerances)
         d2 = (pixels**2).sum(1)[:, None] - 2.0 * pixels @ samples.T + (samples**2).sum(1)[None]
         return np.sqrt(np.maximum(d2.min(axis=1), 0.0))
 
-    def track(self, index: int) -> np.ndarray:
-        """(N, 3) rgb in 0..1 that colour ``index`` can take under the modelled lighting.
+    def track(self, index: int, kind: str | None = None) -> np.ndarray:
+        """(N, 3) rgb in 0..1 that colour ``index`` (measured on ``kind``: ``ColorClass.looks``)
+        can take under the modelled lighting.
 
         A distractor's track stops where its brightest channel would clip: clipped colours of
         different materials converge to the same few, and those must stay with the objects.
         """
         color = self.colors[index]
         tracks = [self._track(color.rgb, bool(color.name))]
-        tracks += [self._track(rgb, True, measured=True) for rgb in color.measured]
+        tracks += [self._track(rgb, True, measured=True) for rgb in color.looks(kind)]
         return np.concatenate(tracks)
 
     def _track(self, material, named: bool, measured: bool = False) -> np.ndarray:
@@ -200,33 +221,51 @@ def palette_from_colors(
     distractors: Sequence[Sequence[float]] = (),
     tolerances: Tolerances | None = None,
     table: Sequence[float] | None = None,
-    measured: Mapping[str, Sequence[Sequence[float]]] | None = None,
+    measured: Mapping[str, object] | None = None,
 ) -> Palette:
     """A palette of named colours (name -> rgb 0..1) plus unnamed distractor colours, the
     table's colour (the white balance's reference; None: no white balance) and colours
-    measured on a camera (name -> list of rgb)."""
+    measured on a camera (name -> list of rgb, or name -> {kind: list of rgb})."""
     measured = dict(measured or {})
     unknown = sorted(set(measured) - set(colors))
     if unknown:
         raise ConfigError(f"measured colours {unknown} are not in the palette's {sorted(colors)}")
-    classes = [
-        ColorClass(
-            name,
-            tuple(float(c) for c in rgb),
-            tuple(tuple(float(c) for c in m) for m in measured.get(name, ())),
-        )
-        for name, rgb in colors.items()
-    ]
+    classes = []
+    for name, rgb in colors.items():
+        looks, kinds = _measured_looks(name, measured.get(name, ()))
+        classes.append(ColorClass(name, tuple(float(c) for c in rgb), looks, kinds))
     classes += [ColorClass("", tuple(float(c) for c in rgb)) for rgb in distractors]
     rgb = None if table is None else tuple(float(c) for c in table)
     return Palette(classes, tolerances, rgb)
+
+
+def _measured_looks(name: str, entry) -> tuple[tuple, tuple[str, ...]]:
+    """(looks, their kinds) of one colour's ``measured`` entry: a list of rgb (no kind) or a
+    mapping of object kind to a list of rgb."""
+    if isinstance(entry, Mapping):
+        allowed = (*OBJECT_KINDS, ANY_KIND)
+        unknown = sorted(set(entry) - set(allowed))
+        if unknown:
+            raise ConfigError(
+                f"measured colour '{name}': kinds {unknown} unknown; allowed: {list(allowed)}"
+            )
+        pairs = [
+            (look, "" if kind == ANY_KIND else kind)
+            for kind, kind_looks in entry.items()
+            for look in kind_looks
+        ]
+    else:
+        pairs = [(look, "") for look in entry]
+    looks = tuple(tuple(float(c) for c in look) for look, _ in pairs)
+    return looks, tuple(kind for _, kind in pairs) if any(k for _, k in pairs) else ()
 
 
 def load_palette(path: str | Path) -> Palette:
     """A palette from YAML: ``colors: {red: [r, g, b], ...}`` (0..1), optional
     ``distractors: [[r, g, b], ...]`` (colours in view that are no object, like the robot's)
     optional ``table: [r, g, b]`` (the table's colour, for white balance) and optional
-    ``measured: {red: [[r, g, b], ...]}`` (how each colour looked on the camera)."""
+    ``measured: {red: [[r, g, b], ...]}`` (how each colour looked on the camera), or per kind
+    of object ``measured: {red: {block: [[r, g, b], ...], bowl: [...], any: [...]}}``."""
     data = read_yaml(Path(path))
     unknown = sorted(set(data) - {"colors", "distractors", "table", "measured"})
     if unknown or not isinstance(data.get("colors"), dict):

@@ -4,12 +4,14 @@ Colours of (nearly) one hue, such as orange and brown, are segmented together as
 a dim orange pixel with a highlight looks just like a brown one, so single pixels cannot tell
 them apart. A blob of such a family takes the member colour whose track (``Palette.track``) its
 pixels lie closest to on average: brown pixels all lie on brown's track and only some on
-orange's, and an over-exposed orange top face lies on orange's track only.
+orange's, and an over-exposed orange top face lies on orange's track only. Once the detector
+knows what kind of object a blob is, ``Blob.member`` decides again with the looks measured on
+that kind only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -33,6 +35,14 @@ class Blob:
     hole_fraction: float  # share of the area inside the outer boundary that is not the colour
     touches_border: bool
     occluded: bool  # borders on ignored pixels (the robot): parts may be hidden
+    family: tuple[int, ...] = ()  # palette indices of the colours it was segmented with
+    samples: np.ndarray | None = None  # (<= _SAMPLE, 3) uint8: its pixels the colour is told by
+
+    def member(self, palette: Palette, kind: str) -> str:
+        """The family colour these pixels show on an object of ``kind`` (``family_member``)."""
+        if len(self.family) < 2 or self.samples is None:
+            return self.color
+        return family_member(palette, list(self.family), self.samples, kind)
 
     @property
     def area(self) -> int:
@@ -112,8 +122,10 @@ def find_blobs(
             x, y = x + box[1].start, y + box[0].start
             window = (slice(y, y + region.shape[0]), slice(x, x + region.shape[1]))
             pixels = rgb[window][region]
-            name = _family_member(palette, families[number], pixels)
-            blobs.append(_blob(name, region, (x, y), pixels, near_ignored))
+            family, samples = families[number], _sampled(pixels)
+            name = family_member(palette, family, samples)
+            blob = _blob(name, region, (x, y), pixels, near_ignored)
+            blobs.append(replace(blob, family=tuple(family), samples=samples))
     return blobs
 
 
@@ -126,15 +138,24 @@ def _bounding_box(mask: np.ndarray, margin: int) -> tuple[slice, slice]:
     )
 
 
-def _family_member(palette: Palette, family: list[int], pixels: np.ndarray) -> str:
+def family_member(
+    palette: Palette, family: list[int], pixels: np.ndarray, kind: str | None = None
+) -> str:
     """The family colour whose track the pixels lie closest to on average (capped per pixel,
-    so that a few stray pixels cannot outvote the rest)."""
+    so that a few stray pixels cannot outvote the rest); ``kind``: the object kind the pixels
+    are of, whose measured looks alone count (``Palette.track``)."""
     if len(family) == 1:
         return palette.colors[family[0]].name
-    if len(pixels) > _SAMPLE:
-        pixels = pixels[np.linspace(0, len(pixels) - 1, _SAMPLE).astype(int)]
-    costs = [np.minimum(palette.track_distance(pixels, i), 3.0).mean() for i in family]
+    pixels = _sampled(pixels)
+    costs = [np.minimum(palette.track_distance(pixels, i, kind), 3.0).mean() for i in family]
     return palette.colors[family[int(np.argmin(costs))]].name
+
+
+def _sampled(pixels: np.ndarray) -> np.ndarray:
+    """At most ``_SAMPLE`` of ``pixels``, evenly spread."""
+    if len(pixels) <= _SAMPLE:
+        return pixels
+    return pixels[np.linspace(0, len(pixels) - 1, _SAMPLE).astype(int)]
 
 
 def _regions(mask: np.ndarray, min_area: int):

@@ -159,7 +159,7 @@ class PerceptionNode(ReadOnlyParameters):
         self.create_subscription(CameraInfo, info_topic, self._on_info, _LATEST)
         if use_mask:
             self.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 10)
-        self._scene_since = -1.0  # images stamped before this show a scene the sim replaced
+        self._scene_since = -1.0  # images stamped up to this show a scene the sim replaced
         self.create_subscription(TimeMsg, SIM_SCENE.name, self._on_scene, LATCHED)
         self._watch_images()
 
@@ -222,8 +222,8 @@ class PerceptionNode(ReadOnlyParameters):
             return
         try:
             stamp = convert.to_seconds(msg.header.stamp)
-            if stamp < self._scene_since:
-                return  # taken before the simulator's reset
+            if stamp <= self._scene_since:
+                return  # the frame taken at the reset instant still shows the old scene
             rgb = decode_image(msg.data, msg.width, msg.height, msg.step, msg.encoding)
             update = self.camera.process(rgb, stamp)
         except ConfigError as exc:

@@ -108,7 +108,7 @@ class CameraSession:
             rgb = self.frame()
             self.perception.mask.pose(self._joints())
             ignore = self.perception.mask.mask(self.perception.detector.camera)
-            frame = CalibrationFrame(rgb, colors, ignore)
+            frame = CalibrationFrame(rgb, tuple(f"{c} {kind}" for c in colors), ignore)
             if not fit_palette([frame], base).missed:
                 break
         return frame
