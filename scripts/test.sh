@@ -5,8 +5,10 @@
 #   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
 #   bash scripts/test.sh test/test_colcon_build.py -x
 #
-# Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch).
-# Exits non-zero if pytest, ruff or the Python 3.12 check fails (all three always run).
+# Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch), and
+# scripts/check_docs.sh: the docs site built with mkdocs --strict, the README's length and links.
+# Exits non-zero if pytest, ruff, the Python 3.12 check or the docs check fails (all four
+# always run).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,8 +36,13 @@ echo "[test] Python 3.12 check (scripts/check_py312.sh)"
 py312_rc=0
 bash scripts/check_py312.sh || py312_rc=$?
 
-if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 || $py312_rc -ne 0 ]]; then
-    echo "[test] FAILED (pytest exit $pytest_rc, ruff exit $ruff_rc, py312 exit $py312_rc)" >&2
+echo "[test] docs check (scripts/check_docs.sh)"
+docs_rc=0
+bash scripts/check_docs.sh || docs_rc=$?
+
+if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 || $py312_rc -ne 0 || $docs_rc -ne 0 ]]; then
+    echo "[test] FAILED (pytest exit $pytest_rc, ruff exit $ruff_rc, py312 exit $py312_rc," \
+         "docs exit $docs_rc)" >&2
     exit 1
 fi
 echo "[test] all passed"
