@@ -90,11 +90,33 @@ def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bo
     assert session.tick_observers == []  # the arm let go of the session it borrowed
 
 
-def test_bench_corrections_takes_the_physical_path_for_code_plans_only():
+def test_a_reward_plan_corrected_on_the_emulated_bus_hovers_over_the_true_block(
+    session, tmp_path
+):
+    """The real-time MPC drives the driver over the bus from camera-seen objects; the plan
+    hovers 3 cm off (a biased point), the person says which way, and the true tool ends
+    over the true block."""
+    from lang2policy.bench.corrections_bus import BusRoute
+    from lang2policy.bench.corrections_runs import run_episode
+    from lang2policy.corrections.memory import Embedder
+    from lang2policy.mpc.sampler import MPCConfig
+
+    row = run_episode(
+        BusRoute(session), "offset", 0, MPCConfig(samples=32, seed=0),
+        tmp_path / "memory.jsonl", Embedder(), 0.8,
+    )  # fmt: skip
+    without, corrected = row["without"], row["with"]
+    assert not without["success"] and without["measure"] > 0.02, without  # judged on truth
+    assert corrected["success"] and corrected["corrections"] == 1, corrected
+    assert corrected["measure"] < 0.015, corrected
+    assert session.emulator.stats.requests > 0  # the arm was driven over the bus
+
+
+def test_bench_corrections_takes_the_physical_path_for_reward_and_code_plans():
     from lang2policy.bench import corrections
 
     args = _args(plans="reward,code", scenarios=None, samples=8, threshold=0.8, memory_dir=None)
-    with pytest.raises(Lang2PolicyError, match="add --plans code"):
-        corrections.run_args(args)
     with pytest.raises(Lang2PolicyError, match="add --robot so101-hw --emulate"):
         corrections.run_args(_args(**{**vars(args), "robot": "so101", "emulate": False}))
+    with pytest.raises(Lang2PolicyError, match="takes reward, code or both"):
+        corrections.run_args(_args(**{**vars(args), "plans": "vla"}))

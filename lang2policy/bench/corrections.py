@@ -1,8 +1,8 @@
 """``lang2policy bench corrections``: scripted correction scenarios on the core (no ROS, no LLM).
 
 Each scenario draws a seeded scene and a plan (a reward spec built directly, as the L2R tasks
-build theirs) with a mistake in it, and a scripted person who watches the arm and, at a fixed
-simulated time, says a correction if they see the mistake:
+build theirs) with a mistake in it, and a scripted person who watches the arm and, from a
+fixed time into the run on, says a correction once they see the mistake:
 
 - ``offset``: a calibration bias puts the hover point 3 cm off the object (as a biased
   perception would report it); the person says "a bit to the left" (or right, further, closer).
@@ -20,6 +20,11 @@ classify + apply, and in simulated seconds until the motion measurably responds;
 ``CorrectionMemory`` on disk); and again with the instruction paraphrased and memory on (the
 remembered edits applied at planning time), counting the corrections the person still has to
 make (the aim: none).
+
+With ``--perception camera --robot so101-hw --emulate`` the reward plans run on the physical
+path (``corrections_bus``: the real-time MPC in its own process drives the SO-101 driver over
+the emulated servo bus, objects from camera perception only, in wall time), and the same
+episodes on the simulated world with true objects are reported beside them.
 
 The scenarios are in ``corrections_scenarios``, the three runs of an episode in
 ``corrections_runs``; the code-plan track in ``code_corrections``.
@@ -48,7 +53,7 @@ from lang2policy.bench.code_corrections import (
     run_code,
     simulated_arm,
 )
-from lang2policy.bench.corrections_runs import RUNS, run_episode
+from lang2policy.bench.corrections_runs import RUNS, SimRoute, run_episode
 from lang2policy.bench.corrections_scenarios import SCENARIOS
 from lang2policy.corrections.memory import DEFAULT_THRESHOLD, Embedder
 from lang2policy.errors import Lang2PolicyError
@@ -67,8 +72,10 @@ def run(
     threshold: float = DEFAULT_THRESHOLD,
     memory_dir: Path | None = None,
     progress: bool = True,
+    route=None,
 ) -> dict:
-    """Run every scenario for ``episodes`` seeds; the report as JSON-able data."""
+    """Run every scenario for ``episodes`` seeds; the report as JSON-able data. ``route``:
+    where the runs happen (default: ``SimRoute`` on a new world of ``robot``)."""
     names = list(scenarios or SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
@@ -77,7 +84,7 @@ def run(
         raise Lang2PolicyError(
             "--episodes must be at least 1, --samples in [2, 1024] and --threshold in [0, 1]"
         )
-    world = World(robot)
+    route = route or SimRoute(World(robot))
     embedder = Embedder()
     embedder.load()  # timed apart from the recalls
     scratch = Path(tempfile.mkdtemp(prefix="l2p-corrections-")) if memory_dir is None else None
@@ -93,7 +100,7 @@ def run(
             config = MPCConfig(samples=samples, seed=seed)
             rows.append(
                 run_episode(
-                    world, name, seed, config, folder / f"{name}-{seed}.jsonl", embedder, threshold
+                    route, name, seed, config, folder / f"{name}-{seed}.jsonl", embedder, threshold
                 )
             )
             bar.set_postfix(
@@ -218,6 +225,10 @@ def format_reward_plans(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _median(values: list[float]) -> str:
+    return f"{float(np.median(values)):.1f}" if values else "-"
+
+
 def _number(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -271,25 +282,16 @@ def run_args(args: argparse.Namespace) -> dict:
     if not plans or plans - {"reward", "code"}:
         raise Lang2PolicyError(f"--plans takes reward, code or both; got {args.plans!r}")
     reward, code = _split_scenarios(cli_types.names(args.scenarios))
-    _check_route(args, "reward" in plans and reward != [])
+    _check_route(args)
     report = {}
     if "reward" in plans and reward != []:
-        report = run(
-            args.robot,
-            args.episodes,
-            args.seed,
-            reward,
-            args.samples,
-            args.threshold,
-            args.memory_dir,
-            progress=not args.json,
-        )
+        report = _reward_plans_on_route(args, reward)
     if "code" in plans and code != []:
         report |= _code_plans_on_route(args, code)
     return report
 
 
-def _check_route(args: argparse.Namespace, reward_plans: bool) -> None:
+def _check_route(args: argparse.Namespace) -> None:
     """Refuse the route flags this benchmark cannot run, saying what it can."""
     bus = camera_route.emulated_bus(args)
     if args.perception == "camera" and not bus:
@@ -297,11 +299,29 @@ def _check_route(args: argparse.Namespace, reward_plans: bool) -> None:
             "bench corrections from the camera runs on the emulated arm: add --robot so101-hw "
             "--emulate"
         )
-    if args.perception == "camera" and reward_plans:
-        raise Lang2PolicyError(
-            "reward plans on the emulated bus with camera perception are not measured yet: "
-            "add --plans code"
-        )
+
+
+def _reward_plans_on_route(args: argparse.Namespace, names: list[str] | None) -> dict:
+    """The reward plans on the simulated world, or with ``--perception camera --robot
+    so101-hw --emulate`` by the real-time MPC on the SO-101 driver over the emulated bus with
+    camera perception (``corrections_bus``), beside the same episodes on the simulated world
+    with true objects (under ``truth``)."""
+    settings = (args.episodes, args.seed, names, args.samples, args.threshold, args.memory_dir)
+    if args.perception != "camera":
+        return run(args.robot, *settings, progress=not args.json)
+    from lang2policy.bench.corrections_bus import BusRoute
+
+    profile = load_realism(args.realism)
+    session = camera_route.camera_session("so101", profile, bus=True)
+    try:
+        session.use_rig(0)  # one user's objects, colours calibrated once
+        route = BusRoute(session)
+        report = run("so101", *settings, progress=not args.json, route=route)
+    finally:
+        session.close()
+    report["truth"] = run("so101", *settings, progress=not args.json)
+    report["route"] = {**camera_route.route_fields(profile, bus=True), "bus": route.counts}
+    return report
 
 
 def _code_plans_on_route(args: argparse.Namespace, code: list[str] | None) -> dict:
@@ -348,6 +368,16 @@ def _code_plans(args: argparse.Namespace, names: list[str] | None, make_arm: Mak
 def format_text(report: dict) -> str:
     """The reward plans' table and the code plans' (each when it ran)."""
     parts = [format_reward_plans(report)] if "scenarios" in report else []
+    if "route" in report:
+        bus = report["route"]["bus"]
+        parts[0] = (
+            f"From {camera_route.route_text(report['route'])} ({bus['runs']} runs: "
+            f"{bus['bus_errors']} bus reads or writes unanswered, {bus['rejected_states']} "
+            f"states refused by the MPC, planning at {_median(bus['plan_hz'])} Hz median). "
+            f"{parts[0]}"
+        )
+        truth = format_reward_plans(report["truth"])
+        parts.append(f"Ground truth (the simulated world, true objects), same episodes. {truth}")
     if "code_plans" in report:
         parts.append(format_code(report["code_plans"]))
     if "code_plans_route" in report:

@@ -6,6 +6,7 @@ the correction memory on (see ``bench.corrections``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from lang2policy.bench.corrections_scenarios import SCENARIOS, Setup, Trace
 from lang2policy.corrections.apply import apply_to_spec, objects_in_spec
 from lang2policy.corrections.classify import classify
+from lang2policy.corrections.correction import CorrectionError
 from lang2policy.corrections.memory import (
     CorrectionMemory,
     Embedder,
@@ -62,6 +64,7 @@ class _Person:
     speaks: bool
     instruction: str
     memory: CorrectionMemory | None
+    positions: Callable[[], dict[str, list[float]]]  # where the objects are, as the arm sees
     corrections: int = 0
     corrected_at: float | None = None
     wall_ms: float | None = None
@@ -69,7 +72,7 @@ class _Person:
     notes: list[str] = field(default_factory=list)
 
     def watch(self, mpc: LockstepMPC, trace: Trace) -> None:
-        now = mpc.world.time
+        now = trace.times[-1]  # seconds into the run
         if (
             self.corrected_at is not None
             and self.effect is None
@@ -81,32 +84,35 @@ class _Person:
             self._correct(mpc, trace)
 
     def _correct(self, mpc: LockstepMPC, trace: Trace) -> None:
-        world, before = mpc.world, mpc.spec
-        positions, speeds = _positions(world), trace.speeds()  # what perception has at hand
+        before = mpc.spec
+        positions, speeds = self.positions(), trace.speeds()  # what perception has at hand
+        names = list(positions)
         started = time.perf_counter()
-        correction = classify(
-            self.setup.correction, world.present, objects_in_spec(before, positions)
-        )
-        applied = apply_to_spec(
-            correction,
-            before,
-            world.present,
-            positions=positions,
-            current_speed=speeds[-1] if speeds else None,
-        )
+        correction = classify(self.setup.correction, names, objects_in_spec(before, positions))
+        self.corrections += 1
+        try:
+            applied = apply_to_spec(
+                correction,
+                before,
+                names,
+                positions=positions,
+                current_speed=speeds[-1] if speeds else None,
+            )
+        except CorrectionError as exc:  # refused with its reason, as the planner says it
+            self.notes.append(f"at {trace.times[-1]:.1f} s: '{correction.text}' refused: {exc}")
+            return
         mpc.set_spec(applied.spec)
         self.wall_ms = 1000 * (time.perf_counter() - started)
-        self.corrections += 1
-        self.corrected_at = world.time
+        self.corrected_at = trace.said_at = trace.times[-1]
         self.notes += [
-            f"at {world.time:.1f} s: '{correction.text}' -> {correction.describe()}",
+            f"at {self.corrected_at:.1f} s: '{correction.text}' -> {correction.describe()}",
             *applied.notes,
         ]
         if self.memory is not None:
             self.memory.remember(
                 self.instruction,
                 correction,
-                situation_for_spec(before, world.present, world.time),
+                situation_for_spec(before, names, self.corrected_at),
             )
 
 
@@ -114,22 +120,41 @@ def _positions(world: World) -> dict[str, list[float]]:
     return {n: [float(v) for v in world.object_pose(n).position] for n in world.present}
 
 
+class SimRoute:
+    """Where the runs happen by default: ``LockstepMPC`` on the simulated world, which the
+    MPC and the person read the objects from (``corrections_bus.BusRoute``: the physical
+    path)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def reset(self, seed: int, objects: list[str]) -> None:
+        self.world.reset(seed, list(objects))
+
+    def make_mpc(self, world: World, spec: RewardSpec, config: MPCConfig, judge: RewardSpec):
+        return LockstepMPC(world, spec, config, judge=judge)
+
+    def positions(self) -> dict[str, list[float]]:
+        return _positions(self.world)
+
+
 def _run(
-    world: World,
+    route,
     setup: Setup,
     spec: RewardSpec,
     config: MPCConfig,
     person: _Person,
 ) -> RunResult:
+    world = route.world
     judge = validate_spec(setup.judge, world.present, add_defaults=False).spec
-    mpc = LockstepMPC(world, spec, config, judge=judge)
+    mpc = route.make_mpc(world, spec, config, judge)
     trace = Trace()
-    trace.add(world.time, _tool(mpc))
-    start, status = world.time, "running"
+    start, status = world.time, "running"  # the trace counts seconds into the run
+    trace.add(0.0, _tool(mpc))
     try:
         while status == "running" and world.time - start < spec.duration - 1e-9:
             status = mpc.step()
-            trace.add(world.time, _tool(mpc))
+            trace.add(world.time - start, _tool(mpc))
             person.watch(mpc, trace)
     finally:
         mpc.close()
@@ -153,7 +178,7 @@ def _tool(mpc: LockstepMPC) -> np.ndarray:
 
 # --------------------------------------------------------------------------- an episode
 def run_episode(
-    world: World,
+    route,
     name: str,
     seed: int,
     config: MPCConfig,
@@ -161,28 +186,30 @@ def run_episode(
     embedder: Embedder,
     threshold: float,
 ) -> dict:
-    """The three runs of one seeded scenario; the log at ``memory_path`` starts empty."""
-    scenario = SCENARIOS[name]
-    world.reset(seed, list(scenario.objects))
+    """The three runs of one seeded scenario on ``route`` (``SimRoute``, or the physical
+    path's ``corrections_bus.BusRoute``); the log at ``memory_path`` starts empty."""
+    scenario, world = SCENARIOS[name], route.world
+    route.reset(seed, list(scenario.objects))
     setup = scenario.make(world, np.random.default_rng(seed))
     plan = validate_spec(setup.plan, world.present).spec
     memory_path.unlink(missing_ok=True)
     CorrectionMemory(memory_path).cache_path.unlink(missing_ok=True)
     runs: dict[str, dict] = {}
     for run in RUNS:
-        world.reset(seed, list(scenario.objects))
+        route.reset(seed, list(scenario.objects))
         memory = CorrectionMemory(memory_path, embedder=embedder)  # re-read: as after a restart
         try:
             if run == "repeat":
-                result = _repeat_run(world, setup, plan, config, memory, threshold)
+                result = _repeat_run(route, setup, plan, config, memory, threshold)
             else:
                 person = _Person(
                     setup,
                     speaks=run == "with",
                     instruction=setup.instruction,
                     memory=memory if run == "with" else None,
+                    positions=route.positions,
                 )
-                result = _run(world, setup, plan, config, person)
+                result = _run(route, setup, plan, config, person)
         except Lang2PolicyError as exc:
             result = RunResult(
                 False, "error", 0.0, 0, float("nan"), error=f"{type(exc).__name__}: {exc}"
@@ -199,7 +226,7 @@ def run_episode(
 
 
 def _repeat_run(
-    world: World,
+    route,
     setup: Setup,
     plan: RewardSpec,
     config: MPCConfig,
@@ -209,9 +236,16 @@ def _repeat_run(
     """The paraphrased instruction, planned with the remembered edits applied."""
     recalled = memory.edits_for(setup.repeat_instruction, threshold)
     recall_ms = memory.last_recall_ms
-    applied, used = apply_recalled(plan, recalled, world.present, positions=_positions(world))
-    person = _Person(setup, speaks=True, instruction=setup.repeat_instruction, memory=memory)
-    result = _run(world, setup, applied.spec, config, person)
+    positions = route.positions()
+    applied, used = apply_recalled(plan, recalled, list(positions), positions=positions)
+    person = _Person(
+        setup,
+        speaks=True,
+        instruction=setup.repeat_instruction,
+        memory=memory,
+        positions=route.positions,
+    )
+    result = _run(route, setup, applied.spec, config, person)
     result.notes = [*applied.notes, *result.notes]
     result.recall = {
         "recalled": len(recalled),

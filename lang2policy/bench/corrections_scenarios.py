@@ -27,6 +27,7 @@ class Trace:
 
     times: list[float] = field(default_factory=list)
     tool: list[np.ndarray] = field(default_factory=list)
+    said_at: float | None = None  # when the person's correction took effect (None: never)
 
     def add(self, t: float, tool: np.ndarray) -> None:
         self.times.append(t)
@@ -156,7 +157,7 @@ def target_scenario(world: World, rng: np.random.Generator) -> Setup:
             name: np.linalg.norm(start - p[:2]) - np.linalg.norm(now - p[:2])
             for name, p in ((wrong, red), (meant, np.array(blue)))
         }
-        return bool(progress[wrong] > progress[meant])
+        return bool(progress[wrong] > progress[meant] + RESPONSE_STEP)  # a motion one sees
 
     def responded(trace: Trace, since: float, spec: RewardSpec) -> bool:
         before = np.linalg.norm(trace.at(since)[:2] - np.array(blue[:2]))
@@ -200,6 +201,10 @@ def speed_scenario(world: World, rng: np.random.Generator) -> Setup:
     }
     correct_at = 1.0
 
+    def _settled(trace: Trace) -> float:
+        """Half a second after the person said "slower" (or was due to)."""
+        return (correct_at if trace.said_at is None else trace.said_at) + 0.5
+
     def responded(trace: Trace, since: float, spec: RewardSpec) -> bool:
         caps = [
             t.params["speed"]
@@ -219,9 +224,9 @@ def speed_scenario(world: World, rng: np.random.Generator) -> Setup:
             max(trace.speeds(correct_at - 0.5), default=0.0) > PERSON_SPEED_LIMIT
         ),
         responded=responded,
-        measure=lambda trace, w: max(trace.speeds(correct_at + 0.5), default=0.0),
+        measure=lambda trace, w: max(trace.speeds(_settled(trace)), default=0.0),
         extra_ok=lambda trace: (
-            max(trace.speeds(correct_at + 0.5), default=0.0) <= PERSON_SPEED_LIMIT
+            max(trace.speeds(_settled(trace)), default=0.0) <= PERSON_SPEED_LIMIT
         ),
     )
 
