@@ -100,6 +100,8 @@ def test_the_command_writes_a_palette_the_perception_node_loads(mild, tmp_path):
     assert debug.exists() and palette.table is not None
     fitted = {c.name: c for c in palette.colors if c.name}
     assert all(fitted[c].measured for c in BLOCKS)
+    assert all(set(fitted[c].measured_kinds) == {"block"} for c in BLOCKS)  # named as blocks
+    assert "block:" in out.read_text()
     assert calibrate_colors_main(["--image", str(image), "--objects", "teal block",
                                   "--out", str(tmp_path / "no.yaml")]) == 1  # fmt: skip
     assert not (tmp_path / "no.yaml").exists()

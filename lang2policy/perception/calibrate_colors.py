@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--objects",
         required=True,
-        help="the objects in view, comma-separated ('red block, blue bowl' or colours)",
+        help="the objects in view, comma-separated: 'red block, blue bowl' (each look is kept "
+        "for its kind) or bare colours",
     )
     parser.add_argument("--robot", default="so101", help="robot whose scene palette is the start")
     parser.add_argument("--frames", type=int, default=5, help="frames to capture from --device")
