@@ -62,7 +62,7 @@ def test_all_weight_on_staying_predicts_no_motion():
 def test_the_anchors_need_keyframes_and_delta_actions():
     from lang2policy.vla.net_config import VLAConfig
 
-    with pytest.raises(ConfigError, match="--keyframes"):
+    with pytest.raises(ConfigError, match="it needs keyframes"):
         VLAConfig(head_reads="scene", scene_latch=True, keyframe_anchors=True)
     head = KeyframeAnchoredHead(IN_DIM, [16], CHUNK, ACTION_DIM, KEYFRAMES, DOF)
     with pytest.raises(ConfigError, match="delta"):

@@ -127,7 +127,7 @@ def test_grounding_is_refused_without_a_front_camera_or_with_a_shift():
         VLANet(tiny_config(grounding=True))  # aux_dim 0
     from lang2policy.vla.augment import AugmentConfig
 
-    with pytest.raises(ConfigError, match="--shift 0"):
+    with pytest.raises(ConfigError, match="with no random shift"):
         TrainSettings(model=tiny_config(grounding=True), augment=AugmentConfig(shift=4))
     assert VLANet(tiny_config()).grounded_points(*_inputs(tiny_config())) is None
 
@@ -176,7 +176,7 @@ def test_training_with_grounding_logs_its_error_saves_and_the_policy_acts(tmp_pa
         policy.act(images, data.state[0], data.tasks[0], scene=np.zeros(3))
     shifted = TrainSettings(steps=5, batch_size=16, finetune=str(tmp_path), device="cpu",
                             progress=False)  # fmt: skip
-    with pytest.raises(ConfigError, match="--shift 0"):  # fine-tuning keeps the images still
+    with pytest.raises(ConfigError, match="with no random shift"):  # fine-tuning keeps images still
         train_vla(data, tmp_path / "tuned", shifted, encoder=hash_encoder(8))
     policy.reset()
     assert policy.last_grounded is None
@@ -193,18 +193,15 @@ def test_the_video_marks_where_the_policy_sees_the_block_and_the_goal():
     assert marked[64:128, 64:128].max() == 0
 
 
-def test_the_command_line_turns_grounding_on():
+def test_the_command_line_grounds_by_default_with_the_images_still():
     parser = train_command_parser()
-    args = parser.parse_args(
-        ["train", "vla", "--dataset", "d", "--out", "o", "--grounding", "--shift", "0",
-         "--grounding-weight", "2", "--head-reads", "scene", "--grounding-state", "5"]
-    )  # fmt: skip
-    run = train_command.settings_from_args(args)
-    assert run.model.grounding and run.optim.grounding_weight == 2.0
-    assert run.model.grounding_state == (5,)
-    bad = parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--grounding"])
-    with pytest.raises(ConfigError, match="--shift 0"):
-        train_command.settings_from_args(bad)
+    run = train_command.settings_from_args(
+        parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o"])
+    )
+    assert run.model.grounding and run.optim.grounding_weight == 1.0
+    assert run.model.grounding_state == () and run.augment.shift == 0
+    plain = parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--design", "plain"])
+    assert not train_command.settings_from_args(plain).model.grounding
 
 
 def train_command_parser():

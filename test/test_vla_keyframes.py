@@ -72,7 +72,7 @@ def test_a_latched_network_trains_on_keyframes_and_acts_on_those_of_its_look(tmp
     from lang2policy.vla.train import TrainSettings, train_vla
     from lang2policy.vla.train_loop import OptimConfig
 
-    with pytest.raises(ConfigError, match="--scene-latch"):
+    with pytest.raises(ConfigError, match="need scene_latch"):
         VLAConfig(keyframes=True, head_reads="scene")
     data = synthetic_frames(episodes=6, length=10, environment=True)
     rng = np.random.default_rng(0)

@@ -118,16 +118,13 @@ def test_a_latched_policy_holds_its_first_estimate_until_reset_or_a_new_instruct
     assert not np.allclose(policy.act_chunk(frame, state, words), from_truth)
 
 
-def test_latching_needs_the_bottleneck_and_the_command_line_asks_for_it():
-    with pytest.raises(ConfigError, match="--head-reads scene"):
+def test_latching_needs_the_bottleneck_and_the_command_line_trains_it_by_default():
+    with pytest.raises(ConfigError, match="head_reads='scene'"):
         VLAConfig(scene_latch=True)
     parser = train_command.argparse.ArgumentParser()
     train_command.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(
-        ["train", "vla", "--dataset", "d", "--out", "o", "--head-reads", "scene",
-         "--scene-latch", "--cameras", "front", "--keyframes"]
-    )  # fmt: skip
-    config = train_command.model_config_from_args(args)
+    args = parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o"])
+    config = train_command.settings_from_args(args).model
     assert config.scene_latch and config.cameras == ("front",) and config.keyframes
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "vla", "--dataset", "d", "--out", "o", "--cameras", "top"])
@@ -152,7 +149,7 @@ def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
     from lang2policy.vla.language import MINILM_DIM, MINILM_SLOTS, language_dim
     from lang2policy.vla.model import VLANet
 
-    with pytest.raises(ConfigError, match="--slots"):
+    with pytest.raises(ConfigError, match="reads the slots the"):
         tiny_config(perception_words="slots", grounding=True, aux_dim=6, head_reads="scene")
     config = tiny_config(
         language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS), aux_dim=6,

@@ -15,17 +15,13 @@ from ddp_support import free_port, rank_environment
 from safetensors.torch import load_file
 
 from lang2policy.commands import train as train_command
-from lang2policy.errors import ConfigError
-from lang2policy.vla import distributed
-from lang2policy.vla.augment import AugmentConfig
+from lang2policy.errors import ConfigError, Lang2PolicyError
 from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
 from lang2policy.vla.dataset.combine import ForeignData
-from lang2policy.vla.model import VLANet
 from lang2policy.vla.normalize import Normalizer
 from lang2policy.vla.policy import VLAPolicy
 from lang2policy.vla.schema import ENV_KEY
 from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-from lang2policy.vla.tasks import FAMILIES
 from lang2policy.vla.train import TrainSettings, train_vla
 from lang2policy.vla.train_data import (
     BatchMaker,
@@ -34,7 +30,7 @@ from lang2policy.vla.train_data import (
     episode_frames,
     split_episodes,
 )
-from lang2policy.vla.train_loop import OptimConfig, Trainer, lr_factor, masked_l1
+from lang2policy.vla.train_loop import OptimConfig, lr_factor, masked_l1
 from lang2policy.vla.train_outputs import SUMMARY_FILE
 from lang2policy.vla.train_plot import LOG_FILE, PLOT_FILE, eval_metrics
 
@@ -201,6 +197,23 @@ def test_resume_continues_the_step_count_and_the_very_same_run(tmp_path):
         torch.testing.assert_close(resumed[name], tensor, msg=name)
 
 
+def test_an_evaluator_runs_on_its_period_and_is_logged(tmp_path):
+    data = synthetic_frames(episodes=6)
+    calls = []
+
+    def evaluate(policy):
+        assert isinstance(policy, VLAPolicy)
+        calls.append(policy)
+        return {"success": 0.5, "per_family": {"push": 0.25}, "episodes": 4}
+
+    summary = train_vla(data, tmp_path, settings(4, eval_every=2, val_episodes=1),
+                        encoder=hash_encoder(8), evaluate=evaluate)  # fmt: skip
+    assert len(calls) == 2
+    assert summary["last_eval"]["success"] == 0.5
+    assert summary["last_eval"]["per_family.push"] == 0.25
+    assert eval_metrics(log_records(tmp_path)) == ["success", "per_family.push"]
+
+
 def test_a_fresh_run_does_not_overwrite_another(tmp_path):
     data = synthetic_frames(episodes=4)
     train_vla(data, tmp_path, settings(2, val_episodes=0), encoder=hash_encoder(8))
@@ -230,7 +243,7 @@ def parse(*words: str) -> argparse.Namespace:
 
 @pytest.fixture
 def fake_modules(monkeypatch):
-    """A dataset reader giving synthetic frames, a hash encoder, and a fake rollout module."""
+    """A dataset reader giving synthetic frames (no scene state) and a hash encoder."""
     combine = types.ModuleType("lang2policy.vla.dataset.combine")
     combine.ForeignData = ForeignData
     combine.load_datasets = lambda paths, cameras=None, from_first_correction=False, foreign=None: (
@@ -238,62 +251,23 @@ def fake_modules(monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset.combine", combine)
     monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
-    rollout = types.ModuleType("lang2policy.vla.rollout")
-    rollout.calls = []
-
-    def evaluate_policy(policy, **options):
-        assert isinstance(policy, VLAPolicy)
-        rollout.calls.append(options)
-        return {"success": 0.5, "per_family": {"push": 0.25}, "episodes": 4}
-
-    rollout.evaluate_policy = evaluate_policy
-    monkeypatch.setitem(sys.modules, "lang2policy.vla.rollout", rollout)
-    return rollout
 
 
-def test_the_command_trains_and_evaluates(tmp_path, fake_modules, capsys):
-    args = parse(
-        "--dataset",
-        "d",
-        "--out",
-        str(tmp_path),
-        "--steps",
-        "4",
-        "--batch-size",
-        "8",
-        "--eval-every",
-        "4",
-        "--eval-episodes",
-        "3",
-        "--no-progress",
-    )
+def test_the_command_trains_the_plain_design(tmp_path, fake_modules, capsys):
+    args = parse("--dataset", "d", "--out", str(tmp_path), "--design", "plain", "--steps", "4",
+                 "--batch-size", "8")  # fmt: skip
     assert train_command.run(args) == 0
-    assert fake_modules.calls == [{"per_family": 1, "seed": 0, "families": FAMILIES}]
     assert "trained 4 steps" in capsys.readouterr().out
     summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
-    assert summary["last_eval"]["success"] == 0.5 and summary["dataset"] == "d"
-    assert summary["last_eval"]["per_family.push"] == 0.25
-    assert eval_metrics(log_records(tmp_path)) == ["success", "per_family.push"]
-    assert summary["config"]["image_size"] == 32
+    assert summary["dataset"] == "d" and summary["last_eval"] is None
+    assert summary["config"]["image_size"] == 32 and summary["config"]["head_reads"] == "features"
+    assert summary["settings"]["progress"] is False  # not a terminal
 
 
-def test_the_command_trains_without_a_rollout_module(tmp_path, fake_modules, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "lang2policy.vla.rollout", None)  # import fails
-    args = parse(
-        "--dataset",
-        "d",
-        "--out",
-        str(tmp_path),
-        "--steps",
-        "2",
-        "--batch-size",
-        "8",
-        "--eval-every",
-        "1",
-        "--no-progress",
-    )
-    assert train_command.run(args) == 0
-    assert "closed-loop evaluation is not available" in capsys.readouterr().err
+def test_the_shipped_design_refuses_data_without_the_scene_state(tmp_path, fake_modules):
+    with pytest.raises(Lang2PolicyError, match="train the plain design on it"):
+        train_command.run(parse("--dataset", "d", "--out", str(tmp_path)))
+    assert not (tmp_path / SUMMARY_FILE).exists()
 
 
 def test_the_command_refuses_bad_numbers(capsys):
@@ -301,23 +275,6 @@ def test_the_command_refuses_bad_numbers(capsys):
         with pytest.raises(SystemExit):
             parse("--dataset", "d", "--out", "o", *words)
     assert "must be at least 1" in capsys.readouterr().err
-
-
-def test_scene_forcing_starts_at_its_step():
-    data = synthetic_frames(environment=True)
-    late = OptimConfig(lr=3e-3, warmup_steps=5, scene_forcing=1.0, scene_forcing_from=3)
-    trainer_ = Trainer(VLANet(tiny_config(aux_dim=4)), late, 10, distributed.start("cpu"))
-    normalizer = Normalizer.from_stats(data.stats)
-    vectors = hash_encoder(8)(data.tasks)
-    batch = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")(
-        np.arange(8)
-    )
-    generator = torch.Generator().manual_seed(0)
-    forced = []
-    for _ in range(5):
-        forced.append(trainer_._forced_scene(batch, generator)[0] is not None)
-        trainer_.step(batch, AugmentConfig(shift=0), generator)
-    assert forced == [False, False, False, True, True]
 
 
 def test_scene_views_train_the_scene_only_and_never_validate():
@@ -332,19 +289,6 @@ def test_scene_views_train_the_scene_only_and_never_validate():
     batch = maker(np.array([0, 21, 26]))  # a demo frame, then one frame of each view
     assert batch.mask.tolist() == [[1, 1, 1], [0, 0, 0], [0, 0, 0]]
     assert batch.environment.shape == (3, 4)
-
-
-def test_scene_views_can_be_drawn_more_often():
-    from lang2policy.vla.train_setup import prepare
-
-    data = synthetic_frames(episodes=6, length=5, environment=True)
-    for episode in data.episodes[4:]:
-        episode["view"] = True
-    config = tiny_config(aux_dim=4)
-    once = prepare(data, config, val_episodes=1, seed=0, encoder=hash_encoder(8))
-    thrice = prepare(data, config, val_episodes=1, seed=0, encoder=hash_encoder(8), view_repeat=3)
-    assert len(thrice.train_frames) == len(once.train_frames) + 2 * 10
-    assert np.array_equal(thrice.normalizer.action_mean, once.normalizer.action_mean)
 
 
 def test_a_bottleneck_learns_its_motions_from_image_free_frames_too(tmp_path):
@@ -393,19 +337,3 @@ def test_motor_batches_hold_no_images_and_the_same_targets():
     bare = BatchMaker(data, ("front", "wrist"), 4, episode_ends(data), vectors, normalizer, "cpu")
     with pytest.raises(ConfigError, match="need the recorded scene state"):
         bare.motor(frames)
-
-
-def test_the_command_line_builds_a_bottleneck_with_slots():
-    from lang2policy.vla.language import MINILM_SLOTS, language_dim
-
-    args = parse("--dataset", "d", "--out", "o", "--head-reads", "scene", "--slots",
-                 "--head-layers", "3", "--fine-keypoints", "1,2", "--motor-batch", "8",
-                 "--motor-steps", "5", "--scene-forcing", "1")  # fmt: skip
-    run = train_command.settings_from_args(args)
-    assert run.model.head_reads == "scene" and run.model.head_layers == 3
-    assert run.model.fine_keypoints == (1, 2)
-    assert run.model.language_model == MINILM_SLOTS
-    assert run.model.language_dim == language_dim(MINILM_SLOTS)
-    assert (run.optim.motor_batch, run.optim.motor_steps, run.optim.scene_forcing) == (8, 5, 1.0)
-    plain = train_command.settings_from_args(parse("--dataset", "d", "--out", "o"))
-    assert plain.model.head_reads == "features" and plain.optim.motor_steps == 0

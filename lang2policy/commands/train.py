@@ -1,25 +1,30 @@
 """``lang2policy train vla``: train the VLA policy on a recorded demonstration dataset.
 (``lang2policy train rl`` is in ``train_rl.py``.)
 
-    lang2policy train vla --dataset data/demos --out models/vla-pick [--steps 10000]
+    lang2policy train vla --dataset data/demos --out models/vla    # the shipped model's recipe
     lang2policy train vla --finetune models/vla-so101-tiny --dataset data/corrections-lift \
         --out models/vla-corrected [--steps 300 --lr 1e-4]    # from a model, on corrections
     torchrun --nproc_per_node 4 -m lang2policy.cli train vla ...   # data-parallel on 4 GPUs
-    lang2policy train vla --dataset ~/.cache/huggingface/lerobot/me/so101_pick --cameras front \
-        --calibration ~/.cache/huggingface/lerobot/calibration/robots/so_follower/arm.json \
-        --out models/vla-from-lerobot       # a dataset lerobot-record wrote (640x480, degrees)
+    lang2policy train vla --design plain --dataset ~/.cache/huggingface/lerobot/me/so101_pick \
+        --cameras front --out models/vla-from-lerobot \
+        --calibration ~/.cache/huggingface/lerobot/calibration/robots/so_follower/arm.json
+        # a dataset lerobot-record wrote (640x480, degrees)
 
-Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports (torch, the
-dataset reader, the simulation for closed-loop evaluation) happen only when the command runs.
+With no other option a run trains the recipe of ``models/vla-so101-tiny``
+(``vla.train_settings.DESIGNS``): its network and every training setting. ``--design plain``
+is the image-features network for datasets that record no scene state (LeRobot's, teleoperated
+ones). Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports
+(torch, the dataset reader) happen only when the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +32,7 @@ from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.schema import IMAGE_SIZE
 
-FRESH_DEFAULTS = {"steps": 10_000, "lr": 3e-4, "warmup": 500}
-FINETUNE_DEFAULTS = {"steps": 300, "lr": 1e-4, "warmup": 30}  # a nudge, not a new training
+DESIGNS = ("shipped", "plain")  # vla.train_settings.DESIGNS, named here without importing torch
 
 
 def _count(value: str) -> int:
@@ -47,11 +51,6 @@ def _positive(value: str) -> int:
     if number == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
-
-
-def _stages(value: str) -> tuple[int, ...]:
-    """Comma-separated conv stage numbers (``1`` or ``0,1``); the model checks their range."""
-    return tuple(_count(part.strip()) for part in value.split(",") if part.strip())
 
 
 def _cameras(value: str) -> tuple[str, ...]:
@@ -78,52 +77,10 @@ def _rate(value: str) -> float:
     return number
 
 
-def _add_bottleneck_arguments(vla: argparse.ArgumentParser) -> None:
-    """The network's shape and the perception/motor bottleneck's training (issue 17)."""
-    vla.add_argument("--head-reads", choices=("features", "scene"), default="features",
-                     help="what the action head reads: the image features and scene prediction, "
-                     "or only the state, the words and the scene state (a bottleneck)")
-    vla.add_argument("--fine-keypoints", type=_stages, default=(),
-                     help="earlier conv stages that give keypoints too, e.g. 1 (24 x 24 at 96 px)")
-    vla.add_argument("--motor-batch", type=_count, default=0,
-                     help="--head-reads scene: image-free frames per step for the action head")
-    vla.add_argument("--motor-steps", type=_count, default=0,
-                     help="--head-reads scene: image-free steps fitting the action head first")
-    vla.add_argument("--motor-lr", type=_rate, default=1e-3, help="their peak learning rate")
-    vla.add_argument("--head-layers", type=_positive, default=2,
-                     help="hidden layers of the action head (512 wide)")
-    vla.add_argument("--slots", action="store_true",
-                     help="give the instruction's block and bowl colour and side as one-hot "
-                     "slots beside its MiniLM embedding")
-    vla.add_argument("--grounding", action="store_true",
-                     help="heatmaps of the named block and the goal in the front camera, taught "
-                     "by their recorded positions (needs --shift 0)")
-    vla.add_argument("--grounding-state", type=_stages, default=(),
-                     help="--grounding: state dimensions its scene head reads too, e.g. 5 (the "
-                     "gripper opening); none by default")
-    vla.add_argument("--grounding-weight", type=float, default=1.0,
-                     help="weight of the heatmaps' loss beside the action L1")
-    vla.add_argument("--scene-noise", type=float, default=0.1,
-                     help="std of the noise added to the recorded scene state the action head "
-                     "reads in training (normalised units; 0: none)")
-    vla.add_argument("--scene-latch", action="store_true",
-                     help="look once, then act (needs --head-reads scene): the action head "
-                     "reads the scene estimated on the episode's first frame, held")
-    vla.add_argument("--keyframes", action="store_true",
-                     help="--scene-latch: the action head also reads the held scene lifted into "
-                     "joints by the arm's IK (above the block, its grasp, the drop, the push)")
-    vla.add_argument("--keyframe-anchors", action="store_true",
-                     help="--keyframes: the action head picks among the keyframes and adds a "
-                     "residual, so it reaches a keyframe's joints exactly")
-    vla.add_argument("--perception-words", choices=("sentence", "slots"), default="sentence",
-                     help="what the perception part reads of the instruction: the whole "
-                     "sentence vector, or only its colour and side slots (needs --slots)")
-    vla.add_argument("--cameras", type=_cameras, default=None,
-                     help="cameras the network reads, comma-separated (default: front,wrist)")
-
-
 def _add_foreign_arguments(vla: argparse.ArgumentParser) -> None:
     """Datasets recorded elsewhere: LeRobot's cameras and units (``ForeignData``)."""
+    vla.add_argument("--cameras", type=_cameras, default=None,
+                     help="cameras the network reads, comma-separated (default: the design's)")
     vla.add_argument("--image-size", type=_positive, metavar="PX",
                      help="fit every camera's frames to this square (centre crop, then area "
                      f"resize); default: square frames as recorded, others {IMAGE_SIZE} px")
@@ -136,163 +93,101 @@ def _add_foreign_arguments(vla: argparse.ArgumentParser) -> None:
 
 
 def add_parser(commands: Any) -> None:
-    """Add ``train`` (with its ``vla`` subcommand) to the ``lang2policy`` subparsers."""
+    """Add ``train`` (with its ``vla``, ``rl`` and ``distill`` subcommands) to the
+    ``lang2policy`` subparsers."""
     train = commands.add_parser("train", help="train a learned policy from recorded data")
     kinds = train.add_subparsers(dest="train_kind", required=True)
     vla = kinds.add_parser(
-        "vla", help="the vision-language-action policy (FiLM CNN + action chunks)"
-    )
+        "vla", help="the vision-language-action policy (FiLM CNN + action chunks)",
+        description="With no option but --dataset and --out: the network and training of "
+        "models/vla-so101-tiny.",
+    )  # fmt: skip
     vla.add_argument("--dataset", type=Path, required=True, nargs="+",
                      help="recorded datasets (demonstrations, and scene views), trained on as one")
     vla.add_argument("--out", type=Path, required=True, help="model directory, e.g. models/vla")
+    vla.add_argument("--design", choices=DESIGNS, default="shipped",
+                     help="shipped (default): models/vla-so101-tiny's network and training, "
+                     "which learn from the scene state and task family `record demos` records; "
+                     "plain: image features straight into the action head, for datasets "
+                     "without them (LeRobot's, teleoperated ones)")
     _add_foreign_arguments(vla)
-    vla.add_argument("--steps", type=_positive, help="optimiser steps in all (10000; "
-                     f"fine-tuning {FINETUNE_DEFAULTS['steps']})")
-    vla.add_argument("--batch-size", type=_positive, default=64, help="per process")
-    vla.add_argument("--lr", type=_rate, help="peak learning rate (AdamW; 3e-4, fine-tuning "
-                     f"{FINETUNE_DEFAULTS['lr']:g})")
-    vla.add_argument("--warmup", type=_count, help="linear warm-up steps (500; fine-tuning "
-                     f"{FINETUNE_DEFAULTS['warmup']})")
+    recipe = "default: the design's recipe (vla/train_settings.py)"
+    vla.add_argument("--steps", type=_positive,
+                     help=f"optimiser steps in all ({recipe}; a fine-tuning's is short)")
+    vla.add_argument("--batch-size", type=_positive, help=f"per process ({recipe})")
+    vla.add_argument("--lr", type=_rate, help=f"peak learning rate of AdamW ({recipe}; a "
+                     "fine-tuning's is lower)")
     vla.add_argument("--finetune", type=Path, metavar="MODEL",
-                     help="start from this model directory's weights and normalisation")
-    vla.add_argument("--mix", type=float, default=0.0,
-                     help="fraction of training frames from the first --dataset (0: as they come)")
-    vla.add_argument("--from-first-correction", action="store_true",
-                     help="corrected datasets (record corrections): each episode from its "
-                     "first correction on, as HG-DAgger trains on the expert's interventions")
-    vla.add_argument("--ema", type=float, default=0.0, help="EMA decay of the weights (0: off)")
+                     help="start from this model directory's network, weights and normalisation")
+    vla.add_argument("--resume", action="store_true", help="continue OUT's checkpoint.pt")
     vla.add_argument(
         "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
     )
     vla.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    vla.add_argument("--resume", action="store_true", help="continue OUT's checkpoint.pt")
-    vla.add_argument("--eval-every", type=_count, default=0, help="closed-loop eval period")
-    vla.add_argument(
-        "--eval-episodes", type=_positive, default=12, help="episodes per eval (all families)"
-    )
-    vla.add_argument("--val-episodes", type=_count, default=2, help="held-out episodes")
-    vla.add_argument("--val-every", type=_count, default=500, help="validation loss period")
-    vla.add_argument("--checkpoint-every", type=_positive, default=1000)
-    vla.add_argument("--shift", type=_count, default=4, help="random-shift pixels (0: off)")
-    vla.add_argument("--jitter", type=float, default=0.0, help="brightness/contrast jitter")
-    vla.add_argument("--action-mode", choices=("delta", "absolute"), default="delta",
-                     help="predict actions relative to the frame's state (delta) or absolute")
-    vla.add_argument("--aux-weight", type=float, default=1.0,
-                     help="weight of the scene-state auxiliary loss (0: no auxiliary head)")
-    vla.add_argument("--scene-forcing", type=float, default=0.5,
-                     help="fraction of samples whose action head reads the recorded scene state")
-    vla.add_argument("--scene-forcing-from", type=_count, default=0,
-                     help="the step at which scene forcing starts (before it: none)")
-    _add_bottleneck_arguments(vla)
-    vla.add_argument("--view-repeat", type=_positive, default=1,
-                     help="draw each scene view this many times per epoch")
-    vla.add_argument("--no-progress", action="store_true", help="no progress bar")
-    cli_types.add_seed(vla, "seed of the initial weights, the batches and the evaluation")
+    cli_types.add_seed(vla, "seed of the initial weights and the batches")
     from lang2policy.commands import train_rl
 
     train_rl.add_arguments(kinds)
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
-    """The ``TrainSettings`` the command line asks for."""
-    from lang2policy.vla.augment import AugmentConfig
-    from lang2policy.vla.train import TrainSettings
-    from lang2policy.vla.train_loop import OptimConfig
+    """The ``TrainSettings`` the command line asks for: the ``--design``'s recipe (made a short
+    run by ``--finetune``), with the options given on top."""
+    from lang2policy.vla.train_settings import DESIGNS as RECIPES
+    from lang2policy.vla.train_settings import for_finetuning
 
     if args.finetune is not None and args.resume:
         raise Lang2PolicyError(
             "--finetune and --resume exclude each other: --finetune starts a new run from a "
             "model's weights, --resume continues OUT's checkpoint.pt"
         )
-    defaults = FINETUNE_DEFAULTS if args.finetune is not None else FRESH_DEFAULTS
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if not 0.0 <= args.ema < 1.0:
-        raise Lang2PolicyError(f"--ema must be in [0, 1), got {args.ema}")
-    if not 0.0 <= args.aux_weight <= 100.0:
-        raise Lang2PolicyError(f"--aux-weight must be in [0, 100], got {args.aux_weight}")
-    if not 0.0 <= args.scene_forcing <= 1.0:
-        raise Lang2PolicyError(f"--scene-forcing must be in [0, 1], got {args.scene_forcing}")
-    if not 0.0 <= args.scene_noise <= 10.0:
-        raise Lang2PolicyError(f"--scene-noise must be in [0, 10], got {args.scene_noise}")
-    if not 0.0 <= args.grounding_weight <= 100.0:
-        raise Lang2PolicyError(
-            f"--grounding-weight must be in [0, 100], got {args.grounding_weight}"
-        )
-    optim = OptimConfig(
-        lr=args.lr, warmup_steps=args.warmup, ema_decay=args.ema, aux_weight=args.aux_weight,
-        scene_forcing=args.scene_forcing, scene_forcing_from=args.scene_forcing_from,
-        scene_noise=args.scene_noise,
-        motor_batch=args.motor_batch, motor_steps=args.motor_steps, motor_lr=args.motor_lr,
-        grounding_weight=args.grounding_weight,
-    )  # fmt: skip
-    return TrainSettings(
-        steps=args.steps,
-        batch_size=args.batch_size,
+    settings = RECIPES[args.design]
+    if args.finetune is not None:
+        settings = for_finetuning(settings, _grounds(args.finetune))
+    model = settings.model
+    if args.cameras:
+        model = replace(model, cameras=args.cameras)
+    optim = settings.optim if args.lr is None else replace(settings.optim, lr=args.lr)
+    return replace(
+        settings,
+        steps=args.steps or settings.steps,
+        batch_size=args.batch_size or settings.batch_size,
         optim=optim,
-        action_mode=args.action_mode,
-        view_repeat=args.view_repeat,
-        auxiliary=args.aux_weight > 0,
-        model=model_config_from_args(args),
-        augment=AugmentConfig(shift=args.shift, brightness=args.jitter, contrast=args.jitter),
-        val_episodes=args.val_episodes,
-        val_every=args.val_every,
-        eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every,
+        model=model,
         seed=args.seed,
         threads=args.threads,
         device=args.device,
         resume=args.resume,
-        progress=not args.no_progress,
+        progress=sys.stderr.isatty(),
         finetune=None if args.finetune is None else str(args.finetune),
-        mix=args.mix,
     )
 
 
-def model_config_from_args(args: argparse.Namespace) -> Any:
-    """The network's config the command line asks for (the dataset fills in its sizes)."""
-    from lang2policy.vla.language import MINILM_SLOTS, language_dim
-    from lang2policy.vla.model import VLAConfig
-
-    chosen: dict[str, Any] = {}
-    if args.slots:
-        chosen.update(language_model=MINILM_SLOTS, language_dim=language_dim(MINILM_SLOTS))
-    if args.cameras:
-        chosen["cameras"] = args.cameras
-    return VLAConfig(
-        head_reads=args.head_reads, fine_keypoints=args.fine_keypoints,
-        head_layers=args.head_layers, grounding=args.grounding,
-        grounding_state=args.grounding_state, scene_latch=args.scene_latch,
-        perception_words=args.perception_words, keyframes=args.keyframes,
-        keyframe_anchors=args.keyframe_anchors, **chosen,
-    )  # fmt: skip
-
-
-def closed_loop_evaluator(args: argparse.Namespace, data: Any) -> Any:
-    """``evaluate(policy) -> dict``: about ``--eval-episodes`` simulated episodes spread over
-    the task families the dataset holds. None when not asked for, or when the rollout module
-    is not available (training then goes on with the validation loss alone)."""
-    if args.eval_every <= 0:
-        return None
+def _grounds(model_dir: Path) -> bool:
+    """Whether the model in ``model_dir`` grounds image positions (no random shift then); an
+    unreadable one is reported when its weights are loaded."""
     try:
-        from lang2policy.vla.rollout import evaluate_policy
-        from lang2policy.vla.tasks import FAMILIES
-    except ImportError as exc:
-        print(
-            f"lang2policy train vla: closed-loop evaluation is not available ({exc}); "
-            "training with the validation loss only",
-            file=sys.stderr,
+        return bool(json.loads((Path(model_dir) / "config.json").read_text()).get("grounding"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_data(args: argparse.Namespace, data: Any) -> None:
+    """A fresh run of the shipped design learns to see the scene state and holds the look by
+    the task family: refuse a dataset without them, saying what to train on it instead."""
+    if args.design != "shipped" or args.finetune is not None or args.resume:
+        return
+    missing = []
+    if getattr(data, "environment", None) is None:
+        missing.append("the scene state (sim.environment_state)")
+    if any(episode.get("family") is None for episode in data.episodes):
+        missing.append("each episode's task family")
+    if missing:
+        raise Lang2PolicyError(
+            f"the shipped design learns from {' and '.join(missing)}, which `record demos` "
+            f"records and {' '.join(str(path) for path in args.dataset)} does not: train the "
+            "plain design on it (--design plain)"
         )
-        return None
-    present = {str(episode.get("family")) for episode in data.episodes}
-    families = tuple(f for f in FAMILIES if f in present) or tuple(FAMILIES)
-    per_family = max(1, math.ceil(args.eval_episodes / len(families)))
-
-    def evaluate(policy: Any) -> dict[str, Any]:
-        return evaluate_policy(policy, per_family=per_family, seed=args.seed, families=families)
-
-    return evaluate
 
 
 def run(args: argparse.Namespace) -> int:
@@ -310,12 +205,10 @@ def run(args: argparse.Namespace) -> int:
     from lang2policy.vla.train import train_vla
 
     foreign = ForeignData(args.image_size, args.calibration, args.lerobot_units)
-    data = load_datasets(
-        args.dataset,
-        args.cameras,
-        from_first_correction=args.from_first_correction,
-        foreign=foreign,
-    )
+    fresh = args.finetune is None and not args.resume  # else the model's own cameras are read
+    cameras = args.cameras or (settings.model.cameras if fresh else None)
+    data = load_datasets(args.dataset, cameras, foreign=foreign)
+    check_data(args, data)
     source = {
         "finetuned_from": None if args.finetune is None else str(args.finetune),
         "dataset": " ".join(str(path) for path in args.dataset),
@@ -323,9 +216,7 @@ def run(args: argparse.Namespace) -> int:
         "command": shlex.join(["lang2policy", *sys.argv[1:]]),
     }
     try:
-        summary = train_vla(
-            data, args.out, settings, evaluate=closed_loop_evaluator(args, data), source=source
-        )
+        summary = train_vla(data, args.out, settings, source=source)
     except KeyboardInterrupt:
         print(
             f"lang2policy train vla: interrupted; continue from the last checkpoint with "

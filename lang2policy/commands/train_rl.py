@@ -1,11 +1,15 @@
 """``lang2policy train rl`` and ``train distill``: a goal-conditioned policy for one task family,
 trained with PPO (``rl``) or distilled from the family's expert with DAgger (``distill``).
 
-    lang2policy train rl --family reach --out models/rl-reach-so101 [--steps 1500000]
+    lang2policy train rl --family reach --out models/rl-reach-so101   # the shipped recipe
     lang2policy train rl --family reach --out models/rl-reach-so101 --resume   # continue
     lang2policy train distill --family lift --out models/rl-lift-distilled-so101
+    lang2policy train rl --family lift --out models/rl-lift-so101   # fine-tunes the above
     lang2policy train rl --family place --init models/rl-place-distilled-so101 \
-        --out models/rl-place-finetuned-so101 --steps 200000   # RL fine-tuning
+        --out models/rl-place-finetuned-so101 --steps 200000 --learning-rate 1e-4
+
+With no other option, ``train rl`` and ``train distill`` train the recipe of the family's
+shipped policy (``lang2policy.rl.recipes``).
 
 The run shows a progress bar (return, success, steps/s), checkpoints every
 ``--checkpoint-every`` steps, and at the end writes the numpy policy, ``curve.json``,
@@ -29,25 +33,27 @@ def add_arguments(kinds: Any) -> None:
     """Add the ``rl`` subcommand to ``train``'s subparsers."""
     from lang2policy.rl.families import FAMILIES
 
-    rl = kinds.add_parser("rl", help="a goal-conditioned RL policy on a family's reward (PPO)")
+    rl = kinds.add_parser(
+        "rl", help="a goal-conditioned RL policy on a family's reward (PPO)",
+        description="With no option but --family and --out: the recipe of the family's shipped "
+        "policy (models/rl-FAMILY-so101; lang2policy.rl.recipes).",
+    )  # fmt: skip
     rl.add_argument("--family", required=True, choices=list(FAMILIES),
                     help="the task family the policy serves")
     rl.add_argument("--out", type=Path, required=True, help="model directory")
     whole = cli_types.positive_int
-    rl.add_argument("--steps", type=whole, default=1_000_000, help="environment steps in all")
-    rl.add_argument("--envs", type=whole, default=8, help="environments stepped together")
-    rl.add_argument("--hidden", type=whole, default=None,
-                    help="units per hidden layer (2); default 64, or the --init policy's")
-    rl.add_argument("--checkpoint-every", type=whole, default=100_000)
+    recipe = "default: the family's recipe (lang2policy.rl.recipes)"
+    rl.add_argument("--steps", type=whole, help=f"environment steps in all ({recipe})")
+    rl.add_argument("--envs", type=whole, help=f"environments stepped together ({recipe})")
+    rl.add_argument("--hidden", type=whole,
+                    help=f"units per hidden layer (2; {recipe}, or the --init policy's)")
+    rl.add_argument("--checkpoint-every", type=whole, help=f"steps between checkpoints ({recipe})")
     rl.add_argument("--resume", action="store_true", help="continue OUT/checkpoint")
     rl.add_argument("--init", type=Path, default=None,
                     help="fine-tune this policy directory (a distilled one) instead of starting "
-                         "from random weights")
-    rl.add_argument("--learning-rate", type=cli_types.positive_float, default=3e-4,
-                    help="PPO's learning rate (lower it for fine-tuning, e.g. 1e-4)")
-    rl.add_argument("--log-std", type=log_std, default=None,
-                    help="log std of the actions explored at the start (default: the family's; "
-                         "-1.6 with --init)")
+                         f"from random weights ({recipe})")
+    rl.add_argument("--learning-rate", type=cli_types.positive_float,
+                    help=f"PPO's learning rate ({recipe})")
     rl.add_argument("--eval-episodes", type=whole, default=50,
                     help="held-out goals the finished policy is evaluated on")
     rl.add_argument("--no-video", action="store_true", help="no evaluation video")
@@ -56,36 +62,30 @@ def add_arguments(kinds: Any) -> None:
     _add_distill(kinds)
 
 
-def log_std(value: str) -> float:
-    """``--log-std``: a number from -5 to 1 (action std 0.007 to 2.7)."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not a number") from None
-    if not -5.0 <= number <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value[:40]} is not from -5 to 1")
-    return number
-
-
 def _add_distill(kinds: Any) -> None:
     from lang2policy.rl.dagger import EXPERT_KINDS
     from lang2policy.rl.families import FAMILIES
 
-    distill = kinds.add_parser("distill", help="a goal-conditioned policy imitating the "
-                               "family's expert (DAgger)")
+    distill = kinds.add_parser(
+        "distill", help="a goal-conditioned policy imitating the family's expert (DAgger)",
+        description="With no option but --family and --out: the recipe of the family's shipped "
+        "distilled policy (models/rl-FAMILY-distilled-so101; lang2policy.rl.recipes).",
+    )  # fmt: skip
     distill.add_argument("--family", required=True, choices=list(FAMILIES),
                          help="the task family the policy serves")
-    distill.add_argument("--expert", choices=EXPERT_KINDS, default="scripted",
-                         help="the family's scripted expert (lift, place) or the MPC (any)")
+    recipe = "default: the family's recipe (lang2policy.rl.recipes)"
+    distill.add_argument("--expert", choices=EXPERT_KINDS,
+                         help=f"the family's scripted expert (lift, place) or the MPC (any; "
+                         f"{recipe})")
     distill.add_argument("--out", type=Path, required=True, help="model directory")
-    distill.add_argument("--iterations", type=cli_types.positive_int, default=8,
-                         help="DAgger iterations (the first one the expert drives)")
-    distill.add_argument("--episodes", type=cli_types.positive_int, default=40,
-                         help="episodes per iteration")
-    distill.add_argument("--hidden", type=cli_types.positive_int, default=64,
-                         help="units per hidden layer (2)")
-    distill.add_argument("--epochs", type=cli_types.positive_int, default=20,
-                         help="passes over the data after each iteration")
+    distill.add_argument("--iterations", type=cli_types.positive_int,
+                         help=f"DAgger iterations, the first one the expert drives ({recipe})")
+    distill.add_argument("--episodes", type=cli_types.positive_int,
+                         help=f"episodes per iteration ({recipe})")
+    distill.add_argument("--hidden", type=cli_types.positive_int,
+                         help=f"units per hidden layer (2; {recipe})")
+    distill.add_argument("--epochs", type=cli_types.positive_int,
+                         help=f"passes over the data after each iteration ({recipe})")
     distill.add_argument("--eval-episodes", type=cli_types.positive_int, default=50,
                          help="held-out goals the finished policy is evaluated on")
     distill.add_argument("--no-video", action="store_true", help="no evaluation video")
@@ -93,54 +93,51 @@ def _add_distill(kinds: Any) -> None:
     cli_types.add_seed(distill, "seed of the weights and of the training goals (below 100)")
 
 
-def _command(args: argparse.Namespace) -> str:
-    """The command that reproduces this run (for the model card)."""
-    words = ["lang2policy", "train", args.train_kind, "--family", args.family,
-             "--out", str(args.out)]
-    names = (("steps", "envs") if args.train_kind == "rl"
-             else ("expert", "iterations", "episodes", "epochs"))
+def _command(kind: str, out: Path, config: Any) -> str:
+    """The command that reproduces this run (for the model card), every setting spelled out."""
+    words = ["lang2policy", "train", kind, "--family", config.family, "--out", str(out)]
+    names = ("steps", "envs") if kind == "rl" else ("expert", "iterations", "episodes", "epochs")
     for name in (*names, "hidden", "seed"):
-        words += [f"--{name}", str(getattr(args, name))]
-    if args.train_kind == "rl" and args.init is not None:
-        words += ["--init", str(args.init), "--learning-rate", f"{args.learning_rate:g}"]
-    if args.train_kind == "rl" and args.log_std is not None:
-        words += ["--log-std", f"{args.log_std:g}"]
+        words += [f"--{name}", str(getattr(config, name))]
+    if kind == "rl" and config.init:
+        words += ["--init", config.init, "--learning-rate", f"{config.learning_rate:g}"]
     return shlex.join(words)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train (or distil), evaluate, write the model card; 130 when interrupted."""
-    summary = _train(args) if args.train_kind == "rl" else _distill(args)
-    if summary is None:
+    trained = _train(args) if args.train_kind == "rl" else _distill(args)
+    if trained is None:
         return 130
-    _evaluate_and_card(args, summary)
+    summary, config = trained
+    _evaluate_and_card(args, summary, _command(args.train_kind, args.out, config))
     return 0
 
 
-def _distill(args: argparse.Namespace) -> dict | None:
-    from lang2policy.rl.dagger import DistillConfig, distill
+def _distill(args: argparse.Namespace) -> tuple[dict, Any] | None:
+    from lang2policy.rl.dagger import distill
+    from lang2policy.rl.recipes import distill_config
 
-    config = DistillConfig(family=args.family, expert=args.expert, iterations=args.iterations,
-                           episodes=args.episodes, seed=args.seed, hidden=args.hidden,
-                           epochs=args.epochs)
+    config = distill_config(args.family, expert=args.expert, iterations=args.iterations,
+                            episodes=args.episodes, seed=args.seed, hidden=args.hidden,
+                            epochs=args.epochs)
     try:
-        return distill(config, args.out, progress=not args.no_progress)
+        return distill(config, args.out, progress=not args.no_progress), config
     except KeyboardInterrupt:
         print("lang2policy train distill: interrupted; nothing written", file=sys.stderr)
         return None
 
 
-def _train(args: argparse.Namespace) -> dict | None:
-    from lang2policy.rl.train import TrainConfig, train
+def _train(args: argparse.Namespace) -> tuple[dict, Any] | None:
+    from lang2policy.rl.recipes import ppo_config
+    from lang2policy.rl.train import train
 
     if args.init is not None and args.resume:
         raise Lang2PolicyError("--init starts a run and --resume continues one: give one")
-    if args.hidden is None:
-        args.hidden = _hidden_of(args.init) if args.init is not None else 64
-    config = TrainConfig(family=args.family, steps=args.steps, envs=args.envs, seed=args.seed,
-                         hidden=args.hidden, checkpoint_every=args.checkpoint_every,
-                         init=str(args.init or ""), learning_rate=args.learning_rate,
-                         log_std=args.log_std)
+    config = ppo_config(args.family, steps=args.steps, envs=args.envs, seed=args.seed,
+                        hidden=args.hidden, checkpoint_every=args.checkpoint_every,
+                        init=None if args.init is None else str(args.init),
+                        learning_rate=args.learning_rate)
     try:
         summary = train(config, args.out, resume=args.resume, progress=not args.no_progress)
     except KeyboardInterrupt:
@@ -149,17 +146,10 @@ def _train(args: argparse.Namespace) -> dict | None:
         return None
     except FileNotFoundError as exc:
         raise Lang2PolicyError(str(exc)) from None
-    return summary
+    return summary, config
 
 
-def _hidden_of(directory: Path) -> int:
-    """The width of the first hidden layer of the policy in ``directory``."""
-    from lang2policy.rl.policy_file import load_policy
-
-    return int(load_policy(directory).weights[0].shape[0])
-
-
-def _evaluate_and_card(args: argparse.Namespace, summary: dict) -> None:
+def _evaluate_and_card(args: argparse.Namespace, summary: dict, command: str) -> None:
     """Evaluate the written policy on held-out goals, write its card, say where it is."""
     from lang2policy.rl.card import write_card
     from lang2policy.rl.evaluate import evaluate
@@ -168,7 +158,6 @@ def _evaluate_and_card(args: argparse.Namespace, summary: dict) -> None:
     policy = load_policy(args.out)
     video = None if args.no_video else args.out / "eval.mp4"
     result = evaluate(policy, episodes=args.eval_episodes, video=video)
-    command = _command(args)
     write_card(args.out, policy, summary, result, command)
     print(f"trained on {summary['timesteps']} steps in {summary['train_seconds']} s "
           f"({summary['steps_per_second']} steps/s)\n"

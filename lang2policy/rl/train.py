@@ -35,7 +35,7 @@ class TrainConfig:
     """What ``train rl`` trains: the family, the budget and PPO's settings."""
 
     family: str
-    steps: int = 500_000
+    steps: int = 1_000_000
     envs: int = 8
     seed: int = 0
     robot: str = "so101"
@@ -45,9 +45,8 @@ class TrainConfig:
     epochs: int = 10
     gamma: float = 0.98
     learning_rate: float = 3e-4
-    checkpoint_every: int = 50_000
+    checkpoint_every: int = 100_000
     init: str = ""  # a policy directory to fine-tune ("" = random weights)
-    log_std: float | None = None  # the Gaussian's log std at the start (None: the family's)
 
 
 def make_vec_env(config: TrainConfig):
@@ -89,13 +88,7 @@ def make_learner(config: TrainConfig, out: Path, resume: bool):
         from lang2policy.rl.warm_start import FINE_TUNE_LOG_STD, initial_policy, load_into
 
         start = initial_policy(config.init, config.family, config.robot, config.hidden)
-        log_std = FINE_TUNE_LOG_STD if config.log_std is None else config.log_std
-        load_into(model, env, start, log_std)
-    elif config.log_std is not None:
-        import torch
-
-        with torch.no_grad():
-            model.policy.log_std.fill_(config.log_std)
+        load_into(model, env, start, FINE_TUNE_LOG_STD)
     return model, env
 
 

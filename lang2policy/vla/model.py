@@ -128,14 +128,14 @@ class VLANet(nn.Module):
             if not config.aux_dim:
                 raise ConfigError(
                     "grounding predicts the scene state: train on a dataset that records "
-                    "observation.environment_state, with the auxiliary head on (--aux-weight > 0)"
+                    "observation.environment_state, with the auxiliary head on (auxiliary=True)"
                 )
         self.aux_head = _mlp([aux_in, config.head_dim, config.aux_dim]) if config.aux_dim else None
         self.bottleneck = config.head_reads == "scene"
         if self.bottleneck and not config.aux_dim:
             raise ConfigError(
                 "head_reads='scene' needs the scene state: train on a dataset that records "
-                "observation.environment_state, with the auxiliary head on (--aux-weight > 0)"
+                "observation.environment_state, with the auxiliary head on (auxiliary=True)"
             )
         if self.bottleneck:
             head_in = config.state_dim + config.film_dim + config.keyframe_dim

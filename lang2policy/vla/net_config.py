@@ -116,27 +116,26 @@ class VLAConfig:
         if self.perception_words == "slots" and not self.grounding:
             raise ConfigError(
                 "perception_words='slots' conditions the grounding heatmaps and the scene head "
-                "that reads them: it needs grounding (--grounding)"
+                "that reads them: it needs grounding"
             )
         if self.perception_words == "slots" and self.language_model != MINILM_SLOTS:
             raise ConfigError(
-                f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends "
-                f"(--slots); this model's encoder is {self.language_model}"
+                f"perception_words='slots' reads the slots the {MINILM_SLOTS} encoder appends; "
+                f"this model's encoder is {self.language_model}"
             )
         if self.keyframes and not self.scene_latch:
             raise ConfigError(
                 "keyframes are solved once per episode from the latched scene: they need "
-                "scene_latch (--scene-latch)"
+                "scene_latch"
             )
         if self.keyframe_anchors and not self.keyframes:
             raise ConfigError(
-                "keyframe_anchors anchors the action head on the keyframes: it needs keyframes "
-                "(--keyframes)"
+                "keyframe_anchors anchors the action head on the keyframes: it needs keyframes"
             )
         if self.scene_latch and self.head_reads != "scene":
             raise ConfigError(
                 "scene_latch holds the scene state the action head reads: it needs "
-                "head_reads='scene' (--head-reads scene)"
+                "head_reads='scene'"
             )
 
     def _check_limits(self) -> None:

@@ -107,7 +107,6 @@ def _build_run(
         encoder=encoder,
         normalizer=normalizer,
         action_mode=settings.action_mode,
-        view_repeat=settings.view_repeat,
         mix=settings.mix,
         progress=settings.progress and context.is_main,
     )

@@ -37,7 +37,6 @@ class OptimConfig:
     # noise of ``scene_noise`` std, normalised units) instead of the network's own prediction.
     scene_forcing: float = 0.5
     scene_noise: float = 0.1
-    scene_forcing_from: int = 0  # the first step that forces (before it: the prediction only)
     # head_reads="scene" only: frames per step whose action chunks are also learnt from their
     # recorded scene state alone (no images: the motor part's own, much bigger batch)
     motor_batch: int = 0
@@ -183,13 +182,12 @@ class Trainer:
         ``scene_forcing`` fraction of the rows read it; the rest read the prediction, so the
         head also learns from what it will get at run time. A latched network's head reads
         the recorded first scene in every row, without noise: at run time it reads one held
-        estimate, never a prediction of the frame (``--scene-forcing``, ``--scene-noise``
+        estimate, never a prediction of the frame (``scene_forcing`` and ``scene_noise``
         apply to per-frame networks)."""
         optim = self.optim
         if self.net.config.scene_latch and batch.environment is not None:
             return batch.environment, None  # every row reads the held scene, as at run time
-        started = self.scheduler.last_epoch >= optim.scene_forcing_from  # steps taken so far
-        active = started and optim.scene_forcing > 0 and self.net.aux_head is not None
+        active = optim.scene_forcing > 0 and self.net.aux_head is not None
         if batch.environment is None or not active:
             return None, None
         env = batch.environment

@@ -1,12 +1,20 @@
 """What one ``train vla`` run is asked to do (``TrainSettings``): how long, how, and how often
-to log, validate, evaluate and save; checked when made."""
+to log, validate, evaluate and save; checked when made.
+
+``DESIGNS`` holds the two recipes ``lang2policy train vla --design`` chooses between, each a
+complete ``TrainSettings``: ``shipped`` is the network and training of
+``models/vla-so101-tiny`` (its ``config.json`` and ``train_summary.json``; a test holds the two
+equal), ``plain`` the image-features network for datasets that record no scene state (LeRobot
+and teleoperation recordings). ``for_finetuning`` turns either into a short fine-tuning run.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from lang2policy.errors import ConfigError
 from lang2policy.vla.augment import AugmentConfig
+from lang2policy.vla.language import MINILM_SLOTS, language_dim
 from lang2policy.vla.model import VLAConfig
 from lang2policy.vla.train_loop import OptimConfig
 
@@ -23,7 +31,6 @@ class TrainSettings:
     val_episodes: int = 2  # successful episodes held out for the validation loss
     action_mode: str = "delta"  # actions relative to the frame's state, or "absolute"
     auxiliary: bool = True  # predict the scene state too, when the dataset records it
-    view_repeat: int = 1  # times each scene view is drawn per epoch
     val_every: int = 500
     eval_every: int = 0  # 0: no closed-loop evaluation during training
     checkpoint_every: int = 1000
@@ -50,8 +57,58 @@ class TrainSettings:
         if self.model.grounding and self.augment.shift:
             raise ConfigError(
                 f"grounding is taught image positions, which a random shift would move: "
-                f"train it with --shift 0 (got {self.augment.shift})"
+                f"train it with no random shift (got augment.shift {self.augment.shift})"
             )
 
 
-_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads", "view_repeat")
+_POSITIVE = ("steps", "batch_size", "checkpoint_every", "log_every", "threads")
+
+SHIPPED_MODEL = VLAConfig(
+    cameras=("front",),
+    language_model=MINILM_SLOTS,
+    language_dim=language_dim(MINILM_SLOTS),
+    head_layers=3,
+    head_reads="scene",
+    grounding=True,
+    scene_latch=True,
+    perception_words="slots",
+    keyframes=True,
+    keyframe_anchors=True,
+)
+"""The network of ``models/vla-so101-tiny``: look once (grounding heatmaps on the front camera,
+a held scene), then act (keyframes, an anchored 3 x 512 head); the dataset fills in its sizes."""
+
+SHIPPED = TrainSettings(
+    steps=5000,
+    optim=OptimConfig(
+        lr=1e-3,
+        warmup_steps=200,
+        ema_decay=0.999,
+        scene_forcing=1.0,
+        scene_noise=0.0,
+        motor_batch=1024,
+        motor_steps=10_000,
+    ),
+    augment=AugmentConfig(shift=0),  # grounding is taught image positions
+    model=SHIPPED_MODEL,
+    checkpoint_every=500,
+)
+"""How ``models/vla-so101-tiny`` was trained (its ``train_summary.json``), but for the threads."""
+
+DESIGNS: dict[str, TrainSettings] = {"shipped": SHIPPED, "plain": TrainSettings()}
+
+FINETUNING = {"steps": 300, "lr": 1e-4, "warmup_steps": 30, "ema_decay": 0.0}
+"""A fine-tuning run's length and schedule: a nudge from a model, not a new training."""
+
+
+def for_finetuning(settings: TrainSettings, grounds: bool) -> TrainSettings:
+    """``settings`` as a short fine-tuning run (``FINETUNING``), with no random shift when the
+    model it starts from (whose network it keeps) grounds image positions (``grounds``)."""
+    optim = replace(
+        settings.optim,
+        lr=FINETUNING["lr"],
+        warmup_steps=FINETUNING["warmup_steps"],
+        ema_decay=FINETUNING["ema_decay"],
+    )
+    augment = replace(settings.augment, shift=0) if grounds else settings.augment
+    return replace(settings, steps=FINETUNING["steps"], optim=optim, augment=augment)

@@ -138,7 +138,6 @@ def prepare(
     encoder: Encoder | None = None,
     normalizer: Normalizer | None = None,
     action_mode: str = "delta",
-    view_repeat: int = 1,
     mix: float = 0.0,
     progress: bool = False,
 ) -> TrainData:
@@ -151,9 +150,6 @@ def prepare(
     if mix > 0:
         train_frames = mixed_frames(data, split.train, mix, seed)
     is_view = view_frames(data)
-    if view_repeat > 1:  # scene views drawn more often: few of them beside long demonstrations
-        views = train_frames[is_view[train_frames]]
-        train_frames = np.concatenate([train_frames, np.repeat(views, view_repeat - 1)])
     val_frames = episode_frames(data, split.val)
     if len(val_frames) > MAX_VAL_FRAMES:
         rng = np.random.default_rng(seed)
@@ -306,11 +302,11 @@ def check_choices(net: VLANet, optim: Any, shift: int) -> None:
     """Refuse training choices (``OptimConfig`` ``optim``, the random ``shift``) the network,
     fresh, resumed or fine-tuned, cannot take."""
     if net.config.grounding and shift:  # also a resumed or fine-tuned one
-        raise ConfigError("this model grounds image positions: train it with --shift 0")
+        raise ConfigError("this model grounds image positions: train it with no random shift")
     if (optim.motor_batch or optim.motor_steps) and not net.bottleneck:
         raise ConfigError(
-            "a motor batch needs a bottleneck network (--head-reads scene): only its action "
-            "head can learn from frames without images"
+            "a motor batch needs a bottleneck network (head_reads='scene'): only its action "
+            "head can learn from frames without images (resuming a plain run: --design plain)"
         )
     if optim.motor_steps and not optim.motor_batch:
-        raise ConfigError("motor steps need a motor batch size (--motor-batch N)")
+        raise ConfigError("motor steps need a motor batch size (optim.motor_batch)")
