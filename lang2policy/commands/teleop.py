@@ -10,7 +10,8 @@ under ``DIR/recordings`` (cut at the teleop node's episode marks, named after th
 the session ends the kept episodes of ``DIR/recordings`` (every session's; discarded ones
 left out) are converted into the LeRobotDataset v3 directory ``DIR/dataset``
 (``lang2policy.vla.dataset.convert_recordings``, the same path as ``dataset from-mcap``), which
-``lang2policy train vla --dataset DIR/dataset`` reads. Going through the recorder keeps one
+``lang2policy train vla --dataset DIR/dataset --design plain`` reads (a teleoperated dataset
+has no scene state for the shipped design). Going through the recorder keeps one
 recording format and one conversion for planner, VLA and teleop episodes.
 """
 
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if args.record is not None:
         dataset = convert(args.record.expanduser())
         if dataset is not None:
-            print(f"train on it: lang2policy train vla --dataset {dataset}")
+            print(f"train on it: lang2policy train vla --dataset {dataset} --design plain")
     return status
 
 
