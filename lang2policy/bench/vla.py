@@ -196,9 +196,15 @@ def run_args(args: argparse.Namespace) -> dict:
     specs = evaluation_specs(families, args.per_split, args.seed)
     levels = realism_levels(getattr(args, "realism", "off"))
     started = time.monotonic()
+    bus = physical_path(args)
     results = []
     for number, level in enumerate(levels):
         results += run_episodes(args, specs, level, video=number == 0)
+        if bus:
+            from lang2policy.bench.vla_bus import run_bus_episodes
+
+            say = (lambda line: None) if args.json else _say
+            results += run_bus_episodes(str(args.model), specs, level, results, say)
     latency = measure_latency(str(args.model))
     video = save_video(results, args.video) if args.video else None
     rows = summarize(results)
@@ -215,8 +221,39 @@ def run_args(args: argparse.Namespace) -> dict:
     }  # fmt: skip
 
 
+def physical_path(args: argparse.Namespace) -> bool:
+    """Whether ``--robot so101-hw --emulate --perception camera`` asks for the episodes on the
+    emulated SO-101 bus too; refuses the flags that do not go together, saying what does."""
+    robot = getattr(args, "robot", "so101")
+    hardware, emulate = robot == "so101-hw", bool(getattr(args, "emulate", False))
+    camera = getattr(args, "perception", "ground_truth") == "camera"
+    if robot not in ("so101", "so101-hw"):
+        raise ConfigError(f"--robot must be so101 or so101-hw, got {robot!r}")
+    if (hardware, emulate, camera) not in ((False, False, False), (True, True, True)):
+        raise ConfigError(
+            "--robot so101-hw, --emulate and --perception camera go together: the VLA's "
+            "episodes on the SO-101 driver over the emulated bus, its success check on what "
+            "the camera sees, beside the simulated arm's"
+        )
+    return hardware
+
+
+def _say(line: str) -> None:
+    print(f"[vla] {line}", file=sys.stderr, flush=True)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=Path("models/vla-so101-tiny"))
+    parser.add_argument("--robot", default="so101",
+                        help="so101, or so101-hw with --emulate --perception camera: the same "
+                        "episodes again on the SO-101 driver over the emulated servo bus, in "
+                        "wall time, beside the simulated arm")  # fmt: skip
+    parser.add_argument("--emulate", action="store_true",
+                        help="with --robot so101-hw: the emulated STS3215 bus")
+    parser.add_argument("--perception", choices=("ground_truth", "camera"),
+                        default="ground_truth",
+                        help="camera (with --robot so101-hw --emulate): the VLA node's success "
+                        "check reads camera perception, reported beside the true verdict")
     parser.add_argument("--per-split", type=int, default=10, help="episodes per family and split")
     parser.add_argument("--families", type=lambda t: [f for f in t.split(",") if f],
                         help="comma-separated (default: all)")  # fmt: skip
@@ -269,6 +306,7 @@ def format_text(report: dict) -> str:
             + ("" if row.get("block_error_mm") is None
                else f"; named block estimated {row['block_error_mm']} mm off (median)")
         )  # fmt: skip
+    lines += _bus_lines(report["episodes"])
     lat, loop = report["latency_one_core"], report["latency_in_loop"]
     lines.append(
         f"  latency per action, one core: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, "
@@ -280,6 +318,24 @@ def format_text(report: dict) -> str:
     if report["video"]:
         lines.append(f"  video: {report['video']}")
     return "\n".join(lines)
+
+
+def _bus_lines(episodes: list[dict]) -> list[str]:
+    """Per level on the emulated bus: how often the VLA node's success check, on camera
+    perception, agreed with the true table."""
+    bus = [e for e in episodes if "node_success" in e]
+    lines = []
+    for level in dict.fromkeys(e["realism"] for e in bus):
+        group = [e for e in bus if e["realism"] == level]
+        agree = sum(e["node_success"] == e["success"] for e in group)
+        lines.append(
+            f"  {level}: the VLA node's success check (camera perception) agreed with the "
+            f"true table in {agree}/{len(group)} episodes (said done "
+            f"{sum(e['node_success'] for e in group)}, truly done "
+            f"{sum(e['success'] for e in group)}); {group[0]['bus_errors']} bus reads or "
+            "writes unanswered"
+        )
+    return lines
 
 
 def exit_code(report: dict) -> int:

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.so101.backend import SO101Robot
@@ -30,6 +31,7 @@ from lang2policy.robots.so101.mujoco_plant import MujocoPlant
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.session.camera import FRAME_PERIOD, SETTLE_FRAMES, CameraSession
 
+T = TypeVar("T")
 PHYSICS_PERIOD = 0.01  # s between physics catch-ups (the emulator node's timer)
 MAX_CATCH_UP = 0.05  # s of physics per catch-up at most (the emulator node's bound)
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -191,6 +193,19 @@ class BusCameraSession(CameraSession):
         self._frame, self._next_frame = 0, self.truth.world.data.time
         self._start_bus(seed)
         self.settle_frames()
+
+    def lay_scene(self, setup: Callable[[object], T]) -> T:
+        """``setup(truth)`` lays the table on the simulated session (its seed, objects, look,
+        the arm's start) with the bus down; then the bus and driver are built on it. Returns
+        what ``setup`` returned."""
+        self._stop_bus()
+        result = setup(self.truth)
+        with self._perceived:
+            self.perception = self._new_perception()
+        self._frame, self._next_frame = 0, self.truth.world.data.time
+        self._start_bus(self.truth.world.seed or 0)
+        self.settle_frames()
+        return result
 
     def settle_frames(self) -> None:
         """Until the clock thread has perceived ``SETTLE_FRAMES`` more frames."""
