@@ -5,10 +5,11 @@
 #   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
 #   bash scripts/test.sh test/test_colcon_build.py -x
 #
-# Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch), and
-# scripts/check_docs.sh: the docs site built with mkdocs --strict, the README's length and links.
-# Exits non-zero if pytest, ruff, the Python 3.12 check or the docs check fails (all four
-# always run).
+# Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch),
+# scripts/check_docs.sh: the docs site built with mkdocs --strict, the README's length and links,
+# and scripts/check_types.sh: mypy on the core packages ([tool.mypy] in pyproject.toml).
+# Exits non-zero if pytest, ruff, the Python 3.12 check, the docs check or the type check fails
+# (all five always run).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,9 +41,14 @@ echo "[test] docs check (scripts/check_docs.sh)"
 docs_rc=0
 bash scripts/check_docs.sh || docs_rc=$?
 
-if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 || $py312_rc -ne 0 || $docs_rc -ne 0 ]]; then
+echo "[test] type check (scripts/check_types.sh)"
+types_rc=0
+bash scripts/check_types.sh || types_rc=$?
+
+if [[ $pytest_rc -ne 0 || $ruff_rc -ne 0 || $py312_rc -ne 0 || $docs_rc -ne 0 \
+      || $types_rc -ne 0 ]]; then
     echo "[test] FAILED (pytest exit $pytest_rc, ruff exit $ruff_rc, py312 exit $py312_rc," \
-         "docs exit $docs_rc)" >&2
+         "docs exit $docs_rc, types exit $types_rc)" >&2
     exit 1
 fi
 echo "[test] all passed"

@@ -246,6 +246,7 @@ class Conductor:
         return PlanResult(instruction, "reward", state, detail, reward_plan=plan, reward_run=run)
 
     def _run_skill(self, instruction: str) -> PlanResult:
+        assert self.skills is not None  # route "skill" only with a skill executor (_choose)
         self._stopped.clear()
         self._stop_reason = ""
         self.reward.cancel()  # the arm is the skill's now
@@ -263,6 +264,7 @@ class Conductor:
         """``vla_skill(**args)`` of a running code plan on the graph's VLA: True when the
         skill's success check held; a skill the gate or the VLA refuses raises."""
         instruction = self.instruction
+        assert self.skills is not None  # set as the backend's vla only with skills (__init__)
         run = self.skills.run_call(
             args, self.skill_scene(), lambda line: self.say("running", instruction, line)
         )

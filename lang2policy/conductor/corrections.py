@@ -92,6 +92,7 @@ class CorrectionDesk:
         elif routed.action == "edit_code":
             c.code.interrupt_for_edit()  # the runner's gate decides the edited call
         elif routed.action == "edit_spec":
+            assert routed.spec is not None  # an edit_spec always carries the edited spec
             c.reward.swap(routed.spec)
         elif routed.action == "replan":
             self._replan(text, running_code)
@@ -130,6 +131,7 @@ class CorrectionDesk:
             return
         notes = ["sent to the VLA as a language motion; it applies at its next control cycle"]
         forwarded = {**detail, "action": "forwarded", "notes": notes}
+        assert c.skills is not None  # a skill plan runs only with a skill executor
         problem = c.skills.motion(
             correction.text,
             lambda answer: self._motion_answer(instruction, correction, answer),
@@ -141,7 +143,8 @@ class CorrectionDesk:
     def _motion_answer(self, instruction: str, correction: Correction, answer: dict) -> None:
         """The VLA node's answer to a forwarded motion: say it; remember an applied one."""
         action = "applied" if answer.get("action") == "applied" else "refused"
-        detail = {"text": correction.text, "kind": correction.kind, "action": action}
+        detail: dict[str, Any] = {"text": correction.text, "kind": correction.kind}
+        detail["action"] = action
         detail["edit"] = correction.describe()
         detail["notes"] = [f"offset now {answer['offset']}"] if "offset" in answer else []
         if action == "refused":

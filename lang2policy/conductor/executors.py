@@ -19,7 +19,7 @@ from typing import Any
 from lang2policy.conductor.ports import RewardRun
 from lang2policy.conductor.reward_verdict import reward_verdict
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.mpc.episode import EpisodeOutcome
+from lang2policy.mpc.episode import EpisodeOutcome, LockstepMPC
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.session.remote import RemoteSession
 from lang2policy.session.sim import SimSession
@@ -129,15 +129,13 @@ class InProcessMPC:
         self.session = session
         self.config = MPCConfig(seed=seed, samples=128)
         self.duration, self.on_step = duration, on_step
-        self.mpc = None
+        self.mpc: LockstepMPC | None = None
 
     @property
     def running_spec(self) -> RewardSpec | None:
         return None if self.mpc is None else self.mpc.spec
 
     def run(self, spec: RewardSpec, on_line: Line) -> RewardRun:
-        from lang2policy.mpc.episode import LockstepMPC
-
         spec = capped(spec, self.duration)
         if self.mpc is None:
             self.mpc = LockstepMPC(self.session.world, spec, self.config)

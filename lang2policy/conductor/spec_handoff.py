@@ -112,8 +112,10 @@ class SpecHandOff:
     def _result(self, task: _Task) -> RewardRun:
         final = task.final or {}
         status = str(final.get("state", "no_answer"))
-        stats = final.get("stats") if isinstance(final.get("stats"), dict) else {}
-        measures = stats.get("measures") if isinstance(stats.get("measures"), dict) else {}
+        stats = final.get("stats")
+        stats = stats if isinstance(stats, dict) else {}
+        measures = stats.get("measures")
+        measures = measures if isinstance(measures, dict) else {}
         reason = _text(final.get("detail"))  # says how long it ran ("8 s passed")
         ok, detail = reward_verdict(task.spec, status, reason, measures, None)
         if final.get("node") == CONTROLLER_NODE:
@@ -182,6 +184,7 @@ def _following(task: _Task) -> tuple:
 
 def _restore(task: _Task) -> None:
     """Follow again the spec the controller runs (lock held)."""
+    assert task.before is not None  # the caller checked: an edit not yet accepted
     task.spec, task.started, task.heard, task.deadline = task.before
     task.accepted, task.before = True, None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from lang2policy.errors import LLMResponseError
 from lang2policy.llm.exchange import LLM, LLMReply
@@ -78,15 +79,15 @@ class _Counter:
         stop: tuple[str, ...],
         max_tokens: int,
         lenient: bool = False,
-        **options: object,
+        **options: Any,  # the LLM's call options (llm.exchange.CallOptions), e.g. grammar
     ) -> str:
         self.calls += 1
         try:
             reply = self.llm.complete(prompt, stop=list(stop), max_tokens=max_tokens, **options)
         except LLMResponseError as exc:
-            reply = exc.reply
-            if not (lenient and isinstance(reply, LLMReply)):
+            if not (lenient and isinstance(exc.reply, LLMReply)):
                 raise
+            reply = exc.reply
             log.info("keeping an unusable answer (%s) for the generator to sort out", exc)
         self.seconds += reply.latency_s
         self.first = self.first or reply
@@ -235,7 +236,7 @@ class CodeAsPoliciesPlanner:
         objects: list[str],
         *,
         instruction: str = "",
-        **options: object,
+        **options: Any,
     ) -> str:
         """The main code for ``prompt`` (cleaned), decoded under the main-code grammar of
         ``instruction`` where the endpoint takes llama.cpp grammars (``grammars``). The local

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Sequence
+from typing import TypeGuard
 
 from lang2policy.instruction_text import COLOURS
 from lang2policy.planning.codegen import undefined_calls, undefined_names
@@ -103,14 +104,14 @@ def _bind(skill: Skill, call: ast.Call) -> tuple[list[tuple[Param, ast.expr]], l
     return bound, problems
 
 
-def _is_text(node: ast.AST) -> bool:
+def _is_text(node: ast.AST) -> TypeGuard[ast.Constant]:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def _literal(skill: Skill, param: Param, value: ast.expr, objects: Sequence[str]) -> list[str]:
     if not _is_text(value):
         return []
-    text = value.value  # type: ignore[attr-defined]
+    text = value.value
     if param.kind in ("object", "place") and text not in objects:
         return [
             f"{skill.name}({param.name}={text!r}): there is no {text!r} on the table "
@@ -132,11 +133,12 @@ def _object_literals(tree: ast.AST, objects: Sequence[str], free: set[int]) -> l
     for node in ast.walk(tree):
         if not _is_text(node) or id(node) in free:
             continue
-        words = node.value.split()  # type: ignore[attr-defined]
+        text = str(node.value)  # a str (_is_text)
+        words = text.split()
         object_like = len(words) == 2 and words[0] in colours and words[1] in kinds
-        if object_like and node.value not in objects:
+        if object_like and text not in objects:
             problems.append(
-                f"line {node.lineno}: {node.value!r} names no object on the table "  # type: ignore[attr-defined]
+                f"line {node.lineno}: {text!r} names no object on the table "
                 f"(objects: {', '.join(objects) or 'none'})"
             )
     return problems

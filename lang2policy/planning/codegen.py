@@ -38,8 +38,11 @@ class CodeGrammars(Protocol):
     """The grammars the generator decodes under (``code_grammar.CodeGrammars``): GBNF text
     for a main program and for one helper function."""
 
-    program: str
-    function: str
+    @property
+    def program(self) -> str: ...
+
+    @property
+    def function(self) -> str: ...
 
 
 # What the sandbox's namespace provides besides the skills (lang2policy/sandbox/child.py).
@@ -48,10 +51,14 @@ SANDBOX_NAMES = frozenset(
 )
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*$")
 
-# Asks the LLM: (prompt, stop sequences, max tokens, lenient) -> answer text; a lenient call
-# returns an answer cut off at max tokens instead of raising. With code grammars the generator
-# also passes ``grammar=<GBNF>`` (a keyword), which the planner's ask sends to the LLM.
-Ask = Callable[[str, tuple[str, ...], int, bool], str]
+class Ask(Protocol):
+    """Asks the LLM: (prompt, stop sequences, max tokens, lenient) -> answer text; a lenient call
+    keeps an answer cut off at max tokens. With code grammars it gets ``grammar=<GBNF>`` too."""
+
+    def __call__(
+        self, text: str, stop: tuple[str, ...], tokens: int, lenient: bool, /, *, grammar: str = ...
+    ) -> str: ...
+
 
 FUNCTION_STOP = ("\n#", "\n\n\n")
 FUNCTION_MAX_TOKENS = 256
@@ -165,9 +172,9 @@ def literal_queries(source: str, name: str) -> list[str]:
     for node in _in_order(tree):
         if calls(node, name) and node.args:
             first = node.args[0]
-            literal = isinstance(first, ast.Constant) and isinstance(first.value, str)
-            if literal and first.value not in queries:
-                queries.append(first.value)
+            text = first.value if isinstance(first, ast.Constant) else None
+            if isinstance(text, str) and text not in queries:
+                queries.append(text)
     return queries
 
 
@@ -252,7 +259,7 @@ class FunctionGenerator:
         """A lenient call, under ``grammar`` when the generator has grammars."""
         if self.grammars is None:
             return self.ask(prompt, stop, max_tokens, True)
-        return self.ask(prompt, stop, max_tokens, True, grammar=grammar)  # type: ignore[call-arg]
+        return self.ask(prompt, stop, max_tokens, True, grammar=grammar)
 
     def generate(self, main: str, objects: list[str]) -> GeneratedFunctions:
         result = GeneratedFunctions()
@@ -385,7 +392,8 @@ def _called_names(source: str) -> set[str]:
 def _in_order(tree: ast.AST) -> list[ast.AST]:
     """Every node, sorted by position in the source (ast.walk is breadth-first)."""
     nodes = [n for n in ast.walk(tree) if hasattr(n, "lineno")]
-    return sorted(nodes, key=lambda n: (n.lineno, n.col_offset))
+    # ast.AST declares no position; every node kept has one (hasattr above)
+    return sorted(nodes, key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
 
 
 def _one_line(text: str) -> str:

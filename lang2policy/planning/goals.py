@@ -305,8 +305,12 @@ def _program_relations(code: str, objects: Sequence[str], kinds: dict[str, str])
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == _PUT):
             continue
-        args = [a.value for a in node.args[:2] if isinstance(a, ast.Constant)]
-        if len(args) == 2 and all(isinstance(v, str) and v in objects for v in args):
+        args = [
+            a.value
+            for a in node.args[:2]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        if len(args) == 2 and all(v in objects for v in args):
             relations.append(
                 Relation(args[0], "in" if kinds.get(args[1]) == "bowl" else "on", args[1])
             )

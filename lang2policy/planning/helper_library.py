@@ -5,6 +5,7 @@ signature."""
 from __future__ import annotations
 
 import ast
+from typing import TypeGuard
 
 
 def accepts_call(definition: str | None, source: str, name: str) -> bool:
@@ -38,6 +39,6 @@ def accepts_call(definition: str | None, source: str, name: str) -> bool:
     return True
 
 
-def calls(node: ast.AST | None, name: str) -> bool:
+def calls(node: ast.AST | None, name: str) -> TypeGuard[ast.Call]:
     """Whether ``node`` is a call of the plain name ``name``."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -40,14 +41,16 @@ from lang2policy.planning.progress import llm_budget, waiting
 from lang2policy.planning.reader_plan import MovedMemory, moved_between, read_plan
 from lang2policy.planning.request_programs import Refusal
 from lang2policy.planning.result import InstructionResult
-from lang2policy.planning.sequence import run_steps
+from lang2policy.planning.sequence import PlanBackend, run_steps
 from lang2policy.planning.steps import split_steps
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.process import ChildProcess
 from lang2policy.sandbox.runner import SandboxRunner
 from lang2policy.sandbox.spare_child import SpareChild
-from lang2policy.skills.backend import SkillBackend
 from lang2policy.text_quote import one_line, prompt_quote
+
+if TYPE_CHECKING:
+    from lang2policy.planning.correcting import ArgEdits
 
 Status = Callable[[str], None]
 Event = Callable[[str, object], None]  # ("plan" | "said", detail)
@@ -72,7 +75,7 @@ class PlanLoop:
         self,
         planner: CodeAsPoliciesPlanner,
         runner: SandboxRunner,
-        backend: SkillBackend,
+        backend: PlanBackend,
         *,
         grounding: GroundingSettings | None = None,
         spare_child: SpareChild | None = None,
@@ -146,7 +149,7 @@ class PlanLoop:
             status(f"failed: the LLM call failed: {one_line(str(exc))}")
             return InstructionResult(instruction, None, _llm_failure(exc), attempts=1)
         goal = read[1] if read else None
-        if read:
+        if goal is not None:
             status(f"planned from the instruction's words (no LLM call); goal: {goal.describe()}")
         first = self._attempt(instruction, program, objects, before, status, goal)
         if first.verdict.ok:
@@ -247,7 +250,7 @@ class PlanLoop:
             session.observe(list(before), status)
         else:  # the arm stays where the plan left it
             session.sync()
-        edits = self.runner.edits
+        edits = cast("ArgEdits | None", self.runner.edits)  # the conductor's (correcting.py)
         if edits is not None and edits.accepted:  # the person changed the calls as they ran
             goal = corrected_goal(goal, outcome, objects, kinds)
         return Attempt(program, goal, outcome, judge(goal, outcome, self.backend.world, before))
@@ -266,6 +269,7 @@ class PlanLoop:
         """The attempt as it ended on the simulated copy when it would not succeed there (the
         arm does not move); None when the copy reached the goal."""
         status("checking the program on a simulated copy of the scene")
+        assert self._dry_run is not None  # called only with a dry run (_attempt)
         outcome, copy = self._dry_run.run(program.code, self.backend.world)
         verdict = judge(goal, outcome, copy, before)
         if verdict.ok:

@@ -95,7 +95,7 @@ def is_question(instruction: str) -> bool:
     return bool(_QUESTION.search(text)) and not _POLITE_REQUEST.search(text)
 
 
-def check_instruction(text: str) -> str:
+def check_instruction(text: object) -> str:
     """The instruction, stripped; a clear error when it is empty, too long or not one line of
     printable UTF-8 text (``text_problem``)."""
     if text is not None and not isinstance(text, str):

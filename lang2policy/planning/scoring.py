@@ -27,13 +27,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lang2policy.planning.codegen import undefined_calls
+from lang2policy.planning.code_grammar_check import check_program
 from lang2policy.skills.catalog import SKILLS
-
-try:  # the code grammar's checker (same contract); the fallback below until it lands
-    from lang2policy.planning.code_grammar_check import check_program
-except ImportError:  # pragma: no cover - depends on the tree
-    check_program = None
 
 LIKELIHOOD = 0.2
 LIKELIHOOD_FLOOR = 2.5  # nats per token; lower means are clipped (at most 0.5 off)
@@ -47,7 +42,6 @@ SAY_ONLY = 3.0
 Checks = Callable[[str, Sequence[str]], list[str]]
 
 _MOTION_SKILLS = frozenset(name for name, skill in SKILLS.items() if skill.category == "motion")
-_OBJECT_PARAMS = ("object", "place")
 _MOTION_WORDS = re.compile(
     r"\b(put|place|move|stack|unstack|push|pick|lift|drop|slide|bring|set|arrange|sort|"
     r"shift|grab|take|carry|transfer|swap|line up|go|return|undo|back|clear|gather|"
@@ -157,44 +151,10 @@ def moves(code: str) -> bool:
 
 
 def program_problems(code: str, objects: Sequence[str], provided: Iterable[str] = ()) -> list[str]:
-    """What makes ``code`` ungrounded: ``code_grammar.check_program`` where it exists, else
-    the same checks here (it parses; every call is a skill, a defined function or a sandbox
-    name; skill calls have the right arity; literal object arguments name objects present)."""
-    if check_program is not None:
-        return list(check_program(code, list(objects), provided))
-    tree = _parse(code)
-    if tree is None:
-        return ["does not parse"]
-    problems = [f"calls undefined {name}()" for name in undefined_calls(code, provided)]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            problems += _call_problems(node, objects)
-    return problems
-
-
-def _call_problems(call: ast.Call, objects: Sequence[str]) -> list[str]:
-    skill = SKILLS.get(call.func.id)
-    if skill is None:
-        return []
-    names = [p.name for p in skill.params]
-    given = names[: len(call.args)] + [k.arg for k in call.keywords if k.arg]
-    problems = []
-    if len(call.args) > len(names) or any(n not in names for n in given):
-        problems.append(f"{skill.name}() takes {', '.join(names) or 'no arguments'}")
-    missing = [p.name for p in skill.params if p.required and p.name not in given]
-    if missing:
-        problems.append(f"{skill.name}() lacks {', '.join(missing)}")
-    bound = list(zip(skill.params, call.args, strict=False))
-    bound += [(skill.param(k.arg), k.value) for k in call.keywords if k.arg in names]
-    for param, value in bound:
-        if (
-            param.kind in _OBJECT_PARAMS
-            and isinstance(value, ast.Constant)
-            and isinstance(value.value, str)
-            and value.value not in objects
-        ):
-            problems.append(f"{skill.name}() names {value.value!r}, not on the table")
-    return problems
+    """What makes ``code`` ungrounded: ``code_grammar.check_program`` (it parses; every call is
+    a skill, a defined function or a sandbox name; skill calls have the right arity; literal
+    object arguments name objects present)."""
+    return list(check_program(code, list(objects), provided))
 
 
 def _literals(code: str) -> list[str]:

@@ -11,7 +11,7 @@ order, each under a comment naming its step.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -21,14 +21,30 @@ from lang2policy.planning.reader_plan import MovedMemory
 from lang2policy.planning.result import InstructionResult
 from lang2policy.skills.backend import SkillBackend
 
+if TYPE_CHECKING:
+    from lang2policy.scene.world import World
+    from lang2policy.session.protocol import Session
+
 Status = Callable[[str], None]
+
+
+class PlanBackend(SkillBackend, Protocol):
+    """A skill backend with the world its skills act in and the session that keeps that world
+    in step with the arm (``SimSkillBackend``, ``RemoteSkillBackend``): where plans are
+    judged."""
+
+    @property
+    def world(self) -> World: ...
+
+    @property
+    def session(self) -> Session: ...
 
 
 class StepLoop(Protocol):
     """What ``run_steps`` needs of ``loop.PlanLoop``."""
 
     moved: MovedMemory
-    backend: SkillBackend
+    backend: PlanBackend
 
     def handle_step(self, instruction: str, status: Status) -> InstructionResult: ...
 
@@ -47,7 +63,7 @@ def run_steps(
     done: list[tuple[str, InstructionResult]] = []
     for index, step in enumerate(steps, 1):
         prefix = f"step {index} of {len(steps)}"
-        result = loop.handle_step(step, lambda line, p=prefix: status(f"{p}: {line}"))
+        result = loop.handle_step(step, _prefixed(status, prefix))
         done.append((step, result))
         if not result.ok:
             return _stopped_at(instruction, done, len(steps), status)
@@ -59,6 +75,11 @@ def run_steps(
     after = loop.positions(list(before))
     loop.moved.remember(before, after)
     return _combined(instruction, done, None)
+
+
+def _prefixed(status: Status, prefix: str) -> Status:
+    """``status`` with ``prefix: `` before each line."""
+    return lambda line: status(f"{prefix}: {line}")
 
 
 def _broken(loop: StepLoop, done) -> str:

@@ -65,10 +65,11 @@ class PointParam:
               notes: list[str]) -> tuple[float, float, float]:
         if not isinstance(value, list | tuple) or len(value) != 3:
             raise RewardSpecError(f"{where}: expected [x, y, z] in metres, got {value!r}")
-        return tuple(  # type: ignore[return-value]
+        x, y, z = (
             clamp(_number(v, f"{where}[{i}]"), lo, hi, f"{where}[{i}]", notes)
             for i, (v, lo, hi) in enumerate(zip(value, self.low, self.high, strict=True))
         )
+        return (x, y, z)
 
     def schema(self, objects: Sequence[str]) -> dict:
         return {"type": "array", "minItems": 3, "maxItems": 3, "default": list(self.default),

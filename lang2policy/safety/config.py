@@ -37,6 +37,12 @@ class BoxConfig:
     geometry: str = "gripper"
 
 
+def shifted(corner: tuple[float, float, float], by: float) -> tuple[float, float, float]:
+    """``corner`` moved by ``by`` (m) along every axis (a box grown or shrunk by a margin)."""
+    x, y, z = corner
+    return (x + by, y + by, z + by)
+
+
 @dataclass(frozen=True)
 class RobotSafetyConfig:
     """The limits the motion filter and the watchdog enforce for one robot."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from lang2policy.safety.config import BoxConfig
+from lang2policy.safety.config import BoxConfig, shifted
 from lang2policy.safety.shaper import Shaped, ShaperLimits, braking
 from lang2policy.safety.zones import Zones, fmt_point
 
@@ -67,9 +67,7 @@ class ZoneGuard:
     def _rebuild(self) -> None:
         zones = {**self.configured, **self.plan_zones}
         grown = {
-            name: BoxConfig(
-                tuple(v - self.margin for v in box.min), tuple(v + self.margin for v in box.max)
-            )
+            name: BoxConfig(shifted(box.min, -self.margin), shifted(box.max, self.margin))
             for name, box in zones.items()
         }
         self.zones = Zones(self.workspace, grown)

@@ -87,17 +87,19 @@ def _box(box: object, where: str) -> BoxConfig:
     if not isinstance(box, dict) or set(box) != set(CORNERS):
         keys = sorted(map(str, box)) if isinstance(box, dict) else type(box).__name__
         raise ConfigError(f"{where}: must be {{min: [x, y, z], max: [x, y, z]}}, got {keys}")
-    corners = [_corner(box[c], f"{where}.{c}") for c in CORNERS]
-    for axis, lo, hi in zip(AXES, *corners, strict=True):
+    low, high = (_corner(box[c], f"{where}.{c}") for c in CORNERS)
+    for axis, lo, hi in zip(AXES, low, high, strict=True):
         if lo >= hi:
             raise ConfigError(f"{where}: min {axis} ({lo:g}) must be below max {axis} ({hi:g})")
-    return BoxConfig(*corners)
+    return BoxConfig(low, high)
 
 
 def _corner(corner: object, where: str) -> tuple[float, float, float]:
+    values = corner if isinstance(corner, list) else []
     numbers = isinstance(corner, list) and all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in corner
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
     )
-    if not numbers or len(corner) != len(AXES) or not all(math.isfinite(v) for v in corner):
+    if not numbers or len(values) != len(AXES) or not all(math.isfinite(v) for v in values):
         raise ConfigError(f"{where}: must be 3 finite numbers [x, y, z] (m), got {corner!r:.80}")
-    return tuple(float(v) for v in corner)  # type: ignore[return-value]
+    x, y, z = (float(v) for v in values)
+    return (x, y, z)

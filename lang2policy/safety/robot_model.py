@@ -17,7 +17,7 @@ from lang2policy.control.gripper_hull import GripperHull
 from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.trajectory_follower import robot_braking
 from lang2policy.robots.sim_robot import limits_for
-from lang2policy.safety.config import BoxConfig, RobotSafetyConfig
+from lang2policy.safety.config import BoxConfig, RobotSafetyConfig, shifted
 from lang2policy.safety.guard import ZoneGuard
 from lang2policy.safety.motion_filter import MotionFilter, ToolPoint
 from lang2policy.safety.shaper import ShaperLimits
@@ -78,10 +78,7 @@ def safety_model_for(robot: str, config: RobotSafetyConfig) -> SafetyModel:
     hull = GripperHull(Kinematics(model, description, arm))
     margin = config.workspace_margin
     guard = ZoneGuard(
-        BoxConfig(
-            tuple(v + margin for v in config.workspace.min),
-            tuple(v - margin for v in config.workspace.max),
-        ),
+        BoxConfig(shifted(config.workspace.min, margin), shifted(config.workspace.max, -margin)),
         config.keep_out,
         tool_points=lambda rows: np.array([tool_point(q) for q in rows]).reshape(-1, 3),
         geometry=lambda rows, openings: hull.points_at(rows, hull.corners(openings)),

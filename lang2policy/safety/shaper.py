@@ -59,9 +59,15 @@ class ShaperLimits:
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=float))
         if not (math.isfinite(self.period) and self.period > 0):
             raise ConfigError(f"shaper period must be a finite number > 0 s, got {self.period}")
-        limits = (self.max_speed, self.max_acceleration, self.max_deceleration)
+        limits = (self.max_speed, self.max_acceleration, self.deceleration)
         if any((limit <= 0).any() for limit in limits):
             raise ConfigError("shaper speed, acceleration, deceleration limits must be > 0")
+
+    @property
+    def deceleration(self) -> np.ndarray:
+        """``max_deceleration`` as ``__post_init__`` filled it in (never None)."""
+        assert self.max_deceleration is not None  # __post_init__: max_acceleration for None
+        return self.max_deceleration
 
     @property
     def shaped(self) -> np.ndarray:
@@ -104,9 +110,9 @@ def shape(
     """
     dt, shaped = limits.period, limits.shaped
     step = np.where(shaped, limits.max_acceleration, 0.0) * dt
-    slow = np.where(shaped, limits.max_deceleration, 0.0) * dt
+    slow = np.where(shaped, limits.deceleration, 0.0) * dt
     speed = np.where(shaped, limits.max_speed, 0.0)
-    accel = np.where(shaped, limits.max_deceleration, 1.0)  # stopping distances
+    accel = np.where(shaped, limits.deceleration, 1.0)  # stopping distances
     final = positions[-1]
     end = float(times[-1]) if len(times) else 0.0
     count = max(1, math.ceil((end + _MAX_SETTLE) / dt))
@@ -144,7 +150,7 @@ def braking(
     """(positions, velocities) of samples that bring the shaped joints from ``start`` moving at
     ``velocity`` to rest at full deceleration (the others keep ``start``); at least one."""
     dt, shaped = limits.period, limits.shaped
-    step = np.where(shaped, limits.max_deceleration, 0.0) * dt
+    step = np.where(shaped, limits.deceleration, 0.0) * dt
     q, v = np.array(start, float), np.where(shaped, velocity, 0.0)
     rows, speeds = [], []
     while True:

@@ -158,10 +158,11 @@ class SafetySupervisor:
         blocked = self._blocked(now)
         if blocked is not None:
             return blocked
+        assert self._measured is not None  # _blocked lets no command pass before a joint state
         measured = self.filter.measured_vector(self._measured)
         start, velocity = self._departure(now, measured)
         result = self.filter.filter(command, self._measured, start[None, :])
-        if result.rejected:
+        if result.trajectory is None:  # rejected
             return self.reject(now, result.summary)
         trajectory, notes = result.trajectory, [v.message for v in result.violations]
         for violation in result.violations:
@@ -212,7 +213,9 @@ class SafetySupervisor:
         robot reset or restarted, another commander): then from the measured state, so the
         target never winds up ahead of an arm that does not follow (released, it would
         snap toward the target far above the speed cap)."""
-        start, velocity = self.target.state(self.watchdog.robot_time(now), measured)
+        robot_now = self.watchdog.robot_time(now)
+        assert robot_now is not None  # a joint state arrived (on_command's _blocked)
+        start, velocity = self.target.state(robot_now, measured)
         braking = self.filter.braking
         if braking is not None and (np.abs(start - measured) > braking.tolerance).any():
             self.target.anchor(measured)
@@ -223,6 +226,7 @@ class SafetySupervisor:
         """``shaped`` later by the time the robot needs to reach its first sample within the
         speed cap from anywhere its target may be (only after a hold without braking: the
         robot stopped wherever the arm was when the hold arrived)."""
+        assert self._measured is not None and self.shaper is not None  # as in _shape
         rows = self.target.uncertain(self.filter.measured_vector(self._measured))
         if rows is None:
             return shaped
@@ -237,6 +241,7 @@ class SafetySupervisor:
         """``trajectory`` (filtered) shaped from the target's state and guarded: the samples
         to send over the arm joints (and the gripper when it was commanded), and a note when
         the guard cut it."""
+        assert self.shaper is not None  # on_command shapes only with a shaper
         names = self.filter.names
         cols = [names.index(n) for n in trajectory.names]
         times = np.array([t for t, _ in trajectory.points], float)
@@ -302,7 +307,7 @@ class SafetySupervisor:
         changes, and is published, once per hold rather than at every watchdog tick.
         """
         already = self._hold is not None
-        if not already or self._hold[0] != kind:
+        if self._hold is None or self._hold[0] != kind:
             self._hold = (kind, reason)
         if already:
             return Decision(message=reason)
@@ -311,15 +316,19 @@ class SafetySupervisor:
     def _send(self, now: float, decision: Decision) -> Decision:
         """Remember what goes to the robot at ``now``: whether it is a hold, and where it takes
         the robot's target (a hold brakes it to rest, or stops it at the measured position)."""
-        self._holding_sent = decision.send.is_hold
+        send = decision.send
+        assert send is not None  # what goes to the robot: a command or a hold
+        self._holding_sent = send.is_hold
         measured = self._measured_or_none()
         robot_now = self.watchdog.robot_time(now)
-        if decision.send.is_hold:
+        if send.is_hold:
             self._last_sent = None
             if measured is not None:
+                assert robot_now is not None  # a measured joint state brought a stamp
                 self.target.held(robot_now, measured, self._velocity)
         else:  # only commands that passed, so joint states are fresh
-            self.target.forwarded(robot_now, decision.send, measured)
+            assert robot_now is not None
+            self.target.forwarded(robot_now, send, measured)
             self._last_sent = robot_now
         return dataclasses.replace(decision, stamp=robot_now)
 

@@ -87,9 +87,10 @@ class Watchdog:
                 f"joint states stale: the last arrived {age:.3f} s ago "
                 f"(state_timeout {self.state_timeout:g} s)",
             )
-        if self.command_running(now):
-            start, end = self._command
-            silent = self.robot_time(now) - start
+        command, robot_now = self._command, self.robot_time(now)
+        if command is not None and robot_now is not None and self.command_running(now):
+            start, end = command
+            silent = robot_now - start
             if silent > self.command_timeout:
                 return Verdict(
                     SILENT_COMMANDER,

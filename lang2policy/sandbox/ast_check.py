@@ -165,7 +165,7 @@ class _Checker(ast.NodeVisitor):
 
 
 def _has_dunder(value: str | bytes) -> bool:
-    return ("__" if isinstance(value, str) else b"__") in value
+    return "__" in value if isinstance(value, str) else b"__" in value
 
 
 def _plain_format_call(node: ast.Attribute) -> bool:

@@ -113,10 +113,10 @@ def _plain(value, where: str, depth: int = 0):
             )
         return number
     if isinstance(value, float | numpy.floating):
-        number = float(value)
-        if not math.isfinite(number):
-            raise ValueError(f"{where}: {number} is not a finite number")
-        return number
+        real = float(value)
+        if not math.isfinite(real):
+            raise ValueError(f"{where}: {real} is not a finite number")
+        return real
     if isinstance(value, numpy.ndarray):
         return _plain(value.tolist(), where, depth)
     if isinstance(value, list | tuple):

@@ -44,11 +44,13 @@ ALLOWED_DOLLAR_KEYWORDS = frozenset({"$comment"})
 
 def _refuse_retrieval(uri: str) -> referencing.Resource:
     """The registry's retrieve hook: nothing outside the schema is ever fetched or read."""
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    # The ignores here and below: referencing's attrs classes declare their __init__ only
+    # through pyright's __dataclass_transform__, which mypy does not read.
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 # Belt and braces: jsonschema's default registry retrieves http(s):// and file:// URIs.
-NO_RETRIEVAL = referencing.Registry(retrieve=_refuse_retrieval)
+NO_RETRIEVAL = referencing.Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 
 
 def new_validator(schema: Any) -> Any:

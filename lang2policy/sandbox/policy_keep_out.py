@@ -39,8 +39,9 @@ def keep_out_zones(policy: PrivilegePolicy) -> dict[str, Box]:
     zones: dict[str, Box] = {}
     for part in policy.parts:
         for rule in part.rules:
-            if is_keep_out_rule(rule):
-                zones[rule.when.targets_any_in] = part.zones[rule.when.targets_any_in]
+            zone = rule.when.targets_any_in
+            if zone is not None and is_keep_out_rule(rule):  # a keep-out rule names its zone
+                zones[zone] = part.zones[zone]
     return zones
 
 

@@ -48,11 +48,22 @@ _SUPPORTED = frozenset(
 
 
 class _Policy(Protocol):
-    source: str
-    zones: Mapping[str, Box]
-    rules: tuple[Rule, ...]
-    budgets: Budgets
-    explicit_budgets: frozenset[str]
+    """What is read of a ``PrivilegePolicy`` (read-only: ``zones`` may be any mapping)."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def zones(self) -> Mapping[str, Box]: ...
+
+    @property
+    def rules(self) -> tuple[Rule, ...]: ...
+
+    @property
+    def budgets(self) -> Budgets: ...
+
+    @property
+    def explicit_budgets(self) -> frozenset[str]: ...
 
 
 def check_narrowing(base_parts: Sequence[_Policy], base_budgets: Budgets, plan: _Policy) -> Budgets:

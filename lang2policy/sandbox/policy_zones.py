@@ -116,11 +116,12 @@ def overlap(boxes: Sequence[Any]) -> tuple[Point, Point] | None:
     """The (min, max) corners of the box inside every one of ``boxes`` (anything with ``min``
     and ``max`` corners), or None when they leave no room (faces that only touch count as
     none): the one box intersection of the privilege gate and the skill topic's limits."""
-    low = tuple(max(float(b.min[i]) for b in boxes) for i in range(3))
-    high = tuple(min(float(b.max[i]) for b in boxes) for i in range(3))
+    x0, y0, z0 = (max(float(b.min[i]) for b in boxes) for i in range(3))
+    x1, y1, z1 = (min(float(b.max[i]) for b in boxes) for i in range(3))
+    low, high = (x0, y0, z0), (x1, y1, z1)
     if any(lo >= hi for lo, hi in zip(low, high, strict=True)):
         return None
-    return low, high  # type: ignore[return-value]
+    return low, high
 
 
 def workspace_box(description: RobotDescription) -> Box:

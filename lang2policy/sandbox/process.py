@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import json
 import os
 import select
@@ -23,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO, cast
 
 from lang2policy.errors import SandboxError
 from lang2policy.skills.spec import nesting_depth
@@ -117,12 +119,16 @@ class ChildProcess:
             close_fds=True,
             start_new_session=True,  # its own process group: killed as a group
         )
+        # The three pipes (subprocess.PIPE, buffered: never None; stderr a BufferedReader)
+        self._stdin = cast(IO[bytes], self._proc.stdin)
+        self._stdout = cast(IO[bytes], self._proc.stdout)
+        self._stderr_pipe = cast(io.BufferedReader, self._proc.stderr)
         self._buffer = bytearray()
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._proc.stdout, selectors.EVENT_READ)
-        os.set_blocking(self._proc.stdout.fileno(), False)
-        os.set_blocking(self._proc.stdin.fileno(), False)
-        self._stderr = collections.deque(maxlen=stderr_bytes)
+        self._selector.register(self._stdout, selectors.EVENT_READ)
+        os.set_blocking(self._stdout.fileno(), False)
+        os.set_blocking(self._stdin.fileno(), False)
+        self._stderr: collections.deque[int] = collections.deque(maxlen=stderr_bytes)
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
 
@@ -145,7 +151,7 @@ class ChildProcess:
             except (ProcessLookupError, PermissionError):
                 self._proc.kill()
         self._proc.wait()
-        for stream in (self._proc.stdin, self._proc.stdout):
+        for stream in (self._stdin, self._stdout):
             with contextlib.suppress(OSError):
                 stream.close()
         self._selector.close()
@@ -162,7 +168,7 @@ class ChildProcess:
         return bytes(self._stderr).decode("utf-8", "replace")
 
     def _drain_stderr(self) -> None:
-        stream = self._proc.stderr
+        stream = self._stderr_pipe
         try:
             for chunk in iter(lambda: stream.read1(4096), b""):
                 self._stderr.extend(chunk)
@@ -174,7 +180,7 @@ class ChildProcess:
         """Write one message; a child that stops reading cannot block the host past ``timeout``."""
         data = json.dumps(message, allow_nan=False, separators=(",", ":")).encode() + b"\n"
         view, deadline = memoryview(data), time.monotonic() + timeout
-        fd = self._proc.stdin.fileno()
+        fd = self._stdin.fileno()
         while view:
             try:
                 view = view[os.write(fd, view) :]
@@ -206,7 +212,7 @@ class ChildProcess:
         if remaining <= 0 or not self._selector.select(timeout=remaining):
             raise ChildTimeout("the sandbox child sent nothing before its deadline")
         try:
-            chunk = os.read(self._proc.stdout.fileno(), 65536)
+            chunk = os.read(self._stdout.fileno(), 65536)
         except BlockingIOError:
             return
         if not chunk:

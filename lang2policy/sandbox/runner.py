@@ -395,4 +395,4 @@ class SandboxRunner:
 
 
 def _points(points) -> tuple[tuple[float, float, float], ...]:
-    return tuple(tuple(float(v) for v in p) for p in points)
+    return tuple((float(x), float(y), float(z)) for x, y, z in points)
