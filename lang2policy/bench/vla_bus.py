@@ -9,8 +9,10 @@ latency and reading noise), and the driver writes the policy's target to the bus
 steps. The world runs its physics in wall time on the bus's clock thread; a slow policy step
 is the arm's loss, as on the robot. Success is judged on the true table (``vla.judge``), and
 beside it the success check the VLA node runs on what camera perception reports
-(``ObjectsJudge``): what the node's status would have said. Episodes run one at a time in
-this process (the bus's threads and the policy share the cores, as the graph's nodes would).
+(``ObjectsJudge``): what the node's status would have said. An episode runs until both have
+held for ``SUCCESS_HOLD`` s (the node keeps acting until its own check holds) or time is up.
+Episodes run one at a time in this process (the bus's threads and the policy share the cores,
+as the graph's nodes would).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class BusRollouts:
         cameras, frame, acts, last = getattr(policy, "cameras", CAMERAS), 0, [], None
         policy.reset()
         detail = ""
-        while world.time - began < limit and not truth.held:
+        while world.time - began < limit:
             images = self._frames(cameras, frame)
             frame += 1
             state = self._joints()
@@ -83,6 +85,8 @@ class BusRollouts:
             truth.update(done, world.time)
             seen = node_judge is not None and node_judge.check(self._perceived())[0]
             node.update(seen, world.time)
+            if truth.held and (node.held or node_judge is None):
+                break
         return {
             "success": truth.held, "detail": detail, "sim_s": round(world.time - began, 1),
             "node_success": node.held, "node_started": node_judge is not None,
