@@ -179,9 +179,11 @@ def run_bus_episodes(model: str, specs: list, level: str, standalone: list[dict]
                 "oracle_detail": reference.get("oracle_detail", ""), "block_error_mm": None,
                 "video": [], **run,
             })  # fmt: skip
+            node = ("says done" if run["node_success"] else "does not") if run["node_started"] \
+                else "would not start: an object it names was not seen"
             say(f"{level} bus {number}/{len(specs)} {spec.task.family}/{spec.split}: "
-                f"{'ok' if run['success'] else 'FAIL'} ({run['detail']}); the node's check "
-                f"{'says done' if run['node_success'] else 'does not'}")  # fmt: skip
+                f"{'ok' if run['success'] else 'FAIL'} ({run['detail']}); the VLA node on "
+                f"camera perception: {node}")  # fmt: skip
     finally:
         rollouts.close()
     for result in results:
