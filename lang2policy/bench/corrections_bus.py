@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lang2policy.bench.bus_live_arm import TICK
 from lang2policy.mpc.cost import SuccessTracker
 from lang2policy.mpc.measured_state import InvalidStateError
 from lang2policy.mpc.model import ObjectState, PlanningModel
@@ -33,7 +34,6 @@ from lang2policy.mpc.sampler import MPCConfig
 from lang2policy.rewards.spec import RewardSpec
 from lang2policy.robots.feetech.bus_errors import FeetechError
 
-TICK = 0.02  # s between bus readouts and commands (the driver node's 50 Hz)
 REPLAN_PERIOD = 0.1  # s of the world's time per ``step`` (LockstepMPC's re-planning period)
 STEP_WAIT = 5.0  # s of wall time a step waits for the world's clock before it says so
 READY_WAIT = 60.0  # s of wall time for the planning process to start
@@ -90,9 +90,6 @@ class BusMPC:
         with self.bus.truth_lock():
             self._truth.load_world(self.world)
             return self._truth.features_now()
-
-    def positions(self) -> dict[str, list[float]]:
-        return perceived_positions(self.bus)
 
     def close(self) -> None:
         self._stop.set()

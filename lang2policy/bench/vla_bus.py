@@ -22,14 +22,13 @@ import time
 
 import numpy as np
 
-from lang2policy.errors import Lang2PolicyError, UnknownObjectError
-from lang2policy.realism.image_effects import apply_image_effects
+from lang2policy.errors import UnknownObjectError
 from lang2policy.robots.feetech.bus_errors import FeetechError
 from lang2policy.scene.mirror import MirrorWorld
 from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
 from lang2policy.vla.frames import frame_renderer
 from lang2policy.vla.judge import judge, start_positions
-from lang2policy.vla.rollout import MAX_SECONDS, SUCCESS_HOLD
+from lang2policy.vla.rollout import MAX_SECONDS, SUCCESS_HOLD, sensor_frame
 from lang2policy.vla.schema import CAMERAS, FPS
 from lang2policy.vla.skill_judge import ObjectsJudge
 
@@ -105,25 +104,17 @@ class BusRollouts:
         """The cameras' images of the table as it is now, as the sensor records them."""
         with self.bus.truth_lock():
             snapshot = copy.copy(self.world.data)
-        images = {}
-        for camera in cameras:
-            rgb = self.renderer.render(snapshot, camera)
-            if self.world.look is not None:
-                rng = np.random.default_rng([self.world.seed or 0, frame, 11])
-                rgb = apply_image_effects(rgb, self.world.look.image, rng)
-            images[camera] = rgb
-        return images
+        return {
+            c: sensor_frame(self.world, self.renderer.render(snapshot, c), frame) for c in cameras
+        }
 
     def _joints(self) -> np.ndarray:
-        """The joints and gripper the driver reads over the bus (one retry on a timeout)."""
-        for attempt in range(2):
-            try:
-                return np.asarray(self.bus.robot.get_observation().position, float)
-            except FeetechError:
-                self.bus_errors += 1
-                if attempt:
-                    raise
-        raise Lang2PolicyError("unreachable")
+        """The joints and gripper the driver reads over the bus (once more after a timeout)."""
+        try:
+            return np.asarray(self.bus.robot.get_observation().position, float)
+        except FeetechError:
+            self.bus_errors += 1
+            return np.asarray(self.bus.robot.get_observation().position, float)
 
     def _drive(self, origin: np.ndarray, target: np.ndarray) -> np.ndarray:
         """The target written to the bus in ``COMMAND_STEPS`` steps over one policy period."""
@@ -179,8 +170,11 @@ def run_bus_episodes(model: str, specs: list, level: str, standalone: list[dict]
                 "oracle_detail": reference.get("oracle_detail", ""), "block_error_mm": None,
                 "video": [], **run,
             })  # fmt: skip
-            node = ("says done" if run["node_success"] else "does not") if run["node_started"] \
+            node = (
+                ("says done" if run["node_success"] else "does not")
+                if run["node_started"]
                 else "would not start: an object it names was not seen"
+            )
             say(f"{level} bus {number}/{len(specs)} {spec.task.family}/{spec.split}: "
                 f"{'ok' if run['success'] else 'FAIL'} ({run['detail']}); the VLA node on "
                 f"camera perception: {node}")  # fmt: skip

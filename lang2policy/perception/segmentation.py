@@ -39,8 +39,10 @@ class Blob:
     samples: np.ndarray | None = None  # (<= _SAMPLE, 3) uint8: its pixels the colour is told by
 
     def member(self, palette: Palette, kind: str) -> str:
-        """The family colour these pixels show on an object of ``kind`` (``family_member``)."""
-        if len(self.family) < 2 or self.samples is None:
+        """The family colour these pixels show on an object of ``kind`` (``family_member``);
+        its colour as found when no family colour has looks of one kind (the same decision)."""
+        colors = [palette.colors[i] for i in self.family]
+        if self.samples is None or len(colors) < 2 or not any(c.measured_kinds for c in colors):
             return self.color
         return family_member(palette, list(self.family), self.samples, kind)
 

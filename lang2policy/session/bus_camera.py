@@ -186,13 +186,7 @@ class BusCameraSession(CameraSession):
 
     def lay_table(self, seed: int, objects: list[str] | None) -> None:
         """The table laid out anew with the arm at rest, the bus and driver built on it."""
-        self._stop_bus()
-        self.truth.reset(seed, objects)
-        with self._perceived:
-            self.perception = self._new_perception()
-        self._frame, self._next_frame = 0, self.truth.world.data.time
-        self._start_bus(seed)
-        self.settle_frames()
+        self.lay_scene(lambda truth: truth.reset(seed, objects))
 
     def lay_scene(self, setup: Callable[[object], T]) -> T:
         """``setup(truth)`` lays the table on the simulated session (its seed, objects, look,

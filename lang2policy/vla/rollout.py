@@ -123,13 +123,7 @@ class RolloutRunner:
         return result
 
     def _sensor(self, rgb: np.ndarray, frame: int) -> np.ndarray:
-        """A rendered frame as the realism look's sensor records it (exposure, blur, noise;
-        seeded by the layout and the frame)."""
-        world = self.session.world
-        if world.look is None:
-            return rgb
-        rng = np.random.default_rng([world.seed or 0, frame, 11])
-        return apply_image_effects(rgb, world.look.image, rng)
+        return sensor_frame(self.session.world, rgb, frame)
 
     @staticmethod
     def _note_perception(policy: Policy, scene: np.ndarray, result: Rollout) -> None:
@@ -165,6 +159,15 @@ class RolloutRunner:
         finally:
             appearance.restore(session.world)
             session.robot.forget_last_command()
+
+
+def sensor_frame(world, rgb: np.ndarray, frame: int) -> np.ndarray:
+    """A rendered frame of ``world`` as the realism look's sensor records it (exposure, blur,
+    noise; seeded by the layout and the frame)."""
+    if world.look is None:
+        return rgb
+    rng = np.random.default_rng([world.seed or 0, frame, 11])
+    return apply_image_effects(rgb, world.look.image, rng)
 
 
 # ----------------------------------------------------------------- evaluation episodes
