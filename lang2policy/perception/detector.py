@@ -26,6 +26,7 @@ import numpy as np
 
 from lang2policy.errors import ConfigError
 from lang2policy.perception.camera import PinholeCamera
+from lang2policy.perception.evidence import visible_share
 from lang2policy.perception.image import check_rgb
 from lang2policy.perception.palette import Palette
 from lang2policy.perception.records import PerceivedObject, yaw_quat
@@ -78,6 +79,7 @@ class DetectorSettings:
     hollow: float = 0.15  # a hole fraction above this means a bowl
     top_face: float = 0.85  # pixels at least this share of a blob's brightest are its top face
     min_support: float = 0.4  # share of the outline the fitted shape must explain
+    min_visible: float = 0.15  # share of a new object's silhouette the robot must leave in view
     tolerance_px: float = 2.0  # how close an outline point must be to count as explained
     drop_border: bool = True  # False: fit objects the image border cuts, by their visible edge
     smooth: bool = True  # classify a smoothed image too (``segmentation.find_blobs``)
@@ -139,7 +141,7 @@ class Detector:
         )
         for blob in blobs:
             if not (s.drop_border and blob.touches_border):
-                candidates += self._candidates(blob)
+                candidates += self._candidates(blob, ignore)
         return self._resolve(candidates)
 
     def _prepared(self, rgb: np.ndarray, ignore: np.ndarray | None) -> np.ndarray:
@@ -149,9 +151,10 @@ class Detector:
         return rgb
 
     # ----------------------------------------------------------------- one blob
-    def _candidates(self, blob: Blob) -> list[_Candidate]:
+    def _candidates(self, blob: Blob, hidden: np.ndarray | None) -> list[_Candidate]:
         """The blob as a block or a bowl: the kind its size says, or (when the robot hides
-        part of it) whichever fits its outline better; [] when neither fits."""
+        part of it) whichever fits its outline better; [] when neither fits or the robot hides
+        too much of it to tell (``evidence``)."""
         guess = self._guess(blob)
         if guess is None:
             return []
@@ -173,7 +176,16 @@ class Detector:
             return []
         best = max(fits, key=lambda c: c.fit.support)
         color = blob.member(self.palette, best.kind)  # told by the looks of its own kind
+        if not self._evident(best, hidden):
+            return []
         return [replace(best, blob=replace(blob, color=color))]
+
+    def _evident(self, candidate: _Candidate, hidden: np.ndarray | None) -> bool:
+        """Enough of the fitted object in view to name it (``visible_share``)."""
+        g = self.geometry
+        shape = g.block if candidate.kind == "block" else g.bowl
+        silhouette = predicted_outline(self.camera, shape, candidate.pose, g.table_z)
+        return visible_share(silhouette, hidden) >= self.settings.min_visible
 
     def _fit(self, blob: Blob, contours, kind: str, start, lift=0.0) -> _Candidate | None:
         """The shape fitted to the outline; ``lift``: it stands that high above the table."""
