@@ -16,6 +16,7 @@ import numpy as np
 from lang2policy.errors import ConfigError
 from lang2policy.perception.camera import CameraPose, Intrinsics, PinholeCamera
 from lang2policy.perception.detector import Detector, DetectorSettings, ObjectGeometry
+from lang2policy.perception.holding import HeldBlock, Surfaces
 from lang2policy.perception.palette import Palette
 from lang2policy.perception.records import PerceivedObject
 from lang2policy.perception.robot_mask import RobotMask
@@ -53,6 +54,8 @@ class CameraPerception:
         self.settings = settings
         self.mask = RobotMask(robot, dilate_px) if robot_mask else None
         self.tracker = ObjectTracker(max_missed, confirm)
+        g = self.geometry
+        self.holding = HeldBlock(Surfaces(g.table_z, g.block_half, g.bowl_base))
         self.detector: Detector | None = None
         self._joints: deque[tuple[float, dict[str, float]]] = deque(maxlen=_JOINT_HISTORY)
         self.seconds = 0.0  # processing time of the last frame
@@ -90,20 +93,31 @@ class CameraPerception:
         if missing:
             raise ConfigError(f"cannot process an image yet: waiting for {missing}")
         start = time.perf_counter()
-        ignore = None
+        ignore, joints = None, None
         if self.mask is not None:
-            self.mask.pose(self._joints_at(stamp))
+            joints = self._joints_at(stamp)
+            self.mask.pose(joints)
             ignore = self.mask.mask(self.detector.camera)
         detections = self._without_pieces_of_kept_bowls(self.detector.detect(rgb, ignore))
         camera = self.detector.camera.pose.position
         detections, under = restack(
             detections, self.tracker.objects, camera, self.geometry.block_half
         )
+        under.add(self.holding.name or "")  # in the jaws: kept, wherever the camera sees it
         update = self.tracker.update(
             detections, lambda obj: obj.name in under or self._hidden(obj, ignore)
         )
+        if self.mask is not None and joints is not None:
+            held = self.holding.follow(self.mask.tool(joints), self.tracker.objects)
+            if held is not None:
+                self.tracker.place(held)
         self.seconds = time.perf_counter() - start
         return update
+
+    def reset(self) -> None:
+        """The table was reset: forget the objects kept unseen and the block in the jaws."""
+        self.tracker.clear()
+        self.holding.forget()
 
     def _without_pieces_of_kept_bowls(self, found: list[PerceivedObject]) -> list[PerceivedObject]:
         """``found`` less the blocks that are pieces of a bowl the arm hides: a new block of a

@@ -16,6 +16,7 @@ import numpy as np
 
 from lang2policy.errors import ConfigError
 from lang2policy.perception.camera import PinholeCamera
+from lang2policy.perception.holding import Tool
 
 _VISIBLE_GROUPS = 3  # MuJoCo draws geom groups 0..2; 3 holds collision geoms no camera sees
 _DIRECTIONS = 96  # extreme points kept per geom: enough for a hull within a pixel or two
@@ -59,6 +60,15 @@ class RobotMask:
         self.data.qpos[self.arm.qpos_adr] = values[:-1]
         self.data.qpos[self.arm.gripper_qpos_adr] = self.arm.gripper_ctrl(float(values[-1]))
         self._mujoco.mj_kinematics(self.model, self.data)
+
+    def tool(self, joints: Mapping[str, float]) -> Tool:
+        """The tool point and frame as last posed, with the jaws' opening in ``joints``."""
+        site = self.arm.ee_site_id
+        return Tool(
+            self.data.site_xpos[site].copy(),
+            self.data.site_xmat[site].reshape(3, 3).copy(),
+            float(joints[self.joint_names[-1]]),
+        )
 
     def mask(self, camera: PinholeCamera) -> np.ndarray:
         """(H, W) bool: pixels covered by the robot as last posed, dilated by ``dilate_px``."""

@@ -99,6 +99,12 @@ class ObjectTracker:
         """The current set, sorted by name."""
         return [self._objects[name] for name in sorted(self._objects)]
 
+    def place(self, obj: PerceivedObject) -> None:
+        """Move the kept ``obj.name`` to ``obj``'s pose (known from elsewhere: the block in
+        the jaws moves with them); nothing for a name not in the set."""
+        if obj.name in self._objects:
+            self._objects[obj.name], self._missed[obj.name] = obj, 0
+
     def missed(self, name: str) -> int:
         """Consecutive frames ``name`` has not been seen in (0 if seen in the last one)."""
         return self._missed.get(name, 0)

@@ -189,7 +189,10 @@ class PerceptionNode(ReadOnlyParameters):
         publishes this) and drop the images taken before it."""
         since = convert.to_seconds(msg)
         if since > self._scene_since >= 0.0:
-            self.tracker.clear()
+            if self.camera is not None:
+                self.camera.reset()  # and the block in the jaws
+            else:
+                self.tracker.clear()
             self.get_logger().info(f"new scene from {since:.2f} s: the table was reset")
         self._scene_since = max(self._scene_since, since)
 
