@@ -19,8 +19,11 @@ every command and benchmark spells and documents them the same way.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+from collections.abc import Callable
 
+from lang2policy.errors import Lang2PolicyError
 from lang2policy.instruction_text import text_problem
 
 MAX_SEED = 2**32 - 1
@@ -101,3 +104,21 @@ def names(value: str | None) -> list[str] | None:
     if not value:
         return None
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+OBJECTS_HELP = 'comma-separated objects, e.g. "red block,blue bowl"'
+
+
+def objects(value: str | None) -> tuple[str, ...] | None:
+    """``--objects`` as a tuple of names (None: the command's default scene)."""
+    if value is None:
+        return None
+    found = tuple(names(value) or ())
+    if not found:
+        raise Lang2PolicyError("--objects needs at least one object name")
+    return found
+
+
+def print_report(report: dict, as_json: bool, formatter: Callable[[dict], str]) -> None:
+    """A command's report: JSON with ``--json``, else its text."""
+    print(json.dumps(report, indent=2) if as_json else formatter(report))

@@ -18,6 +18,7 @@ import yaml
 from lang2policy.errors import ConfigError
 from lang2policy.graph import launcher, options, rules, topics
 from lang2policy.graph import nodes as graph
+from lang2policy.graph.parameters import override_problems, params_problems
 
 REPO = Path(__file__).resolve().parents[1]
 SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]
@@ -41,37 +42,6 @@ def read_params(path: Path, node_name: str) -> dict:
     params = data[node_name]["ros__parameters"]
     assert isinstance(params, dict) and params, f"{path}: no parameters"
     return params
-
-
-def declared_parameters(module: str) -> dict[str, tuple[str, object]] | None:
-    """``{name: (how, default)}`` for ``_param``/``_number`` calls with literal names in a node's
-    source (how: "param" = typed like its default, "number" = any number); None if missing."""
-    path = REPO / Path(*module.split(".")).with_suffix(".py")
-    if not path.is_file():
-        return None
-    tree = ast.parse(path.read_text())
-    trees = [tree]  # the node's module, and the lang2policy.ros modules it builds on (mixins)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lang2policy.ros."):
-            helper = REPO / Path(*node.module.split(".")).with_suffix(".py")
-            trees.append(ast.parse(helper.read_text()))
-    found = {}
-    for node in (n for t in trees for n in ast.walk(t)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        how = {
-            "_param": "param",
-            "_number": "number",
-            "_switch": "switch",  # text or a boolean (a bare on/off): either type
-            "declare_parameter": "param",
-        }.get(node.func.attr)
-        if how and node.args and isinstance(node.args[0], ast.Constant):
-            try:
-                default = ast.literal_eval(node.args[1]) if len(node.args) > 1 else None
-            except ValueError:  # computed default (e.g. the scene's cameras)
-                default = None
-            found[node.args[0].value] = (how, default)
-    return found
 
 
 def by_executable(specs):
@@ -322,37 +292,21 @@ def test_params_files_exist_in_params_file_format_for_every_node():
         assert path == REPO / "config" / "nodes" / f"{executable}.yaml"
         params = read_params(path, name)
         assert params["use_sim_time"] is (executable not in graph.WALL_TIME_NODES)
-        if executable in graph.ROBOT_NODES:
-            assert params["robot"] == "so101"
 
 
-def test_params_files_name_only_declared_parameters_with_their_types():
-    checked = 0
-    for executable, (name, module) in graph.NODES.items():
-        declared = declared_parameters(module)
-        if not declared:  # node not written yet, or it declares parameters another way
-            continue
-        for key, value in read_params(graph.params_file(executable), name).items():
-            if key == "use_sim_time":
-                continue
-            assert key in declared, f"{executable}.yaml: {key!r} is not declared by {module}"
-            how, default = declared[key]
-            if how == "number":
-                assert isinstance(value, int | float) and not isinstance(value, bool), key
-            elif how == "switch":
-                assert isinstance(value, str | bool), key
-            elif default is not None:
-                assert type(value) is type(default), f"{executable}.yaml: {key} type"
-        checked += 1
-    assert checked >= 3  # sim, planner, controller exist today
+def test_params_files_name_only_parameters_of_the_table_and_restate_no_default():
+    for executable, (name, _) in graph.NODES.items():
+        path = graph.params_file(executable)
+        assert params_problems(executable, read_params(path, name), str(path)) == []
 
 
-def test_overrides_are_parameters_of_the_params_files():
-    """An override of a parameter the params file does not list is probably a typo."""
-    for spec in graph.graph("sim", record="/r", terminal=True):
-        params = read_params(spec.params_file, spec.name)
-        missing = set(spec.overrides) - set(params)
-        assert not missing, f"{spec.executable}: overrides {missing} not in {spec.params_file}"
+def test_overrides_are_parameters_of_the_table():
+    """An override of a parameter the node does not have is probably a typo."""
+    for mode, chosen in (("sim", {"record": "/r", "terminal": True, "vla": True}),
+                         ("robot", {"driver": "so101", "port": "/dev/ttyACM0", "emulate": True,
+                                    "camera_device": "0", "perception": "camera"})):  # fmt: skip
+        for spec in graph.graph(mode, **chosen):
+            assert override_problems(spec.executable, spec.overrides) == [], spec.executable
 
 
 def test_params_file_of_unknown_executable():

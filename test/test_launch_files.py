@@ -25,6 +25,7 @@ from test_graph import console_scripts, read_params
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph
 from lang2policy.graph import options
+from lang2policy.graph.parameters import names as parameter_names
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH_DIR = REPO / "launch"
@@ -206,7 +207,8 @@ def check_node(node: Node, use_sim_time: bool) -> tuple[dict, dict]:
     assert path.is_file() and path.parent == REPO / "config" / "nodes"
     from_file = read_params(path, node.name)
     assert overrides["use_sim_time"] is use_sim_time
-    assert set(overrides) <= set(from_file), f"{node.executable}: overrides not in its file"
+    unknown = set(overrides) - {"use_sim_time", *parameter_names(node.executable)}
+    assert not unknown, f"{node.executable}: overrides {unknown} are not its parameters"
     return from_file, overrides
 
 

@@ -1,2 +1,3 @@
-"""The command-line verbs of ``lang2policy`` that do more than parse arguments: ``run``,
-``exec-policy`` and ``demo``. ``lang2policy.cli`` parses, these do the work."""
+"""The verbs of ``lang2policy``: one module per command, each with ``add_parser(subparsers)``
+and ``run(args)`` (or ``main(argv)`` for a forwarded command), listed in ``lang2policy.cli``'s
+``COMMANDS`` table."""

@@ -7,10 +7,13 @@ default) into Code-as-Policies programs that run in the sandbox, one session wit
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
+from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.graph.parameters import default
 from lang2policy.session.sim import SimSession
 
 # Two blocks with matching bowls, and a distractor block that must stay where it is.
@@ -103,3 +106,25 @@ def run_language_demo(
     shown = one_line(", ".join(relations)) if relations else "none"
     say(f"[demo] wrote {path} ({len(recorder.frames)} frames); final relations: {shown}")
     return {"video": str(path), "outcomes": outcomes, "relations": relations}
+
+
+def add_parser(commands) -> None:
+    demo = commands.add_parser(
+        "demo", help="language-driven demo in simulation (local LLM), recorded to an MP4"
+    )
+    cli_types.add_robot(demo)
+    cli_types.add_seed(demo)
+    demo.add_argument("--out", type=Path, default=Path("out/demo.mp4"))
+    demo.add_argument("--camera", default="front", help="front, top or wrist")
+    demo.add_argument("--llm", default=default("planner_node", "llm"), help=cli_types.LLM_HELP)
+    demo.add_argument(
+        "--scripted", action="store_true", help="no LLM: call the motion primitives directly"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.scripted:
+        report = run_demo(args.robot, args.out, args.seed, args.camera)
+        return 0 if all(o["success"] for o in report["outcomes"]) else 1
+    report = run_language_demo(args.robot, args.out, args.seed, args.llm, args.camera)
+    return 0 if all(o["outcome"] == "ok" for o in report["outcomes"]) else 1

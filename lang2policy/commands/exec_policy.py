@@ -7,10 +7,12 @@ with its decision, and what the simulator says happened (object positions, in/on
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.sandbox.outcome import PlanOutcome
 from lang2policy.sandbox.policy import (
@@ -122,3 +124,34 @@ def run_program(request: ExecRequest) -> ExecResult:
     outcome = runner.run(source, plan_policy)
     session.world.step_seconds(0.5)  # let objects settle before reading the scene
     return ExecResult(request, objects, outcome, scene_readout(session))
+
+
+def add_parser(commands) -> None:
+    execp = commands.add_parser(
+        "exec-policy", help="run a policy program in the sandbox against the simulation"
+    )
+    execp.add_argument("file", type=Path, help="Python policy program (Code-as-Policies style)")
+    cli_types.add_robot(execp)
+    execp.add_argument("--policy", type=Path, help="privilege policy YAML (default: built-in)")
+    execp.add_argument("--narrow", type=Path, help="plan policy YAML that narrows --policy")
+    cli_types.add_seed(execp)
+    execp.add_argument("--objects", type=cli_types.text, help=cli_types.OBJECTS_HELP)
+    execp.add_argument("--json", action="store_true", help="print JSON only")
+    execp.add_argument("--no-ast-check", action="store_true", help="skip the static pre-check")
+    execp.add_argument("--ask", action="store_true", help="ask on the terminal for 'ask' rules")
+
+
+def run(args: argparse.Namespace) -> int:
+    request = ExecRequest(
+        program=args.file,
+        robot=args.robot,
+        policy=args.policy,
+        plan_policy=args.narrow,
+        seed=args.seed,
+        objects=cli_types.objects(args.objects),
+        ast_check=not args.no_ast_check,
+        ask=args.ask,
+    )
+    result = run_program(request)
+    cli_types.print_report(result.as_dict(), args.json, lambda report: result.format_text())
+    return 0 if result.outcome.ok else 1

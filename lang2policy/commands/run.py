@@ -14,19 +14,16 @@ simulator. ``--video`` records the run.
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lang2policy.conductor import (
-    ConductorSettings,
-    InProcessMPC,
-    PlanResult,
-    SimCodeExecutor,
-    build_conductor,
-)
+from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.graph.parameters import default
 from lang2policy.graph.topics import StatusEvent
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.route import check_instruction, choose_planner
@@ -34,6 +31,9 @@ from lang2policy.sandbox.outcome import printable
 from lang2policy.session.readout import scene_readout
 from lang2policy.session.sim import SimSession
 from lang2policy.text_quote import one_line
+
+if TYPE_CHECKING:  # the conductor (torch, the LLM client) is imported when a run starts
+    from lang2policy.conductor import PlanResult
 
 VIDEO_FPS = 10  # the reward route captures one frame per MPC step (0.1 s simulated)
 SHOWN_STATES = ("running", "remembered", "correction", "stopped")  # progress lines for a person
@@ -44,13 +44,13 @@ class RunRequest:
     instruction: str
     robot: str = "so101"
     objects: tuple[str, ...] | None = None
-    llm: str = "local"
+    llm: str = default("planner_node", "llm")
     seed: int = 0
     video: Path | None = None
     camera: str = "front"
     follow_ups: tuple[str, ...] = ()  # later instructions, planned with what runs as context
-    route: str = "code"  # "code", "reward" or "auto"
-    grounding: str = "on"  # code plans: "on" | "off" (GroundingSettings.named)
+    route: str = default("planner_node", "route")  # "code", "reward" or "auto"
+    grounding: str = default("planner_node", "grounding")  # code plans: "on" | "off"
     duration: float | None = None  # reward route: cap of each step, simulated seconds
     vla: bool = False  # code plans may call vla_skill(...): the shipped VLA on this arm
 
@@ -93,6 +93,13 @@ def sim_conductor(request: RunRequest, route: str, say: Callable[[str], None],
     """A seeded scene, its code and reward executors and a conductor on ``route``; with
     ``request.video`` a recorder (20 fps on the code route, one frame per MPC step on the
     reward route)."""
+    from lang2policy.conductor import (
+        ConductorSettings,
+        InProcessMPC,
+        SimCodeExecutor,
+        build_conductor,
+    )
+
     session = SimSession(request.robot)
     code = SimCodeExecutor(session, vla=request.vla)
     objects = code.reset(request.seed, list(request.objects) if request.objects else None)
@@ -111,7 +118,7 @@ def sim_conductor(request: RunRequest, route: str, say: Callable[[str], None],
     return SimRun(session, objects, conductor, recorder)
 
 
-def run(request: RunRequest, say: Callable[[str], None] = print) -> dict:
+def run_instructions(request: RunRequest, say: Callable[[str], None] = print) -> dict:
     """Plan and execute the instructions; returns a JSON-able report."""
     instructions = [check_instruction(text) for text in request.instructions]
     if request.duration is not None and not request.duration > 0:
@@ -291,3 +298,70 @@ def main_exit_code(report: dict) -> int:
         return 0 if report["ok"] else 1
     results = report.get("steps") or [report["result"]]
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def add_parser(commands) -> None:
+    runp = commands.add_parser(
+        "run", help="plan an instruction (and follow-ups) with an LLM and run it in sim"
+    )
+    runp.add_argument(
+        "instructions",
+        nargs="+",
+        metavar="INSTRUCTION",
+        type=cli_types.text,
+        help='e.g. "put the red block in the blue bowl"; more instructions are follow-ups '
+        "handled in turn in the same session: with --route reward each is planned with the "
+        'running spec as context and swapped into the running MPC ("lift the red block 10 cm" '
+        '"higher")',
+    )
+    cli_types.add_robot(runp)
+    runp.add_argument(
+        "--route",
+        default=RunRequest.route,
+        choices=["code", "reward", "auto"],
+        help="code: Code as Policies; reward: Language to Rewards with the MPC; auto: chosen "
+        "from the first instruction (lang2policy.planning.route; default, as in the graph)",
+    )
+    runp.add_argument(
+        "--grounding",
+        default=RunRequest.grounding,
+        choices=["on", "off"],
+        help="code plans: on (grammar from the scene and skills, scored candidates, retrieved "
+        "examples, a dry run before moving; default) | off (free decoding). The goal is "
+        "checked either way",
+    )
+    runp.add_argument(
+        "--duration",
+        type=float,
+        help="reward route: at most this many simulated seconds per instruction",
+    )
+    runp.add_argument("--objects", type=cli_types.text, help=cli_types.OBJECTS_HELP)
+    runp.add_argument("--llm", default=RunRequest.llm, help=cli_types.LLM_HELP)
+    cli_types.add_seed(runp)
+    runp.add_argument("--video", type=Path, help="record the run to this MP4")
+    runp.add_argument(
+        "--vla",
+        action="store_true",
+        help="policy code may call vla_skill(...): the shipped VLA policy on the simulated arm",
+    )
+    runp.add_argument("--json", action="store_true", help="print JSON only")
+
+
+def run(args: argparse.Namespace) -> int:
+    request = RunRequest(
+        instruction=args.instructions[0],
+        robot=args.robot,
+        objects=cli_types.objects(args.objects),
+        llm=args.llm,
+        seed=args.seed,
+        video=args.video,
+        follow_ups=tuple(args.instructions[1:]),
+        route=args.route,
+        grounding=args.grounding,
+        duration=args.duration,
+        vla=args.vla,
+    )
+    say = (lambda line: None) if args.json else print
+    report = run_instructions(request, say=say)
+    cli_types.print_report(report, args.json, format_text)
+    return main_exit_code(report)

@@ -9,8 +9,10 @@ import sys
 
 import yaml
 
+from lang2policy.config import read_yaml
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph
+from lang2policy.graph.parameters import override_problems, params_problems
 
 
 def param_value(value: object) -> str:
@@ -46,15 +48,31 @@ def node_command(spec: graph.NodeSpec, python: str = sys.executable) -> list[str
 
 
 def check_installed(specs: list[graph.NodeSpec]) -> None:
-    """Every node's module and params file exist, or one error naming all that do not."""
+    """Every node's module and params file exist, and the params file and the overrides name
+    the node's parameters (``graph.parameters``) with their types; or one error naming all
+    that do not."""
     problems = []
     for spec in specs:
         if importlib.util.find_spec(spec.module) is None:
             problems.append(f"{spec.executable}: module {spec.module} is not installed")
         if not spec.params_file.is_file():
             problems.append(f"{spec.executable}: params file {spec.params_file} is missing")
+        else:
+            problems += params_problems(spec.executable, file_params(spec), str(spec.params_file))
+        problems += override_problems(spec.executable, spec.overrides)
     if problems:
         raise ConfigError("cannot start the graph: " + "; ".join(problems))
+
+
+def file_params(spec: graph.NodeSpec) -> dict:
+    """The ``ros__parameters`` of ``spec``'s node in its params file (ROS 2 params-file
+    format: ``<node name>: {ros__parameters: {...}}``)."""
+    data = read_yaml(spec.params_file)
+    section = data.get(spec.name)
+    params = section.get("ros__parameters") if isinstance(section, dict) else None
+    if set(data) != {spec.name} or not isinstance(params, dict):
+        raise ConfigError(f"{spec.params_file}: expected {spec.name}: {{ros__parameters: {{...}}}}")
+    return params
 
 
 def select(specs: list[graph.NodeSpec], only: str | None) -> list[graph.NodeSpec]:

@@ -6,7 +6,8 @@ dataclass, the launch arguments of ``launch/sim.launch.py`` and ``launch/robot.l
 A row says the option's field name and default, its kind (how a launch-argument string or a
 command-line value becomes the field's value), its allowed values, which launch files declare
 it, and its ``lang2policy sim`` flag (none: not on the command line). The checks that span
-options live in ``lang2policy.graph.rules``. Pure: no ROS import.
+options live in ``lang2policy.graph.rules``. An option that sets a node parameter takes its
+default from that parameter's row (``lang2policy.graph.parameters``). Pure: no ROS import.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from lang2policy import cli_types
 from lang2policy.errors import ConfigError
 from lang2policy.graph import topics
+from lang2policy.graph.parameters import default
 from lang2policy.graph.rules import (
     CONTROLLERS,
     DRIVERS,
@@ -107,7 +109,8 @@ _SO101 = "so101-hw"
 OPTIONS: tuple[Option, ...] = (
     Option("mode", "sim", "sim (the MuJoCo simulation) | robot (a real arm)", choices=MODES,
            launch=()),
-    Option("robot", "so101", "robot description (config/robots/<name>.yaml): so101 | panda",
+    Option("robot", default("sim_node", "robot"),
+           "robot description (config/robots/<name>.yaml): so101 | panda",
            flag="--robot", flag_help=f"so101 | panda (simulated) | {_SO101} (a real SO-101 on "
            "--port, or the emulated one with --emulate)"),
     Option("terminal", True, "true: start the terminal node (in terminal_prefix, it needs a TTY)",
@@ -115,43 +118,55 @@ OPTIONS: tuple[Option, ...] = (
            flag_help="no terminal node; run until Ctrl-C or --duration"),
     Option("record", None, "directory for MCAP recordings; empty: no recorder node", OPTIONAL,
            flag="--record", flag_help="record MCAP files into DIR", metavar="DIR"),
-    Option("record_mode", "episode", "episode (a file per instruction) | session (one file)",
+    Option("record_mode", default("recorder_node", "mode"),
+           "episode (a file per instruction) | session (one file)",
            choices=RECORD_MODES, flag="--record-mode"),
     Option("record_cameras", (), "comma-separated cameras whose images are recorded too", NAMES,
            flag="--record-cameras", metavar="NAMES"),
     Option("perception", None, "ground_truth (default in sim and on the emulated SO-101) | "
            "camera (default on a robot)", OPTIONAL, choices=PERCEPTION_MODES,
            flag="--perception"),
-    Option("llm", "local", "planner LLM: local | openai | replay:FILE | record:FILE | cache:FILE",
+    Option("llm", default("planner_node", "llm"),
+           "planner LLM: local | openai | replay:FILE | record:FILE | cache:FILE",
            flag="--llm"),
-    Option("route", "auto", "plan kind: auto (chosen per instruction) | code (policy code) | "
+    Option("route", default("planner_node", "route"),
+           "plan kind: auto (chosen per instruction) | code (policy code) | "
            "reward (reward parameters) | skill (the VLA; needs vla)", choices=ROUTES,
            flag="--route"),
-    Option("grounding", "on", "code plans: on (grammar, scored candidates, retrieved examples, a "
+    Option("grounding", default("planner_node", "grounding"),
+           "code plans: on (grammar, scored candidates, retrieved examples, a "
            "dry run before moving) | off (free decoding; the goal is checked either way)",
            choices=GROUNDING, flag="--grounding"),
-    Option("controller", "mpc", "reward plans: mpc (the sampling MPC) | rl (the shipped RL "
+    Option("controller", default("controller_node", "backend"),
+           "reward plans: mpc (the sampling MPC) | rl (the shipped RL "
            "policies for the task families they serve, the MPC for the rest)",
            choices=CONTROLLERS, flag="--controller"),
-    Option("vla", False, "true: start the VLA node (language skills on /lang2policy/skill)",
+    Option("vla", default("planner_node", "vla"),
+           "true: start the VLA node (language skills on /lang2policy/skill)",
            FLAG, flag="--vla", flag_help="start the VLA node (skills on /lang2policy/skill)"),
-    Option("vla_backend", "local", "VLA policy: local (models/vla-so101-tiny) | "
+    Option("vla_backend", default("vla_node", "backend"),
+           "VLA policy: local (models/vla-so101-tiny) | "
            "openpi://HOST:PORT | openvla://HOST:PORT | lerobot://HOST:PORT",
            flag="--vla-backend"),
-    Option("vla_lerobot_checkpoint", "", "lerobot:// backend: the LeRobot policy's "
+    Option("vla_lerobot_checkpoint", default("vla_node", "lerobot_checkpoint"),
+           "lerobot:// backend: the LeRobot policy's "
            "pretrained_model directory (lang2policy vla-serve --lerobot DIR serves it)",
            flag="--vla-lerobot-checkpoint"),
-    Option("vla_lerobot_calibration", "", "lerobot:// backend: the arm's calibration when the "
+    Option("vla_lerobot_calibration", default("vla_node", "lerobot_calibration"),
+           "lerobot:// backend: the arm's calibration when the "
            "policy was trained on a LeRobot recording (its units)",
            flag="--vla-lerobot-calibration"),
-    Option("rtf", 1.0, "real-time factor of the simulation", NUMBER, launch=("sim",),
+    Option("rtf", default("sim_node", "real_time_factor"),
+           "real-time factor of the simulation", NUMBER, launch=("sim",),
            flag="--rtf"),
     Option("cameras", True, "false: the sim renders no camera images", FLAG, launch=("sim",),
            flag="--no-cameras", flag_help="the sim renders no images"),
-    Option("realism", "off", "realism profile of the simulated world (sim, emulate): off | mild "
+    Option("realism", default("sim_node", "realism"),
+           "realism profile of the simulated world (sim, emulate): off | mild "
            "| hard | a YAML file (config/realism/): light, shades, camera error, sensor noise, "
            "servo imperfections", flag="--realism"),
-    Option("seed", 0, "scene seed: the objects and their layout (sim, emulate)", SEED,
+    Option("seed", default("sim_node", "seed"),
+           "scene seed: the objects and their layout (sim, emulate)", SEED,
            flag="--seed", flag_help=f"scene seed (0 to {cli_types.MAX_SEED})"),
     Option("objects", (), "comma-separated objects on the simulated table, e.g. 'red block,blue "
            "bowl' (default: chosen by the seed)", NAMES, launch=(), flag="--objects",
@@ -162,21 +177,26 @@ OPTIONS: tuple[Option, ...] = (
            "the arm controller's JointTrajectory input", launch=("robot",)),
     Option("joint_states_topic", topics.JOINT_STATES.name, "the arm's JointState topic",
            launch=("robot",)),
-    Option("joint_map", "", "ros2_control: hardware/<arm>.yaml (panda, ...) or a path; empty: "
+    Option("joint_map", default("joint_map_bridge_node", "joint_map"),
+           "ros2_control: hardware/<arm>.yaml (panda, ...) or a path; empty: "
            "the arm already uses the robot description's joint names", launch=("robot",)),
-    Option("port", "", "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0",
+    Option("port", default("so101_driver_node", "port"),
+           "driver so101: the servo bus's serial port, e.g. /dev/ttyACM0",
            launch=("robot",), flag="--port", flag_help=f"{_SO101}: the servo bus's port"),
     Option("emulate", False, "driver so101: an emulated SO-101 (servo bus on a pty, MuJoCo "
            "arm) on port", FLAG, launch=("robot",), flag="--emulate"),
     Option("camera_device", "", "a USB camera to start: index, /dev/videoN or a video file",
            launch=("robot",), flag="--camera-device"),
-    Option("camera_name", "front", "the camera's name: topics /camera/<name>/...",
+    Option("camera_name", default("usb_camera_node", "name"),
+           "the camera's name: topics /camera/<name>/...",
            launch=("robot",), flag="--camera-name"),
-    Option("camera_intrinsics", "", 'the camera\'s ROS calibration YAML ("": a default pinhole)',
+    Option("camera_intrinsics", default("usb_camera_node", "intrinsics"),
+           'the camera\'s ROS calibration YAML ("": a default pinhole)',
            launch=("robot",), flag="--camera-intrinsics"),
     Option("camera_pose", "", "camera pose YAML from `lang2policy calibrate camera`",
            launch=("robot",), flag="--camera-pose"),
-    Option("palette", "", "camera perception's colours: a palette YAML from `lang2policy "
+    Option("palette", default("perception_node", "palette_file"),
+           "camera perception's colours: a palette YAML from `lang2policy "
            "calibrate colors` (\"\": the scene's)", launch=("sim", "robot"), flag="--palette"),
 )  # fmt: skip
 OPTION: dict[str, Option] = {option.name: option for option in OPTIONS}

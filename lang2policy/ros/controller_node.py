@@ -67,30 +67,32 @@ from lang2policy.ros.params import ReadOnlyParameters
 class ControllerNode(ReadOnlyParameters):
     """``lang2policy_controller``: ``RealtimeMPC`` behind the topic contract above."""
 
+    executable = "controller_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_controller", **kwargs)
-        robot = self._robot()
-        layout = self._param("layout", "cap_tabletop", "object pool the planning model knows")
+        robot = self._param("robot")
+        layout = self._param("layout")
         # In its own process the planner never waits for the GIL on this node's callbacks
         # (in-process it fell from ~45 Hz to 1-3 Hz beside the executor on two loaded cores).
-        separate = bool(self._param("planner_process", True, "plan in a worker process"))
+        separate = bool(self._param("planner_process"))
         config = MPCConfig(
-            sampler=self._param("sampler", "sampling", "the MPC sampler: sampling | cem"),
-            samples=int(self._number("samples", 64, "rollouts per planning iteration")),
-            horizon=self._number("horizon", 0.5, "planning horizon (s)"),
-            threads=int(self._number("threads", 2, "rollout threads")),
+            sampler=self._param("sampler"),
+            samples=int(self._param("samples")),
+            horizon=self._param("horizon"),
+            threads=int(self._param("threads")),
             # IK-guided candidates (what lifts and places need: without them the graph's MPC
             # timed out on "lift the blue block 10 cm") make many short GIL-releasing MuJoCo
             # calls; in this process, beside the executor's threads, each release could wait a
             # whole GIL switch interval and iterations took seconds. On with a worker process.
-            proposals=bool(self._param("proposals", separate, "IK-guided candidates")),
+            proposals=bool(self._param("proposals", separate)),
         )
         backend = self._backend(robot)
         families = backend.pop("families", [])
-        self.control_rate = self._number("control_rate", 50.0, "Hz of joint_command messages")
-        status_rate = self._number("status_rate", 2.0, "Hz of status messages")
-        self.lookahead = self._number("lookahead", 0.1, "seconds of plan in each command")
-        stale_after = self._number("stale_after", 0.5, "wall s without joint states: stop")
+        self.control_rate = self._param("control_rate")
+        status_rate = self._param("status_rate")
+        self.lookahead = self._param("lookahead")
+        stale_after = self._param("stale_after")
         self._objects: dict[str, ObjectState] = {}
         self._objects_lock = threading.Lock()
         self._was_active = False
@@ -127,11 +129,9 @@ class ControllerNode(ReadOnlyParameters):
     def _backend(self, robot: str) -> dict:
         """The ``backend`` and ``rl_policies`` parameters as the planner's settings."""
         return backend_settings(
-            self._param("backend", "mpc", "low-level controller: mpc | rl (a shipped policy "
-                        "for specs of its family, the MPC for the rest)"),
+            self._param("backend"),
             robot,
-            self._param("rl_policies", "", "backend rl: comma-separated policy directories "
-                        "('' = the shipped models/rl-*)"),
+            self._param("rl_policies"),
         )
 
     # ----------------------------------------------------------------- inputs

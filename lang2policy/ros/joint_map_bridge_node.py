@@ -49,15 +49,13 @@ _THROTTLE = 2.0  # s between repeated log lines of one kind
 class JointMapBridgeNode(ReadOnlyParameters):
     """``lang2policy_joint_map_bridge``: the graph's joint contract <-> one arm's controller."""
 
+    executable = "joint_map_bridge_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_joint_map_bridge", **kwargs)
-        ref = self._param("joint_map", "", "arm name (hardware/<arm>.yaml) or joint map path")
-        self.command_topic = self._param(
-            "command_topic", TRAJECTORY.name, "our trajectories (the safety node's output)"
-        )
-        self.state_topic = self._param(
-            "state_topic", JOINT_STATES.name, "where the joint states in our names are published"
-        )
+        ref = self._param("joint_map")
+        self.command_topic = self._param("command_topic")
+        self.state_topic = self._param("state_topic")
         if not ref:
             raise ConfigError(
                 "parameter 'joint_map' is empty; give an arm name "

@@ -45,10 +45,12 @@ _THROTTLE = 2.0  # s between repeated log lines of one kind
 class JtcStandinNode(ReadOnlyParameters):
     """``lang2policy_jtc_standin``: a ros2_control arm's trajectory topics, simulated."""
 
+    executable = "jtc_standin_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_jtc_standin", **kwargs)
-        ref = self._param("joint_map", "", "arm name (hardware/<arm>.yaml) or joint map path")
-        rate = self._number("rate", 100.0, "Hz of joint state publication and interpolation")
+        ref = self._param("joint_map")
+        rate = self._param("rate")
         if not ref:
             raise ConfigError(
                 "parameter 'joint_map' is empty; give an arm name "

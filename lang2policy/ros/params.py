@@ -1,70 +1,53 @@
 """What every lang2policy node shares: read-only, validated parameters, and bad messages
-dropped with a warning instead of ending the node."""
+dropped with a warning instead of ending the node.
+
+A node's parameters are the rows of its executable in ``lang2policy.graph.parameters`` (the
+one place their defaults, kinds and descriptions are written): ``_param(name)`` declares one
+read-only and checks its value; only a row whose default the node computes takes one here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
-from lang2policy.control.command_deadline import (
-    DEFAULT_DEADLINE,
-    DEFAULT_STREAM_TIMEOUT,
-    CommandDeadline,
-)
+from lang2policy.control.command_deadline import CommandDeadline
 from lang2policy.errors import ConfigError
+from lang2policy.graph.parameters import parameter
 
 Message = TypeVar("Message")
 Value = TypeVar("Value")
 
 
 class ReadOnlyParameters(Node):
-    """A ``Node`` whose parameters are declared read-only, numbers checked on the way in."""
+    """A ``Node`` whose parameters are declared read-only from the table, values checked."""
 
-    def _param(self, name: str, default, description: str):
-        descriptor = ParameterDescriptor(description=description, read_only=True)
-        return self.declare_parameter(name, default, descriptor).value
+    executable: ClassVar[str] = ""  # the node's key in graph.parameters.PARAMETERS
 
-    def _switch(self, name: str, default, description: str):
-        """A read-only parameter that may arrive as text or as a boolean (a bare ``on``/``off``
-        on the command line is YAML for true/false)."""
+    def _param(self, name: str, computed: Any = None) -> Any:
+        """Parameter ``name`` of this node's table: declared read-only with the table's
+        default (``computed`` only for a row whose default the node computes), its value
+        checked (numbers as float)."""
+        row = parameter(self.executable, name)
         descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
+            description=row.help, read_only=True, dynamic_typing=row.dynamic
         )
-        return self.declare_parameter(name, default, descriptor).value
+        return row.check(self.declare_parameter(name, row.declared(computed), descriptor).value)
 
-    def _realism(self, description: str):
+    def _realism(self):
         """``realism``: off | mild | hard | a YAML file, as a ``realism.RealismProfile`` (a bare
         off on the command line is YAML for false: taken as off)."""
         from lang2policy.realism import load_realism
 
-        value = self._switch("realism", "off", description)
+        value = self._param("realism")
         if isinstance(value, bool):
             if value:
                 raise ConfigError("parameter 'realism' must be off, mild, hard or a YAML file")
             value = "off"
         return load_realism(str(value))
-
-    def _robot(self) -> str:
-        """The read-only ``robot`` parameter: the robot description the node loads."""
-        return self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
-
-    def _number(self, name, default, description, zero=False, integer=False) -> float:
-        """A read-only numeric parameter (int or float accepted), > 0 (>= 0 with ``zero``)."""
-        descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
-        )
-        value = self.declare_parameter(name, default, descriptor).value
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = ok and (value >= 0 if zero else value > 0) and (not integer or value == int(value))
-        if not ok:
-            kind = "an integer" if integer else "a number"
-            raise ConfigError(
-                f"parameter '{name}' must be {kind} {'>= 0' if zero else '> 0'}, got {value!r}"
-            )
-        return float(value)
 
     def _decoded(
         self, decode: Callable[[Message], Value], message: Message, topic: str
@@ -81,11 +64,4 @@ class ReadOnlyParameters(Node):
 def command_deadline(node: ReadOnlyParameters) -> CommandDeadline:
     """A robot node's ``CommandDeadline`` from its ``command_deadline`` and ``stream_timeout``
     parameters (the sim node and the SO-101 driver read the same two)."""
-    return CommandDeadline(
-        node._number("command_deadline", DEFAULT_DEADLINE, "s: older stamped trajectories brake"),
-        node._number(
-            "stream_timeout",
-            DEFAULT_STREAM_TIMEOUT,
-            "s of silence in a stamped stream while the arm moves before it brakes",
-        ),
-    )
+    return CommandDeadline(node._param("command_deadline"), node._param("stream_timeout"))

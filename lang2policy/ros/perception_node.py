@@ -25,12 +25,10 @@ planner refuses new plans with; ``seeing`` when images come back.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import deque
 
 from builtin_interfaces.msg import Time as TimeMsg
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -42,7 +40,6 @@ from lang2policy.graph.topics import (
     JOINT_STATES,
     OBJECTS,
     PERCEPTION_NODE,
-    SIM_OBJECTS,
     SIM_SCENE,
     STATUS,
     StatusEvent,
@@ -75,14 +72,16 @@ _LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
 class PerceptionNode(ReadOnlyParameters):
     """``lang2policy_perception``: see the module docstring."""
 
+    executable = "perception_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_perception", **kwargs)
-        self.source = self._param("source", "ground_truth", f"where objects come from: {SOURCES}")
+        self.source = self._param("source")
         if self.source not in SOURCES:
             raise ConfigError(f"parameter 'source' must be one of {SOURCES}, got {self.source!r}")
-        self.robot = self._robot()
-        self.frame_id = self._param("frame_id", "world", "frame of the published poses")
-        rate = self._number("publish_rate", 0.0, "Hz; 0 publishes on every input", zero=True)
+        self.robot = self._param("robot")
+        self.frame_id = self._param("frame_id")
+        rate = self._param("publish_rate")
         self.tracker = ObjectTracker(0)  # ground truth is complete: what it omits is gone
         self.camera: CameraPerception | None = None
         self._stamp = 0.0
@@ -106,9 +105,7 @@ class PerceptionNode(ReadOnlyParameters):
 
     # ----------------------------------------------------------------- ground truth
     def _start_ground_truth(self) -> None:
-        self.ground_truth_topic = self._param(
-            "ground_truth_topic", SIM_OBJECTS.name, "MarkerArray of the simulator's object poses"
-        )
+        self.ground_truth_topic = self._param("ground_truth_topic")
         self.create_subscription(MarkerArray, self.ground_truth_topic, self._on_markers, 10)
 
     def _on_markers(self, msg: MarkerArray) -> None:
@@ -122,20 +119,14 @@ class PerceptionNode(ReadOnlyParameters):
 
     # ----------------------------------------------------------------- camera
     def _start_camera(self) -> None:
-        self.camera_name = self._param("camera", "top", "camera name: /camera/<name>/image_raw")
-        pose_source = self._param(
-            "camera_pose", "sim", "'sim' (pose from the robot's scene) or a camera pose YAML"
-        )
-        palette_file = self._param("palette_file", "", "YAML of measured colours ('': scene)")
-        use_mask = self._param("robot_mask", True, "mask the robot's pixels (needs joint_states)")
-        dilate = self._number("mask_dilate_px", 3, "pixels added around the robot mask", True, True)
-        max_missed = self._number(
-            "max_missed", 3, "images an unseen object is kept before it is dropped", True, True
-        )
-        confirm = self._number(
-            "confirm_frames", 3, "images a new object must be seen in, in a row", False, True
-        )
-        table_z = self._finite("table_z", 0.0, "world z of the table top (m)")
+        self.camera_name = self._param("camera")
+        pose_source = self._param("camera_pose")
+        palette_file = self._param("palette_file")
+        use_mask = self._param("robot_mask")
+        dilate = self._param("mask_dilate_px")
+        max_missed = self._param("max_missed")
+        confirm = self._param("confirm_frames")
+        table_z = self._param("table_z")
         if pose_source == "sim":
             pose = sim_camera_pose(self.robot, self.camera_name)
         else:
@@ -165,7 +156,7 @@ class PerceptionNode(ReadOnlyParameters):
 
     def _watch_images(self) -> None:
         """Say ``blind`` on the status topic when no image came for ``image_timeout`` s."""
-        timeout = self._number("image_timeout", 2.0, "s without an image: perception is blind")
+        timeout = self._param("image_timeout")
         self.image_watch = ImageWatch(self.camera_name, float(timeout), time.monotonic())
         self._status = self.create_publisher(String, STATUS.name, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -270,20 +261,6 @@ class PerceptionNode(ReadOnlyParameters):
             f"position {[round(float(v), 3) for v in pose.position]}), {mask}, objects unseen "
             f"for more than {self.camera.tracker.max_missed} images dropped"
         )
-
-    def _finite(self, name: str, default: float, description: str) -> float:
-        """A read-only parameter that may be any finite number (int or float)."""
-        descriptor = ParameterDescriptor(
-            description=description, read_only=True, dynamic_typing=True
-        )
-        value = self.declare_parameter(name, default, descriptor).value
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise ConfigError(f"parameter '{name}' must be a finite number, got {value!r}")
-        return float(value)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -75,6 +75,8 @@ OWN_STATUS_READERS = 1  # this node's own subscription to the status topic
 class PlannerNode(ReadOnlyParameters):
     """``lang2policy_planner``: the conductor's host (it is the conductor's ``Outlet``)."""
 
+    executable = "planner_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_planner", **kwargs)
         self._status = self.create_publisher(String, topics.STATUS.name, 10)
@@ -151,24 +153,22 @@ class PlannerNode(ReadOnlyParameters):
         self._starting(f"warming the planner's prompts: {done} of {total}{left}")
 
     def _settings(self) -> ConductorSettings:
-        memory = self._param("memory", "", 'corrections memory (JSONL path); "" = off')
+        memory = self._param("memory")
         return ConductorSettings(
-            llm=self._param("llm", "local", "local | openai | replay:FILE | record:FILE"),
-            reward_llm=self._param("reward_llm", "", 'LLM of the reward planner; "" = llm'),
-            route=self._param("route", "auto", "code | reward | auto (choose per instruction)"),
+            llm=self._param("llm"),
+            reward_llm=self._param("reward_llm"),
+            route=self._param("route"),
             grounding=self._grounding(),
             memory=Path(memory) if memory else None,
-            memory_threshold=self._number("memory_threshold", 0.8, "similarity to recall"),
-            memory_scope=self._param(
-                "memory_scope", "objects", "objects | run: which remembered corrections recall"
-            ),
+            memory_threshold=self._param("memory_threshold"),
+            memory_scope=self._param("memory_scope"),
             skill=self._skill_settings(),
             spare_child=True,  # a sandbox child started ahead: the arm moves sooner
         )
 
     def _vla_on(self) -> bool:
         """``vla``: true when a VLA node runs in the graph (skill plans go to it)."""
-        value = self._switch("vla", False, "true: a VLA node runs skill plans (skill topic)")
+        value = self._param("vla")
         if isinstance(value, bool):
             return value
         if str(value).strip().lower() in ("true", "false"):
@@ -176,15 +176,13 @@ class PlannerNode(ReadOnlyParameters):
         raise ConfigError(f"parameter 'vla' must be true or false, got {value!r}")
 
     def _skill_settings(self) -> SkillSettings:
-        speed = self._number("skill_max_joint_speed", 1.0, "rad/s a skill plan asks for")
-        budget = self._number(
-            "skill_time_budget", 0.0, "s a skill plan asks for; 0 = the skill's", zero=True
-        )
+        speed = self._param("skill_max_joint_speed")
+        budget = self._param("skill_time_budget")
         return SkillSettings(max_joint_speed=speed, time_budget_s=budget)
 
     def _grounding(self) -> GroundingSettings:
         """``grounding``: on | off (ROS reads a bare on/off as a boolean: both are taken)."""
-        value = self._switch("grounding", "on", "on | off: code plans grounded in the scene")
+        value = self._param("grounding")
         name = ("on" if value else "off") if isinstance(value, bool) else str(value)
         try:
             return GroundingSettings.named(name)
@@ -192,29 +190,23 @@ class PlannerNode(ReadOnlyParameters):
             raise ConfigError(f"parameter {exc}") from None
 
     def _code_executor(self):
-        robot = self._param("robot", "so101", "robot description (config/robots/<name>.yaml)")
-        execute = self._param("execute", "graph", "graph (the arm in the graph) | local")
+        robot = self._param("robot")
+        execute = self._param("execute")
         if execute not in EXECUTE_MODES:
             raise ConfigError(
                 f"parameter 'execute' must be one of {list(EXECUTE_MODES)}, got {execute!r}"
             )
         if execute == "local":
-            objects = self._param("objects", "", 'comma-separated objects, "" = seeded')
+            objects = self._param("objects")
             names = [o.strip() for o in objects.split(",") if o.strip()] or None
             code = SimCodeExecutor(SimSession(robot))
-            code.reset(int(self._param("seed", 0, "scene seed")), names)
+            code.reset(int(self._param("seed")), names)
             return code
-        period = 1.0 / self._number("control_rate", 50.0, "command rate (Hz)")
-        stale = self._number("state_timeout", 2.0, "s without joint states = lost")
+        period = 1.0 / self._param("control_rate")
+        stale = self._param("state_timeout")
         self.arm = GraphArm(self, robot, control_period=period, stale_after=stale)
-        wait = self._number("scene_timeout", 10.0, "s to wait for joint states and objects")
-        self.arm.session.view_timeout = self._number(
-            "view_timeout",
-            0.0,
-            "s to wait, the arm out of the view, for a camera to see the objects again before "
-            "a goal is judged; 0 = judge at once (ground truth sees through the arm)",
-            zero=True,
-        )
+        wait = self._param("scene_timeout")
+        self.arm.session.view_timeout = self._param("view_timeout")
         return LiveCodeExecutor(self.arm.session, wait, topics.OBJECTS.name)
 
     # ------------------------------------------------------------------ Outlet

@@ -28,7 +28,7 @@ from std_msgs.msg import String
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph.topics import INSTRUCTION, STATUS
-from lang2policy.recording import DEFAULT_TOPICS, MODES, Recorder, resolve_topics
+from lang2policy.recording import Recorder, resolve_topics
 from lang2policy.recording.definitions import split_type
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
@@ -41,14 +41,16 @@ POLL_PERIOD = 0.2  # s between checks whether an episode's linger time is over
 class RecorderNode(ReadOnlyParameters):
     """``lang2policy_recorder``: subscriptions -> ``Recorder`` (see the module docstring)."""
 
+    executable = "recorder_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_recorder", **kwargs)
-        output_dir = self._param("output_dir", "recordings", "directory of the MCAP files")
-        mode = self._param("mode", "episode", f"{' | '.join(MODES)}: a file per episode or one")
-        entries = list(self._param("topics", list(DEFAULT_TOPICS), "/topic or /topic=pkg/msg/T"))
-        cameras = self._param("cameras", "", "comma-separated cameras whose images to record")
-        linger = self._number("linger", 3.0, "s recorded after an episode ends", zero=True)
-        preroll = self._number("preroll", 1.0, "s recorded before an episode starts", zero=True)
+        output_dir = self._param("output_dir")
+        mode = self._param("mode")
+        entries = list(self._param("topics"))
+        cameras = self._param("cameras")
+        linger = self._param("linger")
+        preroll = self._param("preroll")
         names = tuple(c.strip() for c in cameras.split(",") if c.strip())
         self.topics = resolve_topics(entries, names)
         if mode == "episode":  # episodes are cut at status lines: always hear them

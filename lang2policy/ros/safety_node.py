@@ -89,17 +89,17 @@ from lang2policy.safety.plan_zones import decode_plan_zones
 class SafetyNode(ReadOnlyParameters):
     """``lang2policy_safety``: ``SafetySupervisor`` behind the topic contract above."""
 
+    executable = "safety_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_safety", **kwargs)
-        self.robot = self._robot()
-        path = self._param("config", "", "safety limits file; empty: packaged config/safety.yaml")
+        self.robot = self._param("robot")
+        path = self._param("config")
         config = self._with_timeouts(load_safety_config(self.robot, path or None))
-        watchdog_rate = self._number("watchdog_rate", 50.0, "Hz (steady clock) of watchdog checks")
-        status_rate = self._number("status_rate", 2.0, "Hz of the periodic status message")
+        watchdog_rate = self._param("watchdog_rate")
+        status_rate = self._param("status_rate")
 
-        heartbeat = self._number(
-            "heartbeat_period", 0.1, "s of robot time between re-sends of a running trajectory"
-        )
+        heartbeat = self._param("heartbeat_period")
         self._lock = threading.RLock()  # one supervisor event (and its output) at a time
         model = safety_model_for(self.robot, config)
         self.supervisor = SafetySupervisor(
@@ -128,15 +128,8 @@ class SafetyNode(ReadOnlyParameters):
 
     def _with_timeouts(self, config: RobotSafetyConfig) -> RobotSafetyConfig:
         """``config`` with the timeout parameters applied (0, the default: keep the file's)."""
-        state = self._number(
-            "state_timeout", 0.0, "s without joint states -> hold; 0: from config", zero=True
-        )
-        command = self._number(
-            "command_timeout",
-            0.0,
-            "s of commander silence mid-trajectory -> hold; 0: from config",
-            zero=True,
-        )
+        state = self._param("state_timeout")
+        command = self._param("command_timeout")
         return dataclasses.replace(
             config,
             state_timeout=state or config.state_timeout,

@@ -51,7 +51,7 @@ from visualization_msgs.msg import MarkerArray
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower, robot_braking
 from lang2policy.errors import ConfigError, InvalidCommandError, Lang2PolicyError
-from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_OBJECTS, SIM_SCENE, TRAJECTORY
+from lang2policy.graph.topics import CLOCK, JOINT_STATES, SIM_SCENE, TRAJECTORY
 from lang2policy.robots.sim_robot import SimRobot
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
@@ -81,29 +81,23 @@ def world_object_poses(world: World) -> list[convert.ObjectPose]:
 class SimNode(ReadOnlyParameters):
     """``lang2policy_sim``: World + SimRobot behind the ros2_control-style topic contract."""
 
+    executable = "sim_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_sim", **kwargs)
-        robot = self._robot()
-        layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>.yaml)")
-        named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
+        robot = self._param("robot")
+        layout = self._param("layout")
+        named = self._param("objects")
         self.named_objects = [o.strip() for o in named.split(",") if o.strip()] or None
-        self.seed = int(
-            self._number("seed", 0, "first layout; reset n uses seed + n", zero=True, integer=True)
-        )
-        self.control_rate = self._number(
-            "control_rate", 50.0, "Hz of sim time: physics steps, joint_states, command application"
-        )
-        self.camera_rate = self._number(
-            "camera_rate", 10.0, "Hz of sim time; 0 disables cameras", zero=True
-        )
-        width = int(self._number("camera_width", 224, "image width (px)", integer=True))
-        height = int(self._number("camera_height", 224, "image height (px)", integer=True))
-        rtf = self._number("real_time_factor", 1.0, "sim seconds per wall second")
-        objects_topic = self._param(
-            "objects_topic", SIM_OBJECTS.name, "where the ground-truth object poses are published"
-        )
+        self.seed = int(self._param("seed"))
+        self.control_rate = self._param("control_rate")
+        self.camera_rate = self._param("camera_rate")
+        width = int(self._param("camera_width"))
+        height = int(self._param("camera_height"))
+        rtf = self._param("real_time_factor")
+        objects_topic = self._param("objects_topic")
 
-        realism = self._realism("the world's looks: off | mild | hard | a realism YAML file")
+        realism = self._realism()
         cameras = self._set_up_world(robot, layout, realism, width, height)
         self.resets = self.rejected_trajectories = 0
         self._period = 1.0 / self.control_rate
@@ -143,10 +137,10 @@ class SimNode(ReadOnlyParameters):
         cameras to publish."""
         self.world = World(robot=robot, layout=layout, realism=realism)
         scene_cameras = [self.world.model.camera(i).name for i in range(self.world.model.ncam)]
-        cameras = list(self._param("cameras", scene_cameras, "cameras to publish (string list)"))
+        cameras = list(self._param("cameras", scene_cameras))
         self._check_cameras(cameras, scene_cameras, width, height)
         self.objects = self.world.reset(self.seed, self.named_objects)
-        look = self._param("appearance", "", 'JSON of a vla.scenes.Appearance; "" = the model\'s')
+        look = self._param("appearance")
         if look:
             self._apply_look(look)
         return cameras

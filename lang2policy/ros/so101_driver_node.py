@@ -60,29 +60,22 @@ def wait_for_port(port: str, seconds: float, poll: float = 0.1) -> None:
 class SO101DriverNode(ReadOnlyParameters):
     """``lang2policy_so101``: ``SO101Robot`` behind the sim node's topic contract."""
 
+    executable = "so101_driver_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_so101", **kwargs)
-        port = self._param("port", "", "serial port of the servo bus (e.g. /dev/ttyACM0)")
+        port = self._param("port")
         if not port:
             raise ConfigError(
                 "parameter 'port' is required: the SO-101's serial port, e.g. "
                 "--ros-args -p port:=/dev/ttyACM0 (or the servo emulator's pty)"
             )
-        path = self._param(
-            "calibration", "", 'calibration YAML, or LeRobot\'s JSON; "" = the packaged default'
-        )
-        lerobot_pose = self._switch(
-            "lerobot_calibration_pose", False, "with LeRobot's JSON: its calibration pose is "
-            "the model's zero pose",
-        )  # fmt: skip
-        rate = self._number("control_rate", 30.0, "Hz: servo reads/writes and joint_states")
-        self.max_bus_errors = int(
-            self._number(
-                "max_bus_errors", 5, "consecutive bus errors before torque off", integer=True
-            )
-        )
-        timeout = self._number("bus_timeout", 0.02, "s to wait for a servo's reply (per try)")
-        port_wait = self._number("port_wait", 0.0, "s to wait for the port to appear", zero=True)
+        path = self._param("calibration")
+        lerobot_pose = self._param("lerobot_calibration_pose")
+        rate = self._param("control_rate")
+        self.max_bus_errors = int(self._param("max_bus_errors"))
+        timeout = self._param("bus_timeout")
+        port_wait = self._param("port_wait")
         wait_for_port(port, port_wait)
         self._period = 1.0 / rate
         calibration = load_calibration(path or None, lerobot_pose is True)

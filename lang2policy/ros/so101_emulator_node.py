@@ -31,13 +31,10 @@ import os
 import time
 from pathlib import Path
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from visualization_msgs.msg import MarkerArray
 
 from lang2policy.errors import ConfigError
-from lang2policy.graph.rules import DEFAULT_PORT
-from lang2policy.graph.topics import SIM_OBJECTS
 from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.feetech.servo_realism import is_ideal
 from lang2policy.robots.so101.calibration import Calibration
@@ -68,31 +65,28 @@ def servo_ids(name: str, value: object) -> list[int]:
 class SO101EmulatorNode(ReadOnlyParameters):
     """``lang2policy_so101_emulator`` (see the module docstring)."""
 
+    executable = "so101_emulator_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_so101_emulator", **kwargs)
-        self.link = Path(self._param("link", DEFAULT_PORT, "symlink to the emulated port"))
-        layout = self._param("layout", "cap_tabletop", "object layout (config/layouts/<name>)")
-        named = self._param("objects", "", 'comma-separated objects; "" = chosen by the seed')
-        seed = int(self._number("seed", 0, "scene seed", zero=True, integer=True))
-        path = self._param("calibration", "", 'calibration YAML; "" = the packaged default')
-        topic = self._param("objects_topic", SIM_OBJECTS.name, "ground-truth object poses")
-        rate = self._number("objects_rate", 20.0, "Hz of the object poses")
-        realism = self._realism("servo imperfections: off, mild, hard or a file")
+        self.link = Path(self._param("link"))
+        layout = self._param("layout")
+        named = self._param("objects")
+        seed = int(self._param("seed"))
+        path = self._param("calibration")
+        topic = self._param("objects_topic")
+        rate = self._param("objects_rate")
+        realism = self._realism()
         faults = {
-            "drop_rate": self._number("drop_rate", 0.0, "fraction of replies dropped", zero=True),
-            "corrupt_rate": self._number("corrupt_rate", 0.0, "fraction corrupted", zero=True),
-            "latency_s": self._number("latency", 0.0, "s before each reply", zero=True),
+            "drop_rate": self._param("drop_rate"),
+            "corrupt_rate": self._param("corrupt_rate"),
+            "latency_s": self._param("latency"),
         }
-        any_type = ParameterDescriptor(
-            description="servo ids that never answer: 3 or '3,4'",
-            read_only=True,
-            dynamic_typing=True,
-        )
-        silent = servo_ids("silent", self.declare_parameter("silent", "", any_type).value)
+        silent = servo_ids("silent", self._param("silent"))
 
-        camera_rate = self._number("camera_rate", 10.0, "Hz of the cameras; 0: none", zero=True)
-        width = int(self._number("camera_width", 224, "image width (px)", integer=True))
-        height = int(self._number("camera_height", 224, "image height (px)", integer=True))
+        camera_rate = self._param("camera_rate")
+        width = int(self._param("camera_width"))
+        height = int(self._param("camera_height"))
 
         self.seed = seed
         self.world = World(robot="so101", layout=layout, realism=realism)

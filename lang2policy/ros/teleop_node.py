@@ -69,14 +69,16 @@ from lang2policy.teleop.terminal_keys import EOF_KEY, KeyReader
 class TeleopNode(ReadOnlyParameters):
     """``lang2policy_teleop`` (see the module docstring)."""
 
+    executable = "teleop_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_teleop", **kwargs)
-        source = self._param("source", "keyboard", "keyboard | leader:PORT")
+        source = self._param("source")
         self.source: Source = parse_source(source)
-        self.episode = Episode(self._param("task", "", "the demonstrations' task text"))
-        rate = self._number("rate", 25.0, "Hz of the joint targets")
+        self.episode = Episode(self._param("task"))
+        rate = self._param("rate")
         self.period = 1.0 / rate
-        stale = self._number("stale_timeout", 0.25, "s without a good target -> hold")
+        stale = self._param("stale_timeout")
         self.stream = TargetStream(stale)
         self.keyboard: KeyboardTeleop | None = None
         self.leader: LeaderArm | None = None
@@ -104,19 +106,19 @@ class TeleopNode(ReadOnlyParameters):
         self.keys.show(HELP)
 
     def _keyboard(self) -> KeyboardTeleop:
-        robot = self._robot()
-        step_m = self._number("step_m", 0.01, "m per tool key press")
-        step_rad = self._number("step_rad", 0.05, "rad per joint key press")
+        robot = self._param("robot")
+        step_m = self._param("step_m")
+        step_rad = self._param("step_rad")
         try:
             return KeyboardTeleop(IkToolStepper(robot), step_m, step_rad)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 
     def _leader(self) -> LeaderArm:
-        path = self._param("leader_calibration", "", 'leader calibration YAML; "" = default')
-        timeout = self._number("bus_timeout", 0.02, "s to wait for a leader servo's reply")
-        margin = self._number("margin_ticks", 100, "ticks allowed outside the range", True, True)
-        wait_for_port(self.source.port, self._number("port_wait", 0.0, "s for the port", True))
+        path = self._param("leader_calibration")
+        timeout = self._param("bus_timeout")
+        margin = self._param("margin_ticks")
+        wait_for_port(self.source.port, self._param("port_wait"))
         leader = LeaderArm(
             read_only_bus(self.source.port, timeout=timeout),
             Calibration.load(path or None),

@@ -73,18 +73,14 @@ SPIN_TIMEOUT = 0.25
 class TerminalNode(ReadOnlyParameters):
     """``lang2policy_terminal``: the ROS side of a ``Console`` (its ``Backend``)."""
 
+    executable = "terminal_node"
+
     def __init__(self, emit=print, **kwargs) -> None:
         super().__init__("lang2policy_terminal", **kwargs)
-        self.service_timeout = self._number(
-            "service_timeout", 2.0, "s to wait for a stop/resume/reset service to answer"
-        )
-        self.discovery_timeout = self._number(
-            "discovery_timeout", 2.0, "s to wait for a listener before publishing", zero=True
-        )
-        self.refresh_interval = self._number("refresh_interval", 0.5, "s between toolbar redraws")
-        self.wait_timeout = self._number(
-            "wait_timeout", 120.0, "s an instruction may take (non-interactive, waiting)"
-        )
+        self.service_timeout = self._param("service_timeout")
+        self.discovery_timeout = self._param("discovery_timeout")
+        self.refresh_interval = self._param("refresh_interval")
+        self.wait_timeout = self._param("wait_timeout")
         self.instruction_discovery_timeout = self.discovery_timeout
         self.console = Console(self, emit)
         self._instruction = self.create_publisher(String, INSTRUCTION.name, 10)

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -157,21 +156,21 @@ class CaptureLoop:
 class UsbCameraNode(ReadOnlyParameters):
     """``lang2policy_usb_camera``: see the module docstring."""
 
+    executable = "usb_camera_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_usb_camera", **kwargs)
-        device = parse_device(self._device())
-        self.camera_name = self._param("name", "front", "camera name: /camera/<name>/...")
-        width = int(self._number("width", 0, "requested width (px); 0: default", True, True))
-        height = int(self._number("height", 0, "requested height (px); 0: default", True, True))
-        self.rate = self._number("rate", 30.0, "images published per second (Hz)")
-        intrinsics = self._param("intrinsics", "", "ROS camera calibration YAML ('': default)")
-        self.fov_deg = self._number("fov_deg", 60.0, "without intrinsics: horizontal FOV (deg)")
-        loop = self._param("loop", True, "rewind a file at its end")
-        fourcc = self._param("fourcc", "", "pixel format to request, e.g. MJPG ('': default)")
-        failures = self._number(
-            "max_failures", 30, "failed reads in a row before exit", False, True
-        )
-        self.frame_id = self._param("frame_id", "", "'' = camera_<name>_optical_frame")
+        device = parse_device(self._param("device"))
+        self.camera_name = self._param("name")
+        width = int(self._param("width"))
+        height = int(self._param("height"))
+        self.rate = self._param("rate")
+        intrinsics = self._param("intrinsics")
+        self.fov_deg = self._param("fov_deg")
+        loop = self._param("loop")
+        fourcc = self._param("fourcc")
+        failures = self._param("max_failures")
+        self.frame_id = self._param("frame_id")
         self.frame_id = self.frame_id or f"camera_{self.camera_name}_optical_frame"
         self._calibration_file = (
             load_calibration(resolve_pose_path(intrinsics)) if intrinsics else None
@@ -198,14 +197,6 @@ class UsbCameraNode(ReadOnlyParameters):
             f" at {self.rate:g} Hz on {image_topic}, {info_topic}; frame {self.frame_id}"
         )
         self.capture.start()
-
-    def _device(self) -> int | str:
-        descriptor = ParameterDescriptor(
-            description="camera index, /dev/videoN, or a video/image file",
-            read_only=True,
-            dynamic_typing=True,
-        )
-        return self.declare_parameter("device", 0, descriptor).value
 
     def _lens(self, width: int, height: int) -> CameraCalibration:
         if self._calibration_file is None:

@@ -128,12 +128,14 @@ def camera_topic(camera: str) -> str:
 class VLANode(VLAParameters):
     """``lang2policy_vla``: ``SkillRunner`` behind the topic contract above."""
 
+    executable = "vla_node"
+
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_vla", **kwargs)
         self.actor = self._actor()
         self.settings = self._settings(getattr(self.actor.backend, "fps", None))
         self.cameras = tuple(self.actor.backend.cameras)
-        layout = self._param("layout", "cap_tabletop", "scene model the success check mirrors")
+        layout = self._param("layout")
         self.world = MirrorWorld(ROBOT_TYPE, layout)
         kinematics = Kinematics(self.world.model, self.world.description, self.world.arm)
         self.tool = ToolKinematics(kinematics, JOINT_NAMES)
