@@ -16,7 +16,7 @@ import pytest
 from lang2policy.cli import build_parser, main
 from lang2policy.commands import train as train_command
 from lang2policy.paths import share_dir
-from lang2policy.vla import train_settings
+from lang2policy.vla.train import settings as train_settings
 
 SHIPPED = share_dir() / "models" / "vla-so101-tiny"
 # what the dataset decides (``train_setup.model_config`` fills them in), not the recipe
