@@ -1,5 +1,5 @@
 """The skill plan's contract (issue 18) has one definition of each part, so the route, the VLA
-node and the bench cannot drift apart: the cap on remembered motions (``skill_message``), the
+node and the bench cannot drift apart: the cap on remembered motions (``skill.message``), the
 states that end a skill (``graph.topics``), one class per kind of limits (the gate's grant,
 the node's run limits) and one box intersection. Read from the source: nothing runs."""
 

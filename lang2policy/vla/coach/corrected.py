@@ -3,7 +3,7 @@ simulation while a scripted person (``corrector``) corrects it in words, and eve
 kept for fine-tuning (``lang2policy record corrections``).
 
 The loop is the rollout's (``rollout.RolloutRunner``: same scenes, frames, judge and success
-hold), with the VLA node's shaping between the policy and the arm (``skill_shaping``): each
+hold), with the VLA node's shaping between the policy and the arm (``skill.shaping``): each
 correction is said before the policy acts on a frame, taken by ``TargetShaper.motion``, and
 acts from that frame's action on as the language motion's joint residual (blended in at the
 speed cap), under the node's default limits (config/safety.yaml's joint speed

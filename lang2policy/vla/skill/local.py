@@ -6,7 +6,7 @@ the session's own simulated arm, as a closed-loop rollout (``rollout``) does on 
 runner keeps the limits the call carries while the policy acts: the time budget (simulated
 seconds), and, on every command before it is sent, the joint speed cap and the workspace box
 the gate decided (``args["workspace"]``; the robot's zone ``workspace`` for a call without one)
-with the VLA node's limiter (``skill_limits.TargetLimiter``): a step that would take the tool
+with the VLA node's limiter (``limits.TargetLimiter``): a step that would take the tool
 out of the box is scaled back to its face, so the tool never leaves it. Every ``1 / FPS`` s the
 policy sees the cameras and the measured state; the skill succeeds once the task's success
 check (``judge``) has held for ``SUCCESS_HOLD`` s. The arm is held where it is when the skill

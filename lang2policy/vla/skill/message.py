@@ -16,7 +16,7 @@ and refuses anything else with ``SkillMessageError``: unknown keys, wrong types,
 non-positive limits, a workspace whose ``min`` is not below its ``max``. The error says what
 was wrong and what is allowed, and carries the message's ``plan_id`` when one could be read,
 so that the refusal can be matched to the plan that sent it. Whether the skill text is a skill
-the VLA knows (``skill_parse``) and whether a correction is a language motion
+the VLA knows (``parse``) and whether a correction is a language motion
 (``language_motion``) are decided later, by their own modules.
 """
 

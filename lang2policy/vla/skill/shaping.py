@@ -12,7 +12,7 @@ the gripper opening) and
    it acts in the frame where no motion happened, so the arm ends up the offset away from
    where the policy takes it, rather than the residual adding up step after step;
 2. holds the gripper open or closed when a motion said so;
-3. applies the limits (``skill_limits.TargetLimiter``): the joint speed cap, scaled by the
+3. applies the limits (``limits.TargetLimiter``): the joint speed cap, scaled by the
    motions' speed scale, and the workspace box.
 
 A motion is taken at once (``motion``) and acts from the next ``shape``. ``stats`` counts the

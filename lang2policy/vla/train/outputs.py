@@ -2,7 +2,7 @@
 
 - ``checkpoint.pt``: the training state that ``--resume`` continues from;
 - the model directory files (``checkpoint``), refreshed at every checkpoint;
-- ``training_log.jsonl`` and ``training.png`` (``train_plot``);
+- ``training_log.jsonl`` and ``training.png`` (``plot``);
 - ``train_summary.json`` at the end.
 """
 
