@@ -12,8 +12,8 @@ from lang2policy.bench.vla import physical_path
 from lang2policy.bench.vla_bus import BusRollouts
 from lang2policy.errors import ConfigError
 from lang2policy.realism import load_realism
-from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.rollout import evaluation_specs
+from lang2policy.vla.eval.rollout import evaluation_specs
+from lang2policy.vla.policy.runtime import VLAPolicy
 
 MODEL = "models/vla-so101-tiny"
 

@@ -28,7 +28,7 @@ from lang2policy.bench import vla_graph, vla_graph_report
 from lang2policy.bench.registry import parser
 from lang2policy.errors import ConfigError
 from lang2policy.graph.topics import FINAL_SKILL_STATES
-from lang2policy.vla.tasks import Task
+from lang2policy.vla.spec.tasks import Task
 
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 83) % 200

@@ -10,7 +10,11 @@ with a literal name. The rules (docs/architecture.md):
   docs/architecture.md, parsed here so the document and the test cannot drift;
 - a package's ``__init__.py`` imports nothing above a submodule the table places lower
   (``graph/__init__.py`` runs whenever ``graph.topics`` is imported);
-- no import cycle between packages, and none between modules.
+- no import cycle between packages, and none between modules;
+- inside a package split into wings (``vla``'s subpackages; the wing table in
+  docs/architecture.md, parsed here too), every module is in a wing, a wing imports only from
+  itself and lower wings, the package's ``__init__.py`` imports no wing, and no wing imports
+  another wing's private names (a name or a module with a leading underscore).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ ROS_PREFIXES = ("rosidl_", "mcap_ros2", "rosbag2")
 ROS_SUFFIXES = ("_msgs", "_srvs", "_interfaces")
 RULE_LAYERS = "a module may import only from its own layer or a lower one"
 RULE_TABLE = "the layer table in docs/architecture.md (between the layers:begin/end markers)"
+RULE_WINGS = "a wing may import only from its own wing or a lower one of its package"
+RULE_WING_TABLE = "the wing table in docs/architecture.md (between the wings:begin/end markers)"
+RULE_PRIVATE = "no wing imports another wing's private names (leading underscore)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,7 @@ class Import:
     target: str  # the imported module, dotted (resolved to a module where one exists)
     statement: str  # the import as written
     where: str  # "", "inside a function", "under TYPE_CHECKING"
+    names: tuple[str, ...] = ()  # every dotted name the statement takes (module.name for a from)
 
     def at(self) -> str:
         suffix = f" ({self.where})" if self.where else ""
@@ -82,6 +90,38 @@ def unit_of(module: str, layers: dict[str, tuple[int, str]]) -> str | None:
         name = ".".join(parts[:end])
         if name in layers:
             return name
+    return None
+
+
+def read_wings(doc: Path = DOC) -> dict[str, int]:
+    """``{wing: order}`` from the table between the wings markers of ``doc`` (``vla.spec``: 0)."""
+    text = doc.read_text(encoding="utf-8")
+    match = re.search(r"<!-- wings:begin -->(.*?)<!-- wings:end -->", text, re.DOTALL)
+    assert match, f"{doc}: no <!-- wings:begin --> ... <!-- wings:end --> table"
+    wings: dict[str, int] = {}
+    for row in match.group(1).strip().splitlines():
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].isdigit():
+            continue  # the header and its rule
+        (wing,) = re.findall(r"`([^`]+)`", cells[1])
+        assert wing not in wings, f"{doc}: {wing!r} is in the wing table twice"
+        assert "." in wing, f"{doc}: wing {wing!r} is not package.wing"
+        wings[wing] = int(cells[0])
+    assert wings, f"{doc}: the wing table has no rows"
+    return wings
+
+
+def winged_packages(wings: dict[str, int]) -> set[str]:
+    """The packages split into wings, dotted under lang2policy (``vla``)."""
+    return {wing.rpartition(".")[0] for wing in wings}
+
+
+def wing_of(name: str, wings: dict[str, int]) -> str | None:
+    """The wing of a dotted ``lang2policy`` name (module or module.attribute), if it is in one."""
+    parts = name.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in wings:
+            return ".".join(parts[:end])
     return None
 
 
@@ -145,6 +185,15 @@ def _resolve(name: str, modules: dict[str, Path]) -> str:
     return name
 
 
+def _from_base(node: ast.ImportFrom, package: str) -> str:
+    """The dotted module a ``from ... import`` statement imports from, relative ones resolved."""
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(anchor + ([node.module] if node.module else []))
+    return base
+
+
 def _targets(node: ast.AST, module: str, path: Path, modules: dict[str, Path]) -> list[str]:
     """The dotted modules one AST node imports ([] when it imports none)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -155,10 +204,7 @@ def _targets(node: ast.AST, module: str, path: Path, modules: dict[str, Path]) -
             names.append(sibling if sibling in modules else alias.name)
         return names
     if isinstance(node, ast.ImportFrom):
-        base = node.module or ""
-        if node.level:
-            anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-            base = ".".join(anchor + ([node.module] if node.module else []))
+        base = _from_base(node, package)
         subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules]
         return subs or [base]
     if isinstance(node, ast.Call):
@@ -167,12 +213,22 @@ def _targets(node: ast.AST, module: str, path: Path, modules: dict[str, Path]) -
     return []
 
 
+def _named(node: ast.AST, module: str, path: Path, targets: list[str]) -> tuple[str, ...]:
+    """Every dotted name one import statement takes: ``module.name`` for each name of a from."""
+    if isinstance(node, ast.ImportFrom):
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        base = _from_base(node, package)
+        return tuple(f"{base}.{alias.name}" for alias in node.names)
+    return tuple(targets)
+
+
 def imports_in(source: str, module: str, path: Path, modules: dict[str, Path]) -> list[Import]:
     """Every import in ``source``, the text of ``module`` (file ``path``)."""
     lines = source.splitlines()
     found = []
     for node, where in _walk(ast.parse(source, filename=str(path))):
-        for target in _targets(node, module, path, modules):
+        targets = _targets(node, module, path, modules)
+        for target in targets:
             found.append(
                 Import(
                     path=path.relative_to(REPO),
@@ -181,6 +237,7 @@ def imports_in(source: str, module: str, path: Path, modules: dict[str, Path]) -
                     target=_resolve(target, modules),
                     statement=lines[node.lineno - 1].strip(),
                     where=where,
+                    names=_named(node, module, path, targets),
                 )
             )
     return found
@@ -272,6 +329,44 @@ def cycle_report(imports: list[Import], key) -> list[str]:
                 lines += [f"    {a} -> {b}: {imp.at()}" for imp in found]
         report.append("\n".join(lines))
     return report
+
+
+# ------------------------------------------------------------------ wings
+def is_private(name: str) -> bool:
+    """Whether a dotted name has a private part (``_x``; ``__init__``-style dunders are not)."""
+    return any(part.startswith("_") and not part.endswith("__") for part in name.split("."))
+
+
+def upward_wing_imports(imports: list[Import], wings: dict[str, int]) -> list[str]:
+    """An entry per import of a higher wing of the importer's own package."""
+    offenders = []
+    for imp in imports:
+        source, target = wing_of(imp.source, wings), wing_of(imp.target, wings)
+        if source is None or target is None or source == target:
+            continue
+        if wings[target] > wings[source]:
+            offenders.append(
+                f"{imp.at()}: wing {source} ({wings[source]}) imports {imp.target}, in wing "
+                f"{target} ({wings[target]}) (rule: {RULE_WINGS})"
+            )
+    return offenders
+
+
+def private_wing_imports(imports: list[Import], wings: dict[str, int]) -> list[str]:
+    """An entry per private name (or module) one wing takes from another."""
+    offenders = []
+    for imp in imports:
+        source = wing_of(imp.source, wings)
+        for name in imp.names:
+            target = wing_of(name, wings)
+            if source is None or target is None or source == target:
+                continue
+            if is_private(name.removeprefix(f"{PKG}.{target}")):
+                offenders.append(
+                    f"{imp.at()}: wing {source} takes {name}, private to wing {target} "
+                    f"(rule: {RULE_PRIVATE})"
+                )
+    return sorted(set(offenders))
 
 
 # ------------------------------------------------------------------ the tests
@@ -394,4 +489,80 @@ def test_no_import_cycle_between_modules():
     assert not report, (
         f"{len(report)} import cycles between modules (rule: no module imports, even lazily or "
         "for type checking, a module that imports it back):\n" + "\n".join(report)
+    )
+
+
+WING_SAMPLE = """
+from lang2policy.vla.spec import tasks
+from lang2policy.vla.sim.oracle import _helper
+from lang2policy.vla.spec.tasks import SIDES, _hidden
+
+
+def later():
+    from lang2policy.vla.skill.runner import Step
+    import lang2policy.vla.model._private_module
+"""
+
+
+def test_the_wing_checks_see_an_upward_import_and_a_private_name():
+    """The wing rules are only as good as this: a breach of each is found, and nothing else."""
+    wings = read_wings()
+    modules = module_files()
+    path = PKG_DIR / "vla" / "data" / "sample.py"
+    found = imports_in(WING_SAMPLE, f"{PKG}.vla.sim.sample", path, modules)
+    upward = upward_wing_imports(internal(found), wings)
+    assert [line.partition(": wing")[0] for line in upward] == [
+        f"{path.relative_to(REPO)}:8: `from lang2policy.vla.skill.runner import Step` "
+        "(inside a function)",
+        f"{path.relative_to(REPO)}:9: `import lang2policy.vla.model._private_module` "
+        "(inside a function)",
+    ], upward
+    private = private_wing_imports(internal(found), wings)
+    assert len(private) == 2, private
+    assert "vla.spec.tasks._hidden, private to wing vla.spec" in private[0], private
+    assert "vla.model._private_module, private to wing vla.model" in private[1], private
+
+
+def test_wing_table_names_every_module():
+    wings = read_wings()
+    modules = module_files()
+    layers = read_layers()
+    for package in winged_packages(wings):
+        assert package in layers, f"{RULE_WING_TABLE}: {package!r} is not a unit of {RULE_TABLE}"
+    packages = tuple(f"{PKG}.{package}." for package in winged_packages(wings))
+    missing = sorted(
+        str(path.relative_to(REPO))
+        for module, path in modules.items()
+        if module.startswith(packages) and wing_of(module, wings) is None
+    )
+    assert not missing, (
+        "modules in no wing of their package: add a wing to " + RULE_WING_TABLE + ":\n  "
+        + "\n  ".join(missing)
+    )
+    stale = sorted(wing for wing in wings if f"{PKG}.{wing}" not in modules)
+    assert not stale, f"{RULE_WING_TABLE} names wings that do not exist: {stale}"
+
+
+def test_wings_import_downward():
+    wings = read_wings()
+    imports = internal(read_imports())
+    assert any(wing_of(imp.source, wings) for imp in imports), "no import from a wing found"
+    offenders = upward_wing_imports(imports, wings)
+    offenders += [
+        f"{imp.at()}: the package's __init__.py imports {imp.target} (rule: importing one wing "
+        "must not import the others)"
+        for imp in imports
+        if imp.source.removeprefix(f"{PKG}.") in winged_packages(wings)
+        and wing_of(imp.target, wings) is not None
+    ]
+    assert not offenders, f"{len(offenders)} upward imports between wings:\n" + "\n".join(
+        offenders
+    )
+
+
+def test_no_wing_imports_another_wings_private_names():
+    wings = read_wings()
+    offenders = private_wing_imports(internal(read_imports()), wings)
+    assert not offenders, f"{len(offenders)} private names across wings:\n" + "\n".join(
+        offenders
     )

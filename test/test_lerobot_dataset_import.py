@@ -23,8 +23,8 @@ from lang2policy.errors import ConfigError
 from lang2policy.vla.dataset.combine import ForeignData, load_datasets
 from lang2policy.vla.dataset.lerobot_units import in_our_units, lerobot_names
 from lang2policy.vla.dataset.reader import load_dataset
-from lang2policy.vla.image_fit import fit_image
-from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.policy.runtime import VLAPolicy
+from lang2policy.vla.spec.image_fit import fit_image
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -34,7 +34,7 @@ from lang2policy.rl.policy_file import MLPPolicy
 from lang2policy.vla.backends import RemoteLimits, validate_chunk
 from lang2policy.vla.dataset import DatasetWriter
 from lang2policy.vla.dataset.mcap_records import MAGIC
-from lang2policy.vla.loader_limits import (
+from lang2policy.vla.spec.loader_limits import (
     MCAP_MAX_CHUNK_BYTES,
     MCAP_MIN_BUDGET_BYTES,
     PATH_FIELD_MAX_WIDTH,
@@ -350,7 +350,9 @@ def test_vla_config_sizes_are_refused_with_a_clear_error(tmp_path):
         "the shipped model": MODEL,
     }
     cases = {name: f"load_model_dir({str(path)!r})" for name, path in directories.items()}
-    results = run_loader("from lang2policy.vla.checkpoint import load_model_dir", cases, tmp_path)
+    results = run_loader(
+        "from lang2policy.vla.model.checkpoint import load_model_dir", cases, tmp_path
+    )
     refused(results["head_dim of 10^9"], "ConfigError", "head_dim is 1000000000", "1..4096")
     refused(
         results["2.5 x 10^8 parameters"], "ConfigError", "parameter count", str(VLA_MAX_PARAMETERS)

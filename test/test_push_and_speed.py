@@ -146,10 +146,10 @@ def test_a_far_push_leaves_the_block_where_it_pushed_it(so101):
     """Demonstration 277 of ``record demos --seed 0``: a 7 cm push toward the far side, where
     the block jams under the jaw's overhang. Backing off before lifting dragged it back from
     5.5 to 2.5 cm (a failed demonstration); lifting straight up leaves it pushed."""
-    from lang2policy.vla.demos import training_specs
-    from lang2policy.vla.episodes import set_up_scene
-    from lang2policy.vla.judge import judge, start_positions
-    from lang2policy.vla.oracle import run_oracle
+    from lang2policy.vla.sim.demos import training_specs
+    from lang2policy.vla.sim.episodes import set_up_scene
+    from lang2policy.vla.sim.judge import judge, start_positions
+    from lang2policy.vla.sim.oracle import run_oracle
 
     spec = training_specs(["pick_place", "push", "lift"], 250, 0)[277]
     assert (spec.task.family, spec.task.side) == ("push", "top")

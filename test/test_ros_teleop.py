@@ -26,8 +26,8 @@ from lang2policy.robots.feetech.emulator import ServoBusEmulator
 from lang2policy.robots.feetech.servo_plant import KinematicPlant
 from lang2policy.teleop import IkToolStepper
 from lang2policy.vla.dataset import load_dataset
-from lang2policy.vla.schema import IMAGE_SIZE, STATE_NAMES
-from lang2policy.vla.train_data import split_episodes
+from lang2policy.vla.spec.schema import IMAGE_SIZE, STATE_NAMES
+from lang2policy.vla.train.batches import split_episodes
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(240)]
 

@@ -18,9 +18,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from lang2policy.errors import ConfigError
 from lang2policy.scene.render import CameraRenderer
 from lang2policy.session.sim import SimSession
-from lang2policy.vla.episodes import set_up_scene
-from lang2policy.vla.rollout import evaluation_specs
-from lang2policy.vla.scenes import Appearance
+from lang2policy.vla.eval.rollout import evaluation_specs
+from lang2policy.vla.sim.episodes import set_up_scene
+from lang2policy.vla.sim.scenes import Appearance
 
 LOOK_ARRAYS = ("light_diffuse", "geom_rgba", "cam_pos", "mat_rgba")
 

@@ -1,5 +1,5 @@
 """The skill plan's contract (issue 18) has one definition of each part, so the route, the VLA
-node and the bench cannot drift apart: the cap on remembered motions (``skill_message``), the
+node and the bench cannot drift apart: the cap on remembered motions (``skill.message``), the
 states that end a skill (``graph.topics``), one class per kind of limits (the gate's grant,
 the node's run limits) and one box intersection. Read from the source: nothing runs."""
 
@@ -36,16 +36,16 @@ def definitions() -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]
 
 def test_each_part_of_the_skill_contract_is_defined_once():
     constants, classes, finals = definitions()
-    assert constants["MAX_MOTIONS"] == ["lang2policy/vla/skill_message.py"]
+    assert constants["MAX_MOTIONS"] == ["lang2policy/vla/skill/message.py"]
     assert finals == ["lang2policy/graph/topics.py"]
-    assert classes["SkillLimits"] == ["lang2policy/vla/skill_limits.py"]
+    assert classes["SkillLimits"] == ["lang2policy/vla/skill/limits.py"]
     assert classes["GrantedSkillLimits"] == ["lang2policy/sandbox/skill_gate.py"]
 
 
 def test_the_route_and_the_probe_use_the_contracts_values():
     from lang2policy.conductor import skill_route
     from lang2policy.graph import topics
-    from lang2policy.vla import skill_message
+    from lang2policy.vla.skill import message as skill_message
 
     assert skill_route.MAX_MOTIONS is skill_message.MAX_MOTIONS
     assert skill_route.FINAL_SKILL_STATES is topics.FINAL_SKILL_STATES == FINAL

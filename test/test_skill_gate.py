@@ -151,7 +151,7 @@ def test_the_gate_and_the_skill_topic_intersect_boxes_the_same_way():
     the skill topic's ``Box.intersection``: same corners, and faces that only touch leave no
     room in both."""
     from lang2policy.sandbox.policy_zones import overlap
-    from lang2policy.vla.skill_message import Box as TopicBox
+    from lang2policy.vla.skill.message import Box as TopicBox
 
     left = {"min": [0.05, 0.0, 0.0], "max": [0.35, 0.25, 0.3]}
     verdict = decide_skill(narrowed([vla_rule("left", "left")], zones={"left": left}),

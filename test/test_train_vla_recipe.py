@@ -16,10 +16,10 @@ import pytest
 from lang2policy.cli import build_parser, main
 from lang2policy.commands import train as train_command
 from lang2policy.paths import share_dir
-from lang2policy.vla import train_settings
+from lang2policy.vla.train import settings as train_settings
 
 SHIPPED = share_dir() / "models" / "vla-so101-tiny"
-# what the dataset decides (``train_setup.model_config`` fills them in), not the recipe
+# what the dataset decides (``train.prepare.model_config`` fills them in), not the recipe
 DATASET_DERIVED = {"image_size", "state_dim", "action_dim", "aux_dim", "fps", "image_fit", "units"}
 # what the machine decides: the shipped run had 2 threads of a 2-core CPU, and a terminal
 MACHINE = {"threads", "device", "progress"}

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lang2policy.errors import ConfigError
-from lang2policy.vla.anchored_head import KeyframeAnchoredHead
-from lang2policy.vla.normalize import Normalizer
+from lang2policy.vla.model.anchored_head import KeyframeAnchoredHead
+from lang2policy.vla.model.normalize import Normalizer
 
 CHUNK, ACTION_DIM, KEYFRAMES, DOF = 3, 6, 8, 5
 IN_DIM = ACTION_DIM + 4 + KEYFRAMES * DOF  # state, words and scene, keyframes last
@@ -60,7 +60,7 @@ def test_all_weight_on_staying_predicts_no_motion():
 
 
 def test_the_anchors_need_keyframes_and_delta_actions():
-    from lang2policy.vla.net_config import VLAConfig
+    from lang2policy.vla.model.config import VLAConfig
 
     with pytest.raises(ConfigError, match="it needs keyframes"):
         VLAConfig(head_reads="scene", scene_latch=True, keyframe_anchors=True)
@@ -72,13 +72,13 @@ def test_the_anchors_need_keyframes_and_delta_actions():
 
 
 def test_an_anchored_network_trains_saves_and_loads_with_its_normalisers_units(tmp_path):
-    from lang2policy.vla.augment import AugmentConfig
-    from lang2policy.vla.checkpoint import load_model_dir
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.schema import ENV_KEY
-    from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-    from lang2policy.vla.train import TrainSettings, train_vla
-    from lang2policy.vla.train_loop import OptimConfig
+    from lang2policy.vla.model.checkpoint import load_model_dir
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.spec.schema import ENV_KEY
+    from lang2policy.vla.train.augment import AugmentConfig
+    from lang2policy.vla.train.loop import OptimConfig
+    from lang2policy.vla.train.run import TrainSettings, train_vla
+    from lang2policy.vla.train.synthetic import hash_encoder, synthetic_frames, tiny_config
 
     data = synthetic_frames(episodes=6, length=10, environment=True)
     rng = np.random.default_rng(0)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lang2policy.vla.episodes import EpisodeSpec
-from lang2policy.vla.rollout import EVAL_SEED_BASE, RolloutRunner
-from lang2policy.vla.tasks import Task
+from lang2policy.vla.eval.rollout import EVAL_SEED_BASE, RolloutRunner
+from lang2policy.vla.sim.episodes import EpisodeSpec
+from lang2policy.vla.spec.tasks import Task
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "vla-so101-tiny"
 FILES = ("config.json", "model.safetensors", "normalization.json", "MODEL_CARD.md")
@@ -31,7 +31,7 @@ def test_the_checkpoint_is_complete_small_and_documented():
 
 
 def test_the_checkpoint_lifts_the_named_block_in_a_closed_loop_episode(monkeypatch):
-    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.policy.runtime import VLAPolicy
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # loading needs no network
     policy = VLAPolicy.load(MODEL, device="cpu", threads=1)

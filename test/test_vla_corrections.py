@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from lang2policy.errors import ConfigError, Lang2PolicyError
-from lang2policy.vla.corrector import SIZES, CorrectorSettings, ScriptedCorrector, axis_phrase
-from lang2policy.vla.language_motion import parse_motion
+from lang2policy.vla.coach.corrector import SIZES, CorrectorSettings, ScriptedCorrector, axis_phrase
+from lang2policy.vla.skill.language_motion import parse_motion
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "vla-so101-tiny"
 BLOCK = np.array([0.2, 0.05, 0.015])
@@ -68,7 +68,7 @@ def test_the_corrector_says_what_a_person_would():
 
 
 def test_the_push_corrector_brings_the_tool_behind_the_block_and_pushes_on():
-    from lang2policy.vla.push_corrector import PushCorrector
+    from lang2policy.vla.coach.push_corrector import PushCorrector
 
     settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
     start = BLOCK + np.array([0.0, -0.03, 0.0])  # the plan's start: behind it, for a push left
@@ -111,7 +111,7 @@ def _started(corrector, tool, frames: int = 6):
 def test_the_push_corrector_waits_while_the_tool_moves():
     """A correction is a lasting offset: a tool still on its way down, 3 cm off the push's
     line, is left alone until it settles there."""
-    from lang2policy.vla.push_corrector import PushCorrector
+    from lang2policy.vla.coach.push_corrector import PushCorrector
 
     settings = CorrectorSettings(start_frames=1, cooldown_frames=1)
     start = BLOCK + np.array([0.0, -0.03, 0.0])
@@ -126,10 +126,10 @@ def test_the_push_corrector_waits_while_the_tool_moves():
 def corrected(tmp_path_factory):
     """One corrected push episode of the shipped checkpoint, written and read back."""
     pytest.importorskip("mujoco")
-    from lang2policy.vla.corrected import record_corrections
+    from lang2policy.vla.coach.corrected import record_corrections
     from lang2policy.vla.dataset import load_dataset
-    from lang2policy.vla.demos import training_specs
-    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.sim.demos import training_specs
 
     out = tmp_path_factory.mktemp("corrections") / "push"
     policy = VLAPolicy.load(MODEL, threads=1)
@@ -138,9 +138,9 @@ def corrected(tmp_path_factory):
 
 
 def test_a_corrected_episode_is_recorded_with_its_corrections(corrected):
-    from lang2policy.vla.corrected import CORRECTION, POLICY_ACTION, RESIDUAL, node_limits
-    from lang2policy.vla.schema import FPS, JOINT_NAMES
-    from lang2policy.vla.skill_limits import TargetLimiter, tool_kinematics
+    from lang2policy.vla.coach.corrected import CORRECTION, POLICY_ACTION, RESIDUAL, node_limits
+    from lang2policy.vla.skill.limits import TargetLimiter, tool_kinematics
+    from lang2policy.vla.spec.schema import FPS, JOINT_NAMES
 
     rollout, data, _ = corrected
     episode = data.episodes[0]
@@ -181,10 +181,10 @@ def test_a_corrected_episode_is_recorded_with_its_corrections(corrected):
 def _l1(model_dir: Path, data) -> float:
     """The model's masked action L1 (normalised) on every frame of ``data``, its action head
     reading the recorded first scene and its keyframes (what the latched policy holds)."""
-    from lang2policy.vla.checkpoint import load_model_dir
-    from lang2policy.vla.train_data import BatchMaker
-    from lang2policy.vla.train_loop import masked_l1
-    from lang2policy.vla.train_setup import prepare
+    from lang2policy.vla.model.checkpoint import load_model_dir
+    from lang2policy.vla.train.batches import BatchMaker
+    from lang2policy.vla.train.loop import masked_l1
+    from lang2policy.vla.train.prepare import prepare
 
     loaded = load_model_dir(model_dir)
     ready = prepare(data, loaded.config, val_episodes=0, seed=0, normalizer=loaded.normalizer)
@@ -202,11 +202,11 @@ def _l1(model_dir: Path, data) -> float:
 
 
 def test_finetuning_on_corrections_keeps_the_stats_and_fits_them(corrected, tmp_path):
-    from lang2policy.vla.augment import AugmentConfig
     from lang2policy.vla.dataset import load_dataset
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.train import TrainSettings, train_vla
-    from lang2policy.vla.train_loop import OptimConfig
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.train.augment import AugmentConfig
+    from lang2policy.vla.train.loop import OptimConfig
+    from lang2policy.vla.train.run import TrainSettings, train_vla
 
     _, _, path = corrected
     data = load_dataset(path, ("front",))  # the model's one camera: its config, not a default's

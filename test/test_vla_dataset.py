@@ -29,7 +29,7 @@ from lang2policy.vla.dataset import (
 from lang2policy.vla.dataset.stats import image_stats
 from lang2policy.vla.dataset.summary import format_text
 from lang2policy.vla.dataset.video import VideoEncoder
-from lang2policy.vla.schema import CAMERAS, ENV_KEY, IMAGE_SIZE, SIM_ENV_KEY, STATE_NAMES
+from lang2policy.vla.spec.schema import CAMERAS, ENV_KEY, IMAGE_SIZE, SIM_ENV_KEY, STATE_NAMES
 
 LENGTHS = (30, 45, 20)
 TASK_OF = ("put the red block in the blue bowl", "push the green block left")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lang2policy.vla.demos import EpisodeSpec, generate, record_episode, training_specs
-from lang2policy.vla.render_twin import RenderTwin
-from lang2policy.vla.rollout import RolloutRunner, evaluation_specs
-from lang2policy.vla.schema import CAMERAS, IMAGE_SIZE, STATE_DIM
-from lang2policy.vla.tasks import FAMILIES, Task
+from lang2policy.vla.eval.rollout import RolloutRunner, evaluation_specs
+from lang2policy.vla.sim.demos import EpisodeSpec, generate, record_episode, training_specs
+from lang2policy.vla.sim.render_twin import RenderTwin
+from lang2policy.vla.spec.schema import CAMERAS, IMAGE_SIZE, STATE_DIM
+from lang2policy.vla.spec.tasks import FAMILIES, Task
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +113,8 @@ def test_the_render_twin_draws_a_realism_look_as_the_world_does():
 
 
 def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
-    from lang2policy.vla.environment_state import ENV_DIM
-    from lang2policy.vla.scene_views import VIEW_SEED_OFFSET, record_view, view_specs
+    from lang2policy.vla.sim.environment_state import ENV_DIM
+    from lang2policy.vla.sim.scene_views import VIEW_SEED_OFFSET, record_view, view_specs
 
     specs = view_specs(("lift", "pick_place"), 2, seed=0, first_index=10)
     assert [s.index for s in specs] == [10, 11, 12, 13] and all(s.view for s in specs)
@@ -135,7 +135,7 @@ def test_a_scene_view_is_one_labelled_frame_of_a_layout_at_rest(runner):
 
 
 def test_frames_are_taken_every_tenth_of_a_second(runner):
-    from lang2policy.vla.frames import FrameRecorder
+    from lang2policy.vla.sim.frames import FrameRecorder
 
     robot = runner.session.robot
     recorder = FrameRecorder(robot, runner.renderer)
@@ -150,8 +150,8 @@ def test_frames_are_taken_every_tenth_of_a_second(runner):
 
 
 def test_the_render_twin_redraws_a_new_layout_reset_to_the_same_time(runner):
-    from lang2policy.vla.episodes import set_up_scene
-    from lang2policy.vla.scene_views import view_specs
+    from lang2policy.vla.sim.episodes import set_up_scene
+    from lang2policy.vla.sim.scene_views import view_specs
 
     first, second = view_specs(("lift",), 2, seed=4)
     session, shared = runner.session, runner.renderer

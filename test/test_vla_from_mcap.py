@@ -26,7 +26,7 @@ from lang2policy.recording import Recorder, message_definition
 from lang2policy.vla.dataset import episode_from_mcap, load_dataset, resample
 from lang2policy.vla.dataset.cdr import TrajectoryMsg
 from lang2policy.vla.dataset.from_mcap import episode_outcome
-from lang2policy.vla.schema import STATE_NAMES
+from lang2policy.vla.spec.schema import STATE_NAMES
 
 START, WALL = 100.0, 5000.0  # robot clock at the first message; wall clock minus robot clock
 RECEIVED, ARRIVAL, DONE, END = 100.5, 100.8, 102.0, 103.0  # robot times of the story

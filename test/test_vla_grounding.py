@@ -14,7 +14,7 @@ import torch
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError
 from lang2policy.scene.world import World
-from lang2policy.vla.grounding import (
+from lang2policy.vla.model.grounding import (
     CameraProjection,
     draw_grounding,
     grid_size,
@@ -23,14 +23,14 @@ from lang2policy.vla.grounding import (
     image_fractions,
     soft_argmax,
 )
-from lang2policy.vla.model import VLAConfig, VLANet
-from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.render_twin import RenderTwin
-from lang2policy.vla.schema import ENV_KEY
-from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-from lang2policy.vla.train import TrainSettings, train_vla
-from lang2policy.vla.train_loop import OptimConfig
-from lang2policy.vla.train_plot import LOG_FILE
+from lang2policy.vla.model.network import VLAConfig, VLANet
+from lang2policy.vla.policy.runtime import VLAPolicy
+from lang2policy.vla.sim.render_twin import RenderTwin
+from lang2policy.vla.spec.schema import ENV_KEY
+from lang2policy.vla.train.loop import OptimConfig
+from lang2policy.vla.train.plot import LOG_FILE
+from lang2policy.vla.train.run import TrainSettings, train_vla
+from lang2policy.vla.train.synthetic import hash_encoder, synthetic_frames, tiny_config
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -125,7 +125,7 @@ def test_grounding_is_refused_without_a_front_camera_or_with_a_shift():
         VLAConfig(cameras=("wrist",), grounding=True)
     with pytest.raises(ConfigError, match="scene state"):
         VLANet(tiny_config(grounding=True))  # aux_dim 0
-    from lang2policy.vla.augment import AugmentConfig
+    from lang2policy.vla.train.augment import AugmentConfig
 
     with pytest.raises(ConfigError, match="with no random shift"):
         TrainSettings(model=tiny_config(grounding=True), augment=AugmentConfig(shift=4))
@@ -142,7 +142,7 @@ def _inputs(config: VLAConfig):
 
 
 def test_training_with_grounding_logs_its_error_saves_and_the_policy_acts(tmp_path):
-    from lang2policy.vla.augment import AugmentConfig
+    from lang2policy.vla.train.augment import AugmentConfig
 
     data = synthetic_frames(environment=True)
     scene = np.concatenate([data.environment, data.environment[:, :2]], axis=1)  # 6-d

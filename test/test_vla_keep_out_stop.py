@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from lang2policy.graph.topics import SAFETY_NODE, StatusEvent
-from lang2policy.vla.keep_out_watch import KeepOutWatch, keep_out_cuts
+from lang2policy.vla.skill.keep_out_watch import KeepOutWatch, keep_out_cuts
 from lang2policy.wire_json import decode_status
 
 VIOLATION = (
@@ -86,7 +86,7 @@ def vla_graph():
 
     from lang2policy.graph import topics
     from lang2policy.ros.vla_node import VLANode
-    from lang2policy.vla.skill_actor import EnsembledActor
+    from lang2policy.vla.skill.actor import EnsembledActor
 
     class FakeBackendVLANode(VLANode):
         def _actor(self) -> EnsembledActor:

@@ -1,5 +1,5 @@
-"""Keyframes (``vla/keyframes.py``): a scene state lifted into the SO-101's joint space by its own
-IK, the configurations the demonstrations' oracle moves through."""
+"""Keyframes (``vla/model/keyframes.py``): a scene state lifted into the SO-101's joint space by
+its own IK, the configurations the demonstrations' oracle moves through."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from lang2policy.control.tool_paths import above
 from lang2policy.errors import ConfigError
-from lang2policy.vla.keyframes import LIFT, NAMES, planner_for_robot
+from lang2policy.vla.model.keyframes import LIFT, NAMES, planner_for_robot
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +64,13 @@ def test_an_unreachable_scene_still_gives_keyframes(planner):
 
 
 def test_a_latched_network_trains_on_keyframes_and_acts_on_those_of_its_look(tmp_path):
-    from lang2policy.vla.augment import AugmentConfig
-    from lang2policy.vla.model import VLAConfig
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.schema import ENV_KEY
-    from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-    from lang2policy.vla.train import TrainSettings, train_vla
-    from lang2policy.vla.train_loop import OptimConfig
+    from lang2policy.vla.model.network import VLAConfig
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.spec.schema import ENV_KEY
+    from lang2policy.vla.train.augment import AugmentConfig
+    from lang2policy.vla.train.loop import OptimConfig
+    from lang2policy.vla.train.run import TrainSettings, train_vla
+    from lang2policy.vla.train.synthetic import hash_encoder, synthetic_frames, tiny_config
 
     with pytest.raises(ConfigError, match="need scene_latch"):
         VLAConfig(keyframes=True, head_reads="scene")
@@ -103,8 +103,8 @@ def test_a_latched_network_trains_on_keyframes_and_acts_on_those_of_its_look(tmp
 def test_the_oracles_demonstrations_pass_through_their_keyframes(planner, family):
     """The keyframes are the demonstrations' own waypoints (so an action head can copy them):
     a recorded oracle episode comes within 0.02 rad of each keyframe its task uses."""
-    from lang2policy.vla.demos import record_episode, training_specs
-    from lang2policy.vla.rollout import RolloutRunner
+    from lang2policy.vla.eval.rollout import RolloutRunner
+    from lang2policy.vla.sim.demos import record_episode, training_specs
 
     runner = RolloutRunner()
     (spec,) = training_specs([family], 1, seed=5)

@@ -14,7 +14,9 @@ import pytest
 
 from lang2policy.corrections import classify
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.language_motion import (
+from lang2policy.vla.skill.actor import EnsembledActor
+from lang2policy.vla.skill.judge import ObjectsJudge
+from lang2policy.vla.skill.language_motion import (
     MAX_OFFSET,
     SPEED_SCALE,
     MotionState,
@@ -22,14 +24,12 @@ from lang2policy.vla.language_motion import (
     offset_residual,
     parse_motion,
 )
-from lang2policy.vla.schema import JOINT_NAMES
-from lang2policy.vla.skill_actor import EnsembledActor
-from lang2policy.vla.skill_judge import ObjectsJudge
-from lang2policy.vla.skill_limits import SkillLimits, tool_kinematics
-from lang2policy.vla.skill_message import Box
-from lang2policy.vla.skill_parse import parse_skill
-from lang2policy.vla.skill_runner import RUNNING, TIMEOUT, RunnerSettings, SkillRunner
-from lang2policy.vla.skill_shaping import TargetShaper
+from lang2policy.vla.skill.limits import SkillLimits, tool_kinematics
+from lang2policy.vla.skill.message import Box
+from lang2policy.vla.skill.parse import parse_skill
+from lang2policy.vla.skill.runner import RUNNING, TIMEOUT, RunnerSettings, SkillRunner
+from lang2policy.vla.skill.shaping import TargetShaper
+from lang2policy.vla.spec.schema import JOINT_NAMES
 
 WIDE = Box((0.0, -0.32, 0.0), (0.42, 0.32, 0.40))
 RATE = 10.0

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from lang2policy.vla.backends.local import default_model_dir
-from lang2policy.vla.episodes import EpisodeSpec
-from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.rollout import RolloutRunner
-from lang2policy.vla.schema import JOINT_NAMES
-from lang2policy.vla.skill_limits import SkillLimits, tool_kinematics
-from lang2policy.vla.skill_message import Box
-from lang2policy.vla.skill_shaping import TargetShaper
-from lang2policy.vla.tasks import Task
+from lang2policy.vla.eval.rollout import RolloutRunner
+from lang2policy.vla.policy.runtime import VLAPolicy
+from lang2policy.vla.sim.episodes import EpisodeSpec
+from lang2policy.vla.skill.limits import SkillLimits, tool_kinematics
+from lang2policy.vla.skill.message import Box
+from lang2policy.vla.skill.shaping import TargetShaper
+from lang2policy.vla.spec.schema import JOINT_NAMES
+from lang2policy.vla.spec.tasks import Task
 
 pytestmark = pytest.mark.slow
 

@@ -10,23 +10,23 @@ import pytest
 import torch
 
 from lang2policy.errors import ConfigError
-from lang2policy.vla.augment import AugmentConfig, augment, color_jitter, random_shift
-from lang2policy.vla.checkpoint import (
+from lang2policy.vla.model.checkpoint import (
     CONFIG_FILE,
     WEIGHTS_FILE,
     load_model_dir,
     save_model_dir,
 )
-from lang2policy.vla.model import (
+from lang2policy.vla.model.network import (
     SpatialSoftmax,
     VLAConfig,
     VLANet,
     example_inputs,
     parameter_count,
 )
-from lang2policy.vla.normalize import Normalizer, images_to_float
-from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
-from lang2policy.vla.synthetic import tiny_config
+from lang2policy.vla.model.normalize import Normalizer, images_to_float
+from lang2policy.vla.spec.schema import ACTION_KEY, STATE_KEY
+from lang2policy.vla.train.augment import AugmentConfig, augment, color_jitter, random_shift
+from lang2policy.vla.train.synthetic import tiny_config
 
 
 @pytest.fixture

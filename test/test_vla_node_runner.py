@@ -14,10 +14,10 @@ import pytest
 
 from lang2policy.errors import ConfigError, PolicyBackendError, UnknownObjectError
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.skill_actor import EnsembledActor, fit_image
-from lang2policy.vla.skill_judge import ObjectsJudge
-from lang2policy.vla.skill_parse import UnknownSkillError, parse_skill
-from lang2policy.vla.skill_runner import (
+from lang2policy.vla.skill.actor import EnsembledActor, fit_image
+from lang2policy.vla.skill.judge import ObjectsJudge
+from lang2policy.vla.skill.parse import UnknownSkillError, parse_skill
+from lang2policy.vla.skill.runner import (
     FAILED,
     HOLDING,
     RUNNING,
@@ -28,7 +28,7 @@ from lang2policy.vla.skill_runner import (
     SkillRunner,
     state_vector,
 )
-from lang2policy.vla.tasks import FAMILIES, PHRASINGS, SIDE_PHRASES, Task
+from lang2policy.vla.spec.tasks import FAMILIES, PHRASINGS, SIDE_PHRASES, Task
 
 HALF = 0.0125  # the SO-101 scene's block half size
 REST = {"red block": ((0.25, 0.0, HALF), (1.0, 0.0, 0.0, 0.0))}
@@ -279,8 +279,8 @@ def test_settings_and_states_are_checked():
 def test_the_actor_ensembles_like_the_policy_it_wraps():
     """``EnsembledActor`` over ``LocalBackend.act_chunk`` == ``VLAPolicy.act`` (rollouts)."""
     from lang2policy.vla.backends.local import LocalBackend, default_model_dir
-    from lang2policy.vla.checkpoint import load_model_dir
-    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.model.checkpoint import load_model_dir
+    from lang2policy.vla.policy.runtime import VLAPolicy
 
     dim = load_model_dir(default_model_dir()).config.language_dim
 

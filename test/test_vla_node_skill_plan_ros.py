@@ -28,8 +28,8 @@ from vla_ros_support import SHIPPED_CAMERAS, vla_graph  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 from lang2policy.ros.vla_node import camera_topic  # noqa: E402
-from lang2policy.vla.schema import JOINT_NAMES  # noqa: E402
-from lang2policy.vla.skill_limits import tool_kinematics  # noqa: E402
+from lang2policy.vla.skill.limits import tool_kinematics  # noqa: E402
+from lang2policy.vla.spec.schema import JOINT_NAMES  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -188,7 +188,7 @@ def test_the_node_refuses_a_motion_for_a_plan_that_is_not_the_running_skill():
     from types import SimpleNamespace
 
     from lang2policy.ros.vla_node import VLANode
-    from lang2policy.vla.language_motion import MotionState
+    from lang2policy.vla.skill.language_motion import MotionState
 
     applied, lines = [], []
     runner = SimpleNamespace(

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from lang2policy.errors import ConfigError, Lang2PolicyError
-from lang2policy.vla.checkpoint import save_model_dir
-from lang2policy.vla.ensemble import TemporalEnsembler
-from lang2policy.vla.language import MINILM, MINILM_DIM, InstructionEmbeddings, encoder_for
-from lang2policy.vla.model import VLANet
-from lang2policy.vla.normalize import Normalizer
-from lang2policy.vla.policy import GRIPPER, VLAPolicy
-from lang2policy.vla.synthetic import hash_encoder, tiny_config
+from lang2policy.vla.model.checkpoint import save_model_dir
+from lang2policy.vla.model.language import MINILM, MINILM_DIM, InstructionEmbeddings, encoder_for
+from lang2policy.vla.model.network import VLANet
+from lang2policy.vla.model.normalize import Normalizer
+from lang2policy.vla.policy.ensemble import TemporalEnsembler
+from lang2policy.vla.policy.runtime import GRIPPER, VLAPolicy
+from lang2policy.vla.train.synthetic import hash_encoder, tiny_config
 
 SIZE = 32
 

@@ -1,6 +1,6 @@
-"""Look once, then act (``VLAConfig.scene_latch``, ``vla/scene_latch.py``): what training reads
-per frame (the episode's first scene, the frames whose block has not moved, the goal heatmap's
-anchor), and a latched policy holding the scene it saw on its first frame."""
+"""Look once, then act (``VLAConfig.scene_latch``, ``vla/train/scene_latch.py``): what training
+reads per frame (the episode's first scene, the frames whose block has not moved, the goal
+heatmap's anchor), and a latched policy holding the scene it saw on its first frame."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from ddp_support import free_port, rank_environment
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError
-from lang2policy.vla.augment import AugmentConfig
-from lang2policy.vla.model import VLAConfig
-from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.scene_latch import (
+from lang2policy.vla.model.network import VLAConfig
+from lang2policy.vla.policy.runtime import VLAPolicy
+from lang2policy.vla.spec.schema import ENV_KEY
+from lang2policy.vla.train.augment import AugmentConfig
+from lang2policy.vla.train.loop import OptimConfig
+from lang2policy.vla.train.prepare import prepare
+from lang2policy.vla.train.run import TrainSettings, train_vla
+from lang2policy.vla.train.scene_latch import (
     anchor_environment,
     episode_starts,
     start_environment,
     unmoved_frames,
 )
-from lang2policy.vla.schema import ENV_KEY
-from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-from lang2policy.vla.train import TrainSettings, train_vla
-from lang2policy.vla.train_loop import OptimConfig
-from lang2policy.vla.train_setup import prepare
+from lang2policy.vla.train.synthetic import hash_encoder, synthetic_frames, tiny_config
 
 
 def _scene(rows: list[list[float]]) -> np.ndarray:
@@ -132,8 +132,8 @@ def test_latching_needs_the_bottleneck_and_the_command_line_trains_it_by_default
 
 def _slots_encoder():
     """A cheap sentence vector of MiniLM's size with the real slots appended."""
-    from lang2policy.vla.language import MINILM_DIM
-    from lang2policy.vla.slots import slot_vectors
+    from lang2policy.vla.model.language import MINILM_DIM
+    from lang2policy.vla.model.slots import slot_vectors
 
     sentence = hash_encoder(MINILM_DIM)
 
@@ -146,8 +146,8 @@ def _slots_encoder():
 def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
     import torch
 
-    from lang2policy.vla.language import MINILM_DIM, MINILM_SLOTS, language_dim
-    from lang2policy.vla.model import VLANet
+    from lang2policy.vla.model.language import MINILM_DIM, MINILM_SLOTS, language_dim
+    from lang2policy.vla.model.network import VLANet
 
     with pytest.raises(ConfigError, match="reads the slots the"):
         tiny_config(perception_words="slots", grounding=True, aux_dim=6, head_reads="scene")
@@ -177,8 +177,8 @@ def test_the_perception_part_can_read_only_the_slots_of_the_instruction():
 
 
 def test_a_latched_head_learns_from_every_frame_even_without_a_motor_batch(tmp_path):
-    from lang2policy.vla import distributed
-    from lang2policy.vla.train import _build_run
+    from lang2policy.vla.train import distributed
+    from lang2policy.vla.train.run import _build_run
 
     data = _moving_block_frames()
     run = TrainSettings(
@@ -196,8 +196,8 @@ def test_a_latched_head_learns_from_every_frame_even_without_a_motor_batch(tmp_p
 
 
 def test_latched_grounding_needs_each_episodes_family_and_slots_need_grounding():
-    from lang2policy.vla.language import MINILM_SLOTS, language_dim
-    from lang2policy.vla.train_setup import grounding_targets_for
+    from lang2policy.vla.model.language import MINILM_SLOTS, language_dim
+    from lang2policy.vla.train.prepare import grounding_targets_for
 
     data = _moving_block_frames()
     del data.episodes[3]["family"]
@@ -214,7 +214,7 @@ def test_latched_grounding_needs_each_episodes_family_and_slots_need_grounding()
 def test_a_points_only_network_skips_the_unread_stages():
     import torch
 
-    from lang2policy.vla.model import VLANet
+    from lang2policy.vla.model.network import VLANet
 
     net = VLANet(tiny_config(head_reads="scene", grounding=True, aux_dim=6))
     assert net.points_only

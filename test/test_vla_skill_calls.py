@@ -168,7 +168,7 @@ def test_in_process_the_tool_stays_in_the_box_the_gate_decided():
     ``TargetLimiter``), so a policy reaching up leaves the tool at the box's ceiling, not
     above it (before: the robot's 45 cm box, checked after each step)."""
     from lang2policy.sandbox.policy import PrivilegePolicy
-    from lang2policy.vla.local_skill import LocalSkillRunner
+    from lang2policy.vla.skill.local import LocalSkillRunner
 
     code = SimCodeExecutor(SimSession("so101"))
     code.reset(3, OBJECTS)

@@ -9,14 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from lang2policy.vla.schema import JOINT_NAMES
-from lang2policy.vla.skill_limits import (
+from lang2policy.vla.skill.limits import (
     SkillLimits,
     TargetLimiter,
     resolve_limits,
     tool_kinematics,
 )
-from lang2policy.vla.skill_message import (
+from lang2policy.vla.skill.message import (
     Box,
     Cancel,
     LimitsRequest,
@@ -25,6 +24,7 @@ from lang2policy.vla.skill_message import (
     StartSkill,
     parse_skill_message,
 )
+from lang2policy.vla.spec.schema import JOINT_NAMES
 
 WIDE = Box((0.0, -0.32, 0.0), (0.42, 0.32, 0.40))  # config/safety.yaml's so101 workspace
 DEFAULTS = SkillLimits(1.5, WIDE)

@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 
 from lang2policy.errors import ConfigError
-from lang2policy.vla.language import MINILM, MINILM_DIM, MINILM_SLOTS, encoder_for, language_dim
-from lang2policy.vla.model import VLAConfig
-from lang2policy.vla.slots import COLOUR_NAMES, SLOT_DIM, slot_vector, slot_vectors
-from lang2policy.vla.tasks import FAMILIES, PHRASINGS, SIDES, Task
+from lang2policy.vla.model.language import (
+    MINILM,
+    MINILM_DIM,
+    MINILM_SLOTS,
+    encoder_for,
+    language_dim,
+)
+from lang2policy.vla.model.network import VLAConfig
+from lang2policy.vla.model.slots import COLOUR_NAMES, SLOT_DIM, slot_vector, slot_vectors
+from lang2policy.vla.spec.tasks import FAMILIES, PHRASINGS, SIDES, Task
 
 
 def named(vector: np.ndarray) -> tuple[str | None, str | None, str | None]:

@@ -1,4 +1,4 @@
-"""Where a skill's episode starts (``vla.start_pose``): at rest, or ``away`` above the table
+"""Where a skill's episode starts (``vla.eval.start_pose``): at rest, or ``away`` above the table
 (a seeded point, its own random stream, reached before the episode's clock starts)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lang2policy.errors import ConfigError
-from lang2policy.vla.start_pose import AWAY_BOX, away_point, check_start, move_to_start
+from lang2policy.vla.eval.start_pose import AWAY_BOX, away_point, check_start, move_to_start
 
 
 def test_a_start_is_rest_or_away_and_anything_else_is_refused_by_name():
@@ -43,7 +43,7 @@ def test_the_arm_goes_to_the_away_point_and_a_rest_start_leaves_it_alone():
 
 def test_a_runner_refuses_an_unknown_start():
     pytest.importorskip("mujoco")
-    from lang2policy.vla.rollout import RolloutRunner
+    from lang2policy.vla.eval.rollout import RolloutRunner
 
     with pytest.raises(ConfigError, match="start must be one of"):
         RolloutRunner(start="sideways")

@@ -7,7 +7,7 @@ import pytest
 
 from lang2policy.errors import ConfigError
 from lang2policy.scene.objects import COLORS
-from lang2policy.vla.tasks import (
+from lang2policy.vla.spec.tasks import (
     FAMILIES,
     PHRASINGS,
     SIDES,

@@ -16,23 +16,23 @@ from safetensors.torch import load_file
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError, Lang2PolicyError
-from lang2policy.vla.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
 from lang2policy.vla.dataset.combine import ForeignData
-from lang2policy.vla.normalize import Normalizer
-from lang2policy.vla.policy import VLAPolicy
-from lang2policy.vla.schema import ENV_KEY
-from lang2policy.vla.synthetic import hash_encoder, synthetic_frames, tiny_config
-from lang2policy.vla.train import TrainSettings, train_vla
-from lang2policy.vla.train_data import (
+from lang2policy.vla.model.checkpoint import MODEL_FILES, TRAINING_STATE_FILE
+from lang2policy.vla.model.normalize import Normalizer
+from lang2policy.vla.policy.runtime import VLAPolicy
+from lang2policy.vla.spec.schema import ENV_KEY
+from lang2policy.vla.train.batches import (
     BatchMaker,
     batch_indices,
     episode_ends,
     episode_frames,
     split_episodes,
 )
-from lang2policy.vla.train_loop import OptimConfig, lr_factor, masked_l1
-from lang2policy.vla.train_outputs import SUMMARY_FILE
-from lang2policy.vla.train_plot import LOG_FILE, PLOT_FILE, eval_metrics
+from lang2policy.vla.train.loop import OptimConfig, lr_factor, masked_l1
+from lang2policy.vla.train.outputs import SUMMARY_FILE
+from lang2policy.vla.train.plot import LOG_FILE, PLOT_FILE, eval_metrics
+from lang2policy.vla.train.run import TrainSettings, train_vla
+from lang2policy.vla.train.synthetic import hash_encoder, synthetic_frames, tiny_config
 
 
 def settings(steps: int = 50, **overrides) -> TrainSettings:
@@ -250,7 +250,7 @@ def fake_modules(monkeypatch):
         synthetic_frames(episodes=6)
     )
     monkeypatch.setitem(sys.modules, "lang2policy.vla.dataset.combine", combine)
-    monkeypatch.setattr("lang2policy.vla.train_setup.encoder_for", lambda name: hash_encoder(384))
+    monkeypatch.setattr("lang2policy.vla.train.prepare.encoder_for", lambda name: hash_encoder(384))
 
 
 def test_the_command_trains_the_plain_design(tmp_path, fake_modules, capsys):

@@ -1,9 +1,9 @@
 """``lang2policy bench vla``: the trained VLA policy in closed loop on layouts no demonstration
 used, beside the scripted oracle on the same scenes, in one run (issue 17).
 
-Per task family, ``--per-split`` episodes of each split (``vla.rollout.evaluation_specs``):
+Per task family, ``--per-split`` episodes of each split (``vla.eval.rollout.evaluation_specs``):
 seen combinations with seen phrasings, held-out colour/object combinations, and held-out
-phrasings. Each episode runs the policy (``vla.rollout``) and then the oracle on the same
+phrasings. Each episode runs the policy (``vla.eval.rollout``) and then the oracle on the same
 seeded scene. Episodes run in ``--workers`` processes, one torch thread each. Then, in this
 process on one thread, the policy's latency per action (p50 / p99) and rate, and a video of
 the first episode of each family (``--video``).
@@ -39,8 +39,8 @@ _STATE: dict = {}
 def _init_worker(model: str, true_scene: bool = False, realism: str = "off") -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
     from lang2policy.realism import load_realism
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.rollout import RolloutRunner
+    from lang2policy.vla.eval.rollout import RolloutRunner
+    from lang2policy.vla.policy.runtime import VLAPolicy
 
     profile = load_realism(realism)
     _STATE["policy"] = VLAPolicy.load(model, device="cpu", threads=1)
@@ -100,8 +100,8 @@ def measure_latency(model: str, calls: int = 300) -> dict:
     """The policy's time per action on one thread, on recorded-shaped inputs."""
     import torch
 
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.schema import IMAGE_SIZE, STATE_DIM
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.spec.schema import IMAGE_SIZE, STATE_DIM
 
     torch.set_num_threads(1)
     policy = VLAPolicy.load(model, device="cpu", threads=1)
@@ -186,8 +186,8 @@ def _level_rows(level: str, results: list[dict]) -> list[dict]:
 
 
 def run_args(args: argparse.Namespace) -> dict:
-    from lang2policy.vla.rollout import evaluation_specs
-    from lang2policy.vla.tasks import FAMILIES
+    from lang2policy.vla.eval.rollout import evaluation_specs
+    from lang2policy.vla.spec.tasks import FAMILIES
 
     if not (Path(args.model) / "config.json").exists():
         raise ConfigError(f"{args.model} is no VLA model directory (no config.json); train one "

@@ -7,7 +7,7 @@ realism profile) and the joints the real SO-101 driver reads over the emulated s
 (``session.bus_camera``: the STS3215 emulator with the profile's deadband, backlash, lag,
 latency and reading noise), and the driver writes the policy's target to the bus in 50 Hz
 steps. The world runs its physics in wall time on the bus's clock thread; a slow policy step
-is the arm's loss, as on the robot. Success is judged on the true table (``vla.judge``), and
+is the arm's loss, as on the robot. Success is judged on the true table (``vla.sim.judge``), and
 beside it the success check the VLA node runs on what camera perception reports
 (``ObjectsJudge``): what the node's status would have said. An episode runs until both have
 held for ``SUCCESS_HOLD`` s (the node keeps acting until its own check holds) or time is up.
@@ -25,12 +25,12 @@ import numpy as np
 from lang2policy.errors import UnknownObjectError
 from lang2policy.robots.feetech.bus_errors import FeetechError
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.episodes import EpisodeSpec, set_up_scene
-from lang2policy.vla.frames import frame_renderer
-from lang2policy.vla.judge import judge, start_positions
-from lang2policy.vla.rollout import MAX_SECONDS, SUCCESS_HOLD, sensor_frame
-from lang2policy.vla.schema import CAMERAS, FPS
-from lang2policy.vla.skill_judge import ObjectsJudge
+from lang2policy.vla.eval.rollout import MAX_SECONDS, SUCCESS_HOLD, sensor_frame
+from lang2policy.vla.sim.episodes import EpisodeSpec, set_up_scene
+from lang2policy.vla.sim.frames import frame_renderer
+from lang2policy.vla.sim.judge import judge, start_positions
+from lang2policy.vla.skill.judge import ObjectsJudge
+from lang2policy.vla.spec.schema import CAMERAS, FPS
 
 COMMAND_STEPS = 5  # driver writes per policy step (50 Hz at the policy's 10 Hz)
 
@@ -153,7 +153,7 @@ def run_bus_episodes(model: str, specs: list, level: str, standalone: list[dict]
     """``specs`` on the physical path at realism ``level``, as result rows of ``bench vla``
     (``realism``: "<level> bus"; the oracle's verdict is the standalone run's, same scene)."""
     from lang2policy.realism import load_realism
-    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.policy.runtime import VLAPolicy
 
     policy = VLAPolicy.load(model, device="cpu", threads=1)
     oracle = {r["index"]: r for r in standalone if r.get("realism") == level}

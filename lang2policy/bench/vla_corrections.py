@@ -2,7 +2,7 @@
 18, item 5: the Yell-At-Your-Robot style result), measured in one run.
 
 1. ``--corrected`` episodes of ``--family`` on training-range layouts: the policy runs closed
-   loop while the scripted corrector corrects it in words (``vla.corrected``), written as a
+   loop while the scripted corrector corrects it in words (``vla.coach.corrected``), written as a
    dataset under ``--out``;
 2. fine-tuning from ``--model`` on them (``train_vla`` with ``finetune``: the model's weights
    and normaliser, ``--steps`` at ``--lr``), the new model under ``--out``;
@@ -64,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from lang2policy.vla.corrector import FAMILIES
-    from lang2policy.vla.start_pose import STARTS
+    from lang2policy.vla.coach.corrector import FAMILIES
+    from lang2policy.vla.eval.start_pose import STARTS
 
     if args.family not in FAMILIES:
         raise ConfigError(f"--family must be one of {FAMILIES}, got {args.family!r}")
@@ -89,7 +89,7 @@ def _check(args: argparse.Namespace) -> None:
 def evaluation_layouts(family: str, episodes: int, seeds: list[int]) -> tuple[list, list[int]]:
     """``episodes`` unseen layouts of ``family`` per seed (seen combinations, unseen
     combinations and unseen phrasings in turn), and the seed each one was drawn with."""
-    from lang2policy.vla.rollout import evaluation_specs
+    from lang2policy.vla.eval.rollout import evaluation_specs
 
     per_split, specs, drawn_with = math.ceil(episodes / 3), [], []
     for seed in seeds:
@@ -103,8 +103,8 @@ def evaluation_layouts(family: str, episodes: int, seeds: list[int]) -> tuple[li
 def _evaluate(
     model: Path, specs: list, label: str, quiet: bool, start: str, seeds: list[int]
 ) -> list[dict]:
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.rollout import RolloutRunner
+    from lang2policy.vla.eval.rollout import RolloutRunner
+    from lang2policy.vla.policy.runtime import VLAPolicy
 
     policy, runner, results = VLAPolicy.load(model, threads=1), RolloutRunner(start=start), []
     for spec, seed in zip(specs, seeds, strict=True):
@@ -141,9 +141,9 @@ def _recorded(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _record(args: argparse.Namespace) -> tuple[Path, dict]:
-    from lang2policy.vla.corrected import record_corrections
-    from lang2policy.vla.demos import training_specs
-    from lang2policy.vla.policy import VLAPolicy
+    from lang2policy.vla.coach.corrected import record_corrections
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.sim.demos import training_specs
 
     started, path = time.monotonic(), args.out / "corrections"
     specs = training_specs([args.family], args.corrected, args.seed + 1)
@@ -167,10 +167,10 @@ def _record(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _finetune(args: argparse.Namespace, dataset: Path) -> tuple[Path, dict]:
-    from lang2policy.vla.augment import AugmentConfig
     from lang2policy.vla.dataset.combine import load_datasets
-    from lang2policy.vla.train import TrainSettings, train_vla
-    from lang2policy.vla.train_loop import OptimConfig
+    from lang2policy.vla.train.augment import AugmentConfig
+    from lang2policy.vla.train.loop import OptimConfig
+    from lang2policy.vla.train.run import TrainSettings, train_vla
 
     out = args.out / "model"
     config = json.loads((Path(args.model) / "config.json").read_text())

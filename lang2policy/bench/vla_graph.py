@@ -1,10 +1,10 @@
 """``lang2policy bench vla --graph``: the VLA through the ROS graph, beside the standalone
 ``bench vla`` on the same evaluation episodes, in one run (issue 18, acceptance row 3).
 
-1. The episodes: ``vla.rollout.evaluation_specs`` (``--families``, ``--per-split``, default 1
+1. The episodes: ``vla.eval.rollout.evaluation_specs`` (``--families``, ``--per-split``, default 1
    here, ``--seed``), those of ``--splits``. For each, the scene ``set_up_scene`` draws in a
    ``SimSession`` of this process: the world seed, the objects and the look
-   (``vla.scenes.Appearance``), and the objects' positions.
+   (``vla.sim.scenes.Appearance``), and the objects' positions.
 2. Standalone: ``bench vla``'s own episode runner on those specs (policy, then the scripted
    oracle), in ``--workers`` processes; the policy's latency on one core.
 3. Through the graph: the VLA node (``--model``) starts once, as a process of the graph's
@@ -72,7 +72,7 @@ class EpisodeScene:
 def episode_scenes(specs: list) -> list[EpisodeScene]:
     """Each spec's scene as ``set_up_scene`` draws it for ``bench vla`` (seeded: the same)."""
     from lang2policy.session.sim import SimSession
-    from lang2policy.vla.episodes import set_up_scene
+    from lang2policy.vla.sim.episodes import set_up_scene
 
     session = SimSession("so101")
     world, scenes = session.world, []
@@ -113,7 +113,7 @@ def sim_spec(base: graph.NodeSpec, scene: EpisodeScene) -> graph.NodeSpec:
 
 
 def _episode_plan(spec, settle: float) -> dict:
-    from lang2policy.vla.rollout import MAX_SECONDS
+    from lang2policy.vla.eval.rollout import MAX_SECONDS
 
     budget = MAX_SECONDS[spec.task.family]
     return {"skill": spec.instruction, "settle": settle, "ready_timeout": NODES_READY_TIMEOUT,
@@ -166,8 +166,8 @@ def run_graph_episodes(args: argparse.Namespace, specs: list, scenes: list) -> d
 
 def run_graph(args: argparse.Namespace) -> dict:
     """The whole ``--graph`` run (see the module docstring): the report, also in ``--out``."""
-    from lang2policy.vla.rollout import evaluation_specs
-    from lang2policy.vla.tasks import FAMILIES
+    from lang2policy.vla.eval.rollout import evaluation_specs
+    from lang2policy.vla.spec.tasks import FAMILIES
 
     began = time.monotonic()
     families = tuple(args.families or FAMILIES)
@@ -198,7 +198,7 @@ def run_graph(args: argparse.Namespace) -> dict:
 
 # ----------------------------------------------------------------- command line
 def _splits(text: str) -> tuple[str, ...]:
-    from lang2policy.vla.rollout import SPLITS
+    from lang2policy.vla.eval.rollout import SPLITS
 
     chosen = tuple(s.strip() for s in text.split(",") if s.strip())
     if not chosen or any(s not in SPLITS for s in chosen):
@@ -228,7 +228,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench vla [--graph]``."""
-    from lang2policy.vla.rollout import SPLITS
+    from lang2policy.vla.eval.rollout import SPLITS
 
     graph_mode = getattr(args, "graph", False)
     if args.per_split is None:

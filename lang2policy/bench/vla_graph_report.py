@@ -5,7 +5,7 @@ Per episode, through the graph:
 
 - ``node_success``: the VLA node's terminal status is ``success`` (its check held for
   ``rollout.SUCCESS_HOLD`` s on the poses it read);
-- ``pose_success``: this module's own verdict, ``vla.judge`` on a ``MirrorWorld`` set to the
+- ``pose_success``: this module's own verdict, ``vla.sim.judge`` on a ``MirrorWorld`` set to the
   object poses the sim published when the node ended, measured from those at the send;
 - ``layout_error_mm``: how far the sim node's objects stood, at the send, from where the
   standalone scene put them (the check that both ran the same episode);
@@ -37,9 +37,9 @@ def _rate(times: list[float]) -> tuple[float, float | None]:
 
 
 def pose_verdict(task, start_objects: dict, end_objects: dict, mirror) -> tuple[bool, str]:
-    """``vla.judge`` on ``mirror`` set to ``end_objects``, from the positions in
+    """``vla.sim.judge`` on ``mirror`` set to ``end_objects``, from the positions in
     ``start_objects`` (name -> x, y, z, qw, qx, qy, qz); not done while an object is unseen."""
-    from lang2policy.vla.judge import judge
+    from lang2policy.vla.sim.judge import judge
 
     missing = [n for n in task.objects() if n not in start_objects or n not in end_objects]
     if missing:
@@ -127,7 +127,7 @@ def _spread(values: list) -> dict:
 def build(specs, scenes, standalone: list[dict], through: dict, latency: dict) -> dict:
     """The report: episodes side by side, the rows, the rates and times, the verdict."""
     from lang2policy.scene.mirror import MirrorWorld
-    from lang2policy.vla.schema import ROBOT_TYPE
+    from lang2policy.vla.spec.schema import ROBOT_TYPE
 
     mirror = MirrorWorld(ROBOT_TYPE)
     by_index = {r["index"]: r for r in standalone}

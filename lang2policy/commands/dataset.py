@@ -17,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from lang2policy.vla.schema import CAMERAS, FPS, IMAGE_SIZE
+from lang2policy.vla.spec.schema import CAMERAS, FPS, IMAGE_SIZE
 
 
 def add_parser(commands) -> None:

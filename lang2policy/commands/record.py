@@ -1,5 +1,5 @@
 """``lang2policy record demos``: scripted demonstrations on randomised scenes, written as a
-LeRobotDataset v3 directory (issue 17; ``lang2policy.vla.demos``).
+LeRobotDataset v3 directory (issue 17; ``lang2policy.vla.sim.demos``).
 
     lang2policy record demos --task-family pick_place,push,lift --episodes 200 --out data/demos
     lang2policy record corrections --model models/vla-so101-tiny --task-family lift \
@@ -23,7 +23,7 @@ EPISODE_COLUMNS = (
 
 
 def _families(text: str) -> tuple[str, ...]:
-    from lang2policy.vla.tasks import FAMILIES
+    from lang2policy.vla.spec.tasks import FAMILIES
 
     chosen = tuple(f.strip() for f in text.split(",") if f.strip())
     bad = [f for f in chosen if f not in FAMILIES]
@@ -70,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
 def run_corrections(args: argparse.Namespace) -> int:
     """``record corrections``: the policy corrected on ``--episodes`` training-range layouts."""
     os.environ["OMP_NUM_THREADS"] = "1"
-    from lang2policy.vla.corrected import record_corrections
-    from lang2policy.vla.corrector import FAMILIES
-    from lang2policy.vla.demos import training_specs
-    from lang2policy.vla.policy import VLAPolicy
-    from lang2policy.vla.start_pose import check_start
+    from lang2policy.vla.coach.corrected import record_corrections
+    from lang2policy.vla.coach.corrector import FAMILIES
+    from lang2policy.vla.eval.start_pose import check_start
+    from lang2policy.vla.policy.runtime import VLAPolicy
+    from lang2policy.vla.sim.demos import training_specs
 
     if args.task_family not in FAMILIES or args.episodes < 1:
         raise ConfigError(
@@ -104,9 +104,9 @@ def run_demos(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
-    from lang2policy.vla.demos import generate, training_specs
-    from lang2policy.vla.environment_state import ENV_NAMES
-    from lang2policy.vla.scene_views import view_specs
+    from lang2policy.vla.sim.demos import generate, training_specs
+    from lang2policy.vla.sim.environment_state import ENV_NAMES
+    from lang2policy.vla.sim.scene_views import view_specs
 
     if args.episodes < 0 or args.views < 0 or args.episodes + args.views < 1:
         raise ConfigError(

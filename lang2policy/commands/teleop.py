@@ -35,7 +35,7 @@ from lang2policy.graph.topics import (
 )
 from lang2policy.teleop.stream import Source, check_task, parse_source
 
-CAMERAS = ("front", "wrist")  # what the VLA dataset holds (lang2policy.vla.schema.CAMERAS)
+CAMERAS = ("front", "wrist")  # what the VLA dataset holds (lang2policy.vla.spec.schema.CAMERAS)
 CAMERA_SIZE = 128  # px rendered; the dataset resizes to its image size
 RECORDED = (JOINT_STATES, JOINT_COMMAND, TRAJECTORY, STATUS, SAFETY)  # no instruction topic:
 # the episode's task is the file's label (a planner's old instruction must not replace it)

@@ -11,9 +11,9 @@
         # a dataset lerobot-record wrote (640x480, degrees)
 
 With no other option a run trains the recipe of ``models/vla-so101-tiny``
-(``vla.train_settings.DESIGNS``): its network and every training setting. ``--design plain``
+(``vla.train.settings.DESIGNS``): its network and every training setting. ``--design plain``
 is the image-features network for datasets that record no scene state (LeRobot's, teleoperated
-ones). Arguments are parsed here; ``lang2policy.vla.train`` does the work. Heavy imports
+ones). Arguments are parsed here; ``lang2policy.vla.train.run`` does the work. Heavy imports
 (torch, the dataset reader) happen only when the command runs.
 """
 
@@ -30,9 +30,9 @@ from typing import Any
 
 from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.schema import IMAGE_SIZE
+from lang2policy.vla.spec.schema import IMAGE_SIZE
 
-DESIGNS = ("shipped", "plain")  # vla.train_settings.DESIGNS, named here without importing torch
+DESIGNS = ("shipped", "plain")  # vla.train.settings.DESIGNS, named here without importing torch
 
 
 def _count(value: str) -> int:
@@ -55,7 +55,7 @@ def _positive(value: str) -> int:
 
 def _cameras(value: str) -> tuple[str, ...]:
     """Comma-separated camera names of the dataset (``front`` or ``front,wrist``)."""
-    from lang2policy.vla.schema import CAMERAS
+    from lang2policy.vla.spec.schema import CAMERAS
 
     names = tuple(part.strip() for part in value.split(",") if part.strip())
     unknown = [name for name in names if name not in CAMERAS]
@@ -111,7 +111,7 @@ def add_parser(commands: Any) -> None:
                      "plain: image features straight into the action head, for datasets "
                      "without them (LeRobot's, teleoperated ones)")
     _add_foreign_arguments(vla)
-    recipe = "default: the design's recipe (vla/train_settings.py)"
+    recipe = "default: the design's recipe (vla/train/settings.py)"
     vla.add_argument("--steps", type=_positive,
                      help=f"optimiser steps in all ({recipe}; a fine-tuning's is short)")
     vla.add_argument("--batch-size", type=_positive, help=f"per process ({recipe})")
@@ -133,8 +133,8 @@ def add_parser(commands: Any) -> None:
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The ``TrainSettings`` the command line asks for: the ``--design``'s recipe (made a short
     run by ``--finetune``), with the options given on top."""
-    from lang2policy.vla.train_settings import DESIGNS as RECIPES
-    from lang2policy.vla.train_settings import for_finetuning
+    from lang2policy.vla.train.settings import DESIGNS as RECIPES
+    from lang2policy.vla.train.settings import for_finetuning
 
     if args.finetune is not None and args.resume:
         raise Lang2PolicyError(
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         from lang2policy.vla.dataset.combine import ForeignData, load_datasets
     except ImportError as exc:
         raise Lang2PolicyError(f"the demo dataset reader is not available: {exc}") from exc
-    from lang2policy.vla.train import train_vla
+    from lang2policy.vla.train.run import train_vla
 
     foreign = ForeignData(args.image_size, args.calibration, args.lerobot_units)
     fresh = args.finetune is None and not args.resume  # else the model's own cameras are read

@@ -31,7 +31,7 @@ Line = Callable[[str], None]
 
 class SimCodeExecutor:
     """Code plans on the simulated arm in this process; with ``vla`` the shipped VLA runs
-    policy code's ``vla_skill(...)`` calls on the same arm (``vla.local_skill``)."""
+    policy code's ``vla_skill(...)`` calls on the same arm (``vla.skill.local``)."""
 
     live = False
 
@@ -40,7 +40,7 @@ class SimCodeExecutor:
         self.backend = SimSkillBackend(session)
         self.objects: list[str] = list(session.world.object_names())
         if vla:
-            from lang2policy.vla.local_skill import LocalSkillRunner  # torch: only when asked
+            from lang2policy.vla.skill.local import LocalSkillRunner  # torch: only when asked
 
             self.backend.vla = LocalSkillRunner(session)
 

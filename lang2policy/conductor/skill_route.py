@@ -3,7 +3,7 @@
 ``SkillRoute`` is the conductor's ``SkillExecutor`` for a VLA reached over the skill topic
 (``/lang2policy/skill``; the host, the planner node, is its ``SkillPort``). A skill plan:
 
-1. parses the instruction with the VLA's task vocabulary (``vla.skill_parse``; ``refusal``
+1. parses the instruction with the VLA's task vocabulary (``vla.skill.parse``; ``refusal``
    says what the VLA can do when it cannot);
 2. asks the privilege gate (``sandbox.skill_gate``, the same ``PrivilegePolicy`` as code
    calls): denied, the plan fails with the rule's reason and nothing is published; allowed, the
@@ -47,8 +47,8 @@ from lang2policy.sandbox.skill_gate import (
     decide_skill,
     skill_request,
 )
-from lang2policy.vla.skill_message import MAX_MOTIONS  # the contract's cap: the newest
-from lang2policy.vla.skill_parse import parse_skill
+from lang2policy.vla.skill.message import MAX_MOTIONS  # the contract's cap: the newest
+from lang2policy.vla.skill.parse import parse_skill
 
 Line = Callable[[str], None]
 Answer = Callable[[dict], None]

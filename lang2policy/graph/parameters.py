@@ -19,7 +19,7 @@ from lang2policy.graph.parameter import Parameter, flag, number, switch, text
 from lang2policy.graph.rules import DEFAULT_PORT
 from lang2policy.graph.topics import JOINT_STATES, SIM_OBJECTS, TRAJECTORY
 from lang2policy.recording.topics import DEFAULT_TOPICS
-from lang2policy.vla.ensemble import DEFAULT_M
+from lang2policy.vla.policy.ensemble import DEFAULT_M
 
 # Rows several nodes share (one default each).
 ROBOT = text("robot", "so101", "robot description (config/robots/<name>.yaml)")
@@ -50,7 +50,7 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         OBJECTS_TOPIC,
         replace(REALISM, help="the world's looks: off | mild | hard | a realism YAML file"),
         Parameter("cameras", None, "cameras to publish", "names", computed="every scene camera"),
-        text("appearance", "", 'JSON look of a VLA episode (vla.scenes.Appearance); "" = none'),
+        text("appearance", "", 'JSON look of a VLA episode (vla.sim.scenes.Appearance); "" = none'),
         *DEADLINE,
     ),
     "so101_emulator_node": (

@@ -30,9 +30,9 @@ its 50 Hz state messages (issue 16). ``rendered_frames`` counts the images rende
 
 The scene is the ``layout`` with ``objects`` placed by ``seed`` (``World.reset``), under the
 ``realism`` profile (off | mild | hard | a YAML file: each reset draws its look) and, with
-``appearance`` (JSON of ``vla.scenes.Appearance.to_dict``), a VLA episode's look: lights,
+``appearance`` (JSON of ``vla.sim.scenes.Appearance.to_dict``), a VLA episode's look: lights,
 colours, front camera. With the seed, objects and look of an evaluation episode
-(``vla.rollout.evaluation_specs``) the node shows exactly that episode's scene.
+(``vla.eval.rollout.evaluation_specs``) the node shows exactly that episode's scene.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from lang2policy.ros.qos import LATCHED
 from lang2policy.ros.sim_cameras import SimCameras
 from lang2policy.scene.objects import COLORS
 from lang2policy.scene.world import World
-from lang2policy.vla.scenes import Appearance
+from lang2policy.vla.sim.scenes import Appearance
 
 OBJECTS_KEEPALIVE = 0.5  # s of sim time between object messages while nothing moves
 OBJECTS_MOVED = 1e-5  # m (and quaternion units): a smaller change of a pose is no motion

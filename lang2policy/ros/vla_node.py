@@ -1,14 +1,14 @@
 """The VLA node: language skills run by a vision-language-action policy (issue 18).
 
 Subscribes, always
-  * ``/lang2policy/skill`` (std_msgs/String; ``vla.skill_message`` parses and checks it):
+  * ``/lang2policy/skill`` (std_msgs/String; ``vla.skill.message`` parses and checks it):
     - plain text: a skill instruction in one of the phrasings the VLA was trained on
-      (``vla.skill_parse``: "put the red block in the blue bowl", "push the green block to the
+      (``vla.skill.parse``: "put the red block in the blue bowl", "push the green block to the
       left", "lift the yellow block"), run under the default limits; "" cancels the skill.
     - a JSON start (a skill plan): ``{"skill": TEXT, "plan_id": ID, "limits":
       {"time_budget_s": S, "max_joint_speed": RAD_PER_S, "workspace": {"min": [x, y, z],
       "max": [x, y, z]}}, "motions": [CORRECTION, ...]}``; all but ``skill`` optional. Limits
-      only narrow the defaults (``vla.skill_limits``): the budget is the smaller of the
+      only narrow the defaults (``vla.skill.limits``): the budget is the smaller of the
       family's and the plan's; the speed at most ``max_joint_speed`` (default: the safety
       node's, config/safety.yaml); the workspace is the plan's box inside the safety node's.
       Each published target moves no arm joint more than speed / ``rate`` rad from the last
@@ -18,22 +18,22 @@ Subscribes, always
       of the step stays in. ``motions`` (remembered corrections) act from the first cycle,
       each answered by a ``motion`` line as below.
     - a JSON language motion (RT-H): ``{"motion": CORRECTION, "plan_id": ID}``, for the
-      running skill from its next control cycle (``vla.language_motion``): a tool offset
+      running skill from its next control cycle (``vla.skill.language_motion``): a tool offset
       ("a bit to the left" +2 cm y, "lower" -2 cm z; sizes of ``corrections``; <= 5 cm per
       axis in total), a speed scale ("slower", "faster"; 0.3 .. 1.0 of the cap) or the
       gripper held open or closed. The offset is a residual on the policy's targets, mapped
       to joints by damped least squares on the tool point's Jacobian at the target posture;
-      the policy is shown the joints less that residual (``vla.skill_shaping``). Answered by
+      the policy is shown the joints less that residual (``vla.skill.shaping``). Answered by
       a ``motion`` line: applied or refused (no skill runs, another plan runs or a skill of
       no plan when the motion names one, not a motion, at its bound).
     A new skill replaces the running one (``cancelled``). A bad message, or text the VLA
     cannot check, is ``rejected`` with what was wrong (and what the VLA can do).
   * ``/lang2policy/objects`` (visualization_msgs/MarkerArray): the object poses; the skill's
-    success check (``vla.skill_judge``) runs on them.
+    success check (``vla.skill.judge``) runs on them.
   * ``/lang2policy/safety`` (std_msgs/String): the safety node's state. ``stopped`` ends the
     running skill at once (``stopped``; nothing more is published) and refuses new skills
     until the safety node is resumed. A command of the skill cut at a keep-out zone (its count
-    ``detail.cuts.keep_out`` grew since the skill started; ``vla.keep_out_watch``) ends it
+    ``detail.cuts.keep_out`` grew since the skill started; ``vla.skill.keep_out_watch``) ends it
     ``stopped`` with the reason ``keep-out: <the safety node's last violation>``, and a hold.
 
 Subscribes while a skill runs (so that an idle node costs nothing, and the sim node, which
@@ -94,20 +94,19 @@ from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.vla_params import VLAParameters
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.keep_out_watch import KeepOutWatch
-from lang2policy.vla.language_motion import MotionState
-from lang2policy.vla.schema import ACTION_DIM, JOINT_NAMES, ROBOT_TYPE, STATE_NAMES
-from lang2policy.vla.skill_judge import ObjectsJudge
-from lang2policy.vla.skill_limits import SkillLimits, ToolKinematics, resolve_limits
-from lang2policy.vla.skill_message import (
+from lang2policy.vla.skill.judge import ObjectsJudge
+from lang2policy.vla.skill.keep_out_watch import KeepOutWatch
+from lang2policy.vla.skill.language_motion import MotionState
+from lang2policy.vla.skill.limits import SkillLimits, ToolKinematics, resolve_limits
+from lang2policy.vla.skill.message import (
     Cancel,
     MotionMessage,
     SkillMessageError,
     StartSkill,
     parse_skill_message,
 )
-from lang2policy.vla.skill_parse import Skill, parse_skill
-from lang2policy.vla.skill_runner import (
+from lang2policy.vla.skill.parse import Skill, parse_skill
+from lang2policy.vla.skill.runner import (
     CANCELLED,
     HOLDING,
     STOPPED,
@@ -115,7 +114,8 @@ from lang2policy.vla.skill_runner import (
     Step,
     state_vector,
 )
-from lang2policy.vla.skill_shaping import TargetShaper
+from lang2policy.vla.skill.shaping import TargetShaper
+from lang2policy.vla.spec.schema import ACTION_DIM, JOINT_NAMES, ROBOT_TYPE, STATE_NAMES
 from lang2policy.wire_json import MessageError, decode_status
 
 _LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)

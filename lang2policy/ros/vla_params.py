@@ -12,11 +12,11 @@ from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.safety.config import load_safety_config
 from lang2policy.vla.backends import RemoteLimits, open_backend
 from lang2policy.vla.backends.select import LeRobotOptions
-from lang2policy.vla.schema import FPS, ROBOT_TYPE
-from lang2policy.vla.skill_actor import EnsembledActor
-from lang2policy.vla.skill_limits import SkillLimits
-from lang2policy.vla.skill_message import Box
-from lang2policy.vla.skill_runner import RunnerSettings
+from lang2policy.vla.skill.actor import EnsembledActor
+from lang2policy.vla.skill.limits import SkillLimits
+from lang2policy.vla.skill.message import Box
+from lang2policy.vla.skill.runner import RunnerSettings
+from lang2policy.vla.spec.schema import FPS, ROBOT_TYPE
 
 
 class VLAParameters(ReadOnlyParameters):

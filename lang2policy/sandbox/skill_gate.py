@@ -42,7 +42,7 @@ __all__ = [
 class GrantedSkillLimits:
     """What an allowed skill may do: seconds, joint speed (rad/s), where the tool may go. The
     grant that goes out in the start message; the VLA node narrows its own defaults with it
-    (``vla.skill_limits.SkillLimits``, the limits a run enforces)."""
+    (``vla.skill.limits.SkillLimits``, the limits a run enforces)."""
 
     time_budget_s: float
     max_joint_speed: float

@@ -7,7 +7,7 @@ simplified by vertex clustering on a 2 mm grid, read from the same STL file: at 
 images look the same. (Quadric decimation, ``fast-simplification``, left these meshes at 90 %
 of their triangles.)
 
-Used for a *render twin* (``vla.render_twin``): a second model of the same scene drawn from the
+Used for a *render twin* (``vla.sim.render_twin``): a second model of the same scene drawn from the
 physics model's joint positions, so that the physics (which collides with these meshes'
 convex hulls) is exactly the simulation's own.
 """

@@ -19,8 +19,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from lang2policy.errors import ConfigError, PolicyBackendError
-from lang2policy.vla.loader_limits import REMOTE_MAX_CHUNK_ROWS, REMOTE_MAX_CHUNK_S
-from lang2policy.vla.schema import ACTION_DIM, FPS, STATE_NAMES
+from lang2policy.vla.spec.loader_limits import REMOTE_MAX_CHUNK_ROWS, REMOTE_MAX_CHUNK_S
+from lang2policy.vla.spec.schema import ACTION_DIM, FPS, STATE_NAMES
 
 ACTION_NAMES = STATE_NAMES
 GRIPPER = ACTION_NAMES.index("gripper")

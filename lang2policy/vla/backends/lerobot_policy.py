@@ -30,8 +30,8 @@ from lang2policy.robots.so101.lerobot_calibration import (
 )
 from lang2policy.vla.backends.lerobot_wire import SUPPORTED_POLICIES
 from lang2policy.vla.dataset.lerobot_units import to_our_units
-from lang2policy.vla.loader_limits import REMOTE_MAX_CHUNK_ROWS
-from lang2policy.vla.schema import STATE_NAMES
+from lang2policy.vla.spec.loader_limits import REMOTE_MAX_CHUNK_ROWS
+from lang2policy.vla.spec.schema import STATE_NAMES
 
 MAX_CONFIG_BYTES = 256 * 1024
 MAX_PATH_CHARS = 4096

@@ -39,7 +39,7 @@ from lang2policy.vla.backends.lerobot_wire import (
     timed_observation_pickle,
 )
 from lang2policy.vla.backends.observation import check_observation
-from lang2policy.vla.schema import ACTION_DIM
+from lang2policy.vla.spec.schema import ACTION_DIM
 
 DEFAULT_PORT = 8080  # LeRobot's policy_server default
 SERVICE = "/transport.AsyncInference/"

@@ -17,7 +17,7 @@ from lang2policy.errors import Lang2PolicyError, PolicyBackendError
 from lang2policy.paths import share_dir
 from lang2policy.vla.backends.base import validate_chunk
 from lang2policy.vla.backends.observation import check_observation
-from lang2policy.vla.policy import VLAPolicy
+from lang2policy.vla.policy.runtime import VLAPolicy
 
 DEFAULT_MODEL = "vla-so101-tiny"  # the checkpoint shipped in models/
 

@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError, PolicyBackendError
-from lang2policy.vla.policy_inputs import check_instruction, check_state
-from lang2policy.vla.schema import STATE_DIM
+from lang2policy.vla.policy.inputs import check_instruction, check_state
+from lang2policy.vla.spec.schema import STATE_DIM
 
 
 def check_observation(

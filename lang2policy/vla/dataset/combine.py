@@ -14,7 +14,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset.lerobot_units import in_our_units
 from lang2policy.vla.dataset.meta import load_meta
 from lang2policy.vla.dataset.reader import DemoDataset, load_dataset
-from lang2policy.vla.schema import IMAGE_SIZE, image_key
+from lang2policy.vla.spec.schema import IMAGE_SIZE, image_key
 
 _ROWS = ("state", "action", "episode_index", "frame_index", "task_index", "timestamp")
 

@@ -27,7 +27,7 @@ from lang2policy.vla.dataset import resample
 from lang2policy.vla.dataset.mcap_episode import Recording, read_recording
 from lang2policy.vla.dataset.record import EpisodeRecord
 from lang2policy.vla.dataset.writer import DatasetWriter
-from lang2policy.vla.schema import CAMERAS, FPS, IMAGE_SIZE, ROBOT_TYPE, STATE_NAMES
+from lang2policy.vla.spec.schema import CAMERAS, FPS, IMAGE_SIZE, ROBOT_TYPE, STATE_NAMES
 
 EXTRA_COLUMNS = ("success", "source")  # the episode columns of a converted dataset
 PLANNER_FINAL = ("done", "failed", "stopped", "rejected")

@@ -1,6 +1,6 @@
 """Corrected episodes from their first correction on (HG-DAgger style intervention data).
 
-A corrected episode (``vla.corrected``) starts with the policy on its own until the scripted
+A corrected episode (``vla.coach.corrected``) starts with the policy on its own until the scripted
 person first speaks. Those lead frames are the policy's own mistake: from an away start it
 holds still (measured: 1 of 15 lifts, "it barely moves"), and the person speaks only once it
 has settled there. Fine-tuned on them, the policy learns to hold still at the very states

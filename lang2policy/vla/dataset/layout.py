@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.loader_limits import (
+from lang2policy.vla.spec.loader_limits import (
     META_JSON_MAX_BYTES,
     PATH_FIELD_MAX_WIDTH,
     PATH_TEMPLATE_FIELDS,

@@ -4,7 +4,7 @@ LeRobot's SO-101 follower names its state and action ``shoulder_pan.pos`` ... ``
 and reports them in its own units: each body joint in degrees about the middle of its
 calibrated range (``use_degrees=True``, LeRobot 0.6's default) or -100..100 across that range
 (``use_degrees=False``), the gripper 0..100 across its range. Ours are radians about the
-model's zero pose and a gripper opening 0..1 (``vla/schema.py``). Nothing in the dataset says
+model's zero pose and a gripper opening 0..1 (``vla/spec/schema.py``). Nothing in the dataset says
 where that zero lies in ticks, nor which of LeRobot's two body units it holds: the arm's
 calibration (``lerobot-calibrate``'s JSON, or ours from ``calibrate so101 --from-lerobot``)
 and the unit choice must be given, and a dataset in LeRobot's units is refused without them.
@@ -31,7 +31,7 @@ from lang2policy.robots.so101.lerobot_calibration import (
     to_lerobot,
 )
 from lang2policy.vla.dataset.reader import DemoDataset
-from lang2policy.vla.schema import ACTION_KEY, STATE_KEY, STATE_NAMES
+from lang2policy.vla.spec.schema import ACTION_KEY, STATE_KEY, STATE_NAMES
 
 SUFFIX = ".pos"
 BODY_UNITS = ("degrees", "range100")  # LeRobot's use_degrees=True / False

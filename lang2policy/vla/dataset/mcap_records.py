@@ -27,7 +27,7 @@ from mcap.opcode import Opcode
 from mcap.records import Channel, Message, Metadata, Schema
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.vla.loader_limits import (
+from lang2policy.vla.spec.loader_limits import (
     MCAP_MAX_CHUNK_BYTES,
     MCAP_MAX_EXPANSION,
     MCAP_MAX_RECORD_BYTES,

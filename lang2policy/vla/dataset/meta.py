@@ -17,8 +17,13 @@ import pyarrow as pa
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, stats, tables
-from lang2policy.vla.loader_limits import DATASET_MAX_FPS, IMAGE_MAX_SIDE, VECTOR_MAX_DIM, at_most
-from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
+from lang2policy.vla.spec.loader_limits import (
+    DATASET_MAX_FPS,
+    IMAGE_MAX_SIDE,
+    VECTOR_MAX_DIM,
+    at_most,
+)
+from lang2policy.vla.spec.schema import ACTION_KEY, STATE_KEY
 
 EPISODE_COLUMNS = (
     "episode_index",

@@ -26,8 +26,8 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, tables
 from lang2policy.vla.dataset.meta import DatasetMeta, load_meta
 from lang2policy.vla.dataset.video import video_frames
-from lang2policy.vla.image_fit import describe_fit, fit_image
-from lang2policy.vla.schema import (
+from lang2policy.vla.spec.image_fit import describe_fit, fit_image
+from lang2policy.vla.spec.schema import (
     ACTION_KEY,
     ENV_KEY,
     SIM_ENV_KEY,

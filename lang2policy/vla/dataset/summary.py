@@ -10,7 +10,7 @@ import numpy as np
 
 from lang2policy.vla.dataset.lerobot_units import lerobot_names
 from lang2policy.vla.dataset.meta import DatasetMeta
-from lang2policy.vla.schema import ACTION_KEY, STATE_KEY
+from lang2policy.vla.spec.schema import ACTION_KEY, STATE_KEY
 
 
 def summarize(meta: DatasetMeta) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import layout, stats, tables
 from lang2policy.vla.dataset.record import EpisodeRecord, check_frame_columns, check_record
 from lang2policy.vla.dataset.video import VideoEncoder, VideoSettings
-from lang2policy.vla.schema import (
+from lang2policy.vla.spec.schema import (
     ACTION_KEY,
     CAMERAS,
     ENV_KEY,
