@@ -299,3 +299,63 @@ def test_the_actor_ensembles_like_the_policy_it_wraps():
         np.testing.assert_allclose(
             actor.act(images, state, "lift the red block"), expected, atol=1e-5
         )
+
+
+# ------------------------------------------------------------------ looking before judging
+LOOK_POSE = (0.0, -1.7, 1.2, -0.6, 0.0)
+BOWL = {"blue bowl": ((0.2, 0.1, 0.0), (1.0, 0.0, 0.0, 0.0))}
+IN_BOWL = {"red block": ((0.2, 0.1, HALF + 0.0065), (1.0, 0.0, 0.0, 0.0))}
+
+
+def run_looking(world, backend, text, seen_after_look=None, limit=15.0):
+    """Steps of ``text`` at 10 Hz with a still policy (the fake backend on a constant state),
+    the objects as at the start; ``seen_after_look``: what perception reports once it looks."""
+    settings = RunnerSettings(startup_grace=1.0, success_hold=0.5, look_pose=LOOK_POSE)
+    skill = parse_skill(text)
+    objects = {**REST, **BOWL}
+    judge = ObjectsJudge(skill.task, world, objects)
+    runner = SkillRunner(skill, EnsembledActor(backend), judge, backend.cameras, settings, 0.0)
+    steps, now = [], 0.0
+    while now < limit:
+        feed(runner, now)
+        looked = any(s.reason.startswith("looking") for s in steps)
+        runner.objects({**objects, **(seen_after_look or {})} if looked else objects, now)
+        steps.append(runner.step(now))
+        if steps[-1].final:
+            break
+        now = round(now + 0.1, 3)
+    return steps
+
+
+def test_a_finished_placement_not_seen_done_is_checked_from_the_look_pose(world, backend):
+    steps = run_looking(world, backend, "put the red block in the blue bowl")
+    looking = [i for i, s in enumerate(steps) if s.reason.startswith("looking")]
+    assert looking, "the arm went to look"
+    first, last = steps[looking[0]], steps[looking[-1]]
+    assert 1.4 <= looking[0] * 0.1 <= 2.0  # the still policy counted as finished after 1.5 s
+    assert np.abs(first.target[:5] - STATE[:5]).max() < 0.05  # from where the arm was ...
+    assert last.target[:5] == pytest.approx(LOOK_POSE, abs=1e-4)  # ... folded up to look
+    assert last.target[5] == pytest.approx(STATE[5])  # the jaws as they were
+    end = steps[-1]
+    assert end.state == FAILED and "as seen from the look pose" in end.reason
+    assert "red block not in the blue bowl" in end.reason
+
+
+def test_a_placement_seen_done_from_the_look_pose_succeeds(world, backend):
+    steps = run_looking(world, backend, "put the red block in the blue bowl", IN_BOWL)
+    assert any(s.reason.startswith("looking") for s in steps)
+    assert steps[-1].state == SUCCESS and "red block in the blue bowl" in steps[-1].reason
+
+
+def test_a_lift_never_looks(world, backend):
+    settings = RunnerSettings(startup_grace=1.0, success_hold=0.5, look_pose=LOOK_POSE)
+    runner = make_runner(world, backend, settings=settings)
+    for tick in range(60):
+        feed(runner, tick * 0.1)
+        runner.objects(REST, tick * 0.1)
+        assert not runner.step(tick * 0.1).reason.startswith("looking")
+
+
+def test_a_look_pose_must_be_finite():
+    with pytest.raises(ConfigError, match="look_pose"):
+        RunnerSettings(look_pose=(0.0, float("nan")))

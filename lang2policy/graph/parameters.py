@@ -167,6 +167,8 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         number("objects_timeout", 2.0, "s: older object poses cannot confirm success"),
         number("startup_grace", 5.0, "s a new skill waits for its first inputs", zero=True),
         number("max_seconds", 0.0, "s per skill; 0 = the task family's budget", zero=True),
+        flag("look_to_confirm", True, "a finished pick-and-place or push not seen done: "
+               "fold the arm to its look pose and check again (vla.skill.look)"),
         text("layout", "cap_tabletop", "the scene model the success check mirrors"),
         number("max_joint_speed", 0.0, "rad/s cap of skill plans; 0 = config/safety.yaml's",
                zero=True),

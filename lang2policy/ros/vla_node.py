@@ -57,21 +57,19 @@ Publishes
     ``text``, ``action`` applied | refused, ``reason``, the resulting ``offset`` m,
     ``speed_scale``, ``gripper``), and the end: ``success`` (the success check held for
     ``rollout.SUCCESS_HOLD`` s), ``timeout`` (the budget), ``failed`` (a policy backend
-    error), ``stopped``, ``cancelled``; with ``skill`` (the task), ``backend`` and, at the
-    end, ``stats`` (steps, achieved rate, policy time per action, steps the speed cap and the
-    workspace changed, ``tool_shift_m``: the shift of the sent targets' tool point over the
-    policy's own, by the motions and the limits). Every line of a run with a ``plan_id``
+    error, or the goal not seen from the look pose), ``stopped``, ``cancelled``; with
+    ``skill`` (the task), ``backend`` and, at the end, ``stats`` (steps, achieved rate,
+    policy time per action, steps the speed cap and the workspace changed, ``tool_shift_m``:
+    the shift of the sent targets' tool point over the policy's own, by the motions and the
+    limits). Every line of a run with a ``plan_id``
     carries it at the top and in the detail, which is then an object (a text detail becomes
     its ``reason``).
 
-Parameters (read-only): ``backend`` (local | openpi://HOST:PORT | openvla://HOST:PORT),
-``model`` (local: a model directory; "" = the shipped models/vla-so101-tiny), ``rate``,
-``state_timeout``, ``image_timeout``, ``objects_timeout``, ``startup_grace``, ``max_seconds``,
-``ensemble_m``, ``query_every``, ``connect_timeout``/``request_timeout`` (remote backends),
-``layout`` (the scene model the success check mirrors), ``max_joint_speed`` (the default cap;
-0: config/safety.yaml's, which it may not exceed). A remote request blocks this node's
-callbacks for at most ``connect_timeout + request_timeout``; the stop still holds the arm at
-once (the safety node latches it and drops every later command).
+Parameters (read-only): the ``vla_node`` rows of ``graph.parameters`` (docs/graph.md). A
+finished pick-and-place or push the check has not seen done folds the arm to its look pose
+and checks again (``look_to_confirm``, ``vla.skill.look``: status ``running`` with the
+reason "looking: ..."). A remote request blocks this node's callbacks for at most
+``connect_timeout + request_timeout``; the stop still holds the arm at once.
 """
 
 from __future__ import annotations
@@ -354,9 +352,10 @@ class VLANode(VLAParameters):
         self._hold_sent = True
 
     def _report(self, step: Step, runner: SkillRunner | None = None) -> None:
-        """A status line when the state changed, or a hold's reason (and always at the end):
-        a running skill that waits for its first inputs or acts says nothing new."""
-        key = (step.state, step.reason if step.state == HOLDING else "")
+        """A status line when the state changed, or a hold's reason or the look (and always at
+        the end): a running skill that waits for its first inputs or acts says nothing new."""
+        said = step.state == HOLDING or step.reason.startswith("looking:")
+        key = (step.state, step.reason if said else "")
         if key == self._last_report and runner is None:
             return
         self._last_report = key

@@ -16,7 +16,10 @@ The node hands ``SkillRunner`` every camera image, joint state and object set as
    ``EnsembledActor.reads_images``): on a busy machine the camera falls behind, and the arm
    would stop and start for frames the policy would not look at. After a hold the actor
    starts a fresh ensemble: chunks predicted before describe a past scene;
-4. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``. The
+4. once the policy's targets stand still without the check saying done (pick-and-place and
+   push, when ``look_pose`` is given: ``look``), the arm folds up to its look pose out of the
+   camera's view, and the check made from there decides: done, or ``failed`` with what it saw;
+5. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``. The
    ``TargetShaper`` (when given) adds the language motions' residual to the policy's target
    and applies the plan's limits (joint speed cap, workspace); ``motion`` hands it a
    correction, which acts from the next step.
@@ -38,6 +41,7 @@ from lang2policy.vla.eval.rollout import SUCCESS_HOLD
 from lang2policy.vla.skill.actor import EnsembledActor, fit_image
 from lang2policy.vla.skill.judge import ObjectPoses, ObjectsJudge
 from lang2policy.vla.skill.language_motion import MotionOutcome
+from lang2policy.vla.skill.look import FAMILIES, WATCH_S, LookToConfirm
 from lang2policy.vla.skill.parse import Skill
 from lang2policy.vla.skill.shaping import TargetShaper
 from lang2policy.vla.spec.schema import FPS, STATE_DIM
@@ -47,6 +51,7 @@ SUCCESS, TIMEOUT, FAILED, STOPPED, CANCELLED = (
     "success", "timeout", "failed", "stopped", "cancelled",
 )  # fmt: skip
 FINAL_STATES = (SUCCESS, TIMEOUT, FAILED, STOPPED, CANCELLED)
+LOOKING = "looking: the arm folds up out of the camera's view to check the goal"
 
 
 @dataclass(frozen=True)
@@ -60,9 +65,14 @@ class RunnerSettings:
     startup_grace: float = 5.0
     success_hold: float = SUCCESS_HOLD
     max_seconds: float = 0.0  # 0: the family's budget
+    look_pose: tuple[float, ...] = ()  # arm joints (rad) to check the goal from; (): never
 
     def __post_init__(self) -> None:
+        if not all(isinstance(v, float) and math.isfinite(v) for v in self.look_pose):
+            raise ConfigError(f"look_pose must be finite joint angles, got {self.look_pose!r}")
         for name, value in vars(self).items():
+            if name == "look_pose":
+                continue
             zero_ok = name in ("max_seconds", "startup_grace", "success_hold")
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
@@ -113,6 +123,8 @@ class SkillRunner:
         self.act_seconds: list[float] = []
         self.action_times: list[float] = []
         self.held_steps = 0
+        looks = settings.look_pose and skill.task.family in FAMILIES
+        self.look = LookToConfirm(np.array(settings.look_pose)) if looks else None
         actor.reset()
 
     # ------------------------------------------------------------------ inputs
@@ -174,13 +186,26 @@ class SkillRunner:
             if starting:
                 return Step(RUNNING, None, f"waiting for {', '.join(waiting)}")
             return Step(HOLDING, None, _stale_reason(waiting, stale))
+        if self.look is not None and self.look.looking:
+            return self._looking(now)
         return self._act(now)
+
+    def _looking(self, now: float) -> Step:
+        """On the way to the look pose, or there: ``failed`` once fresh poses seen from there
+        for ``WATCH_S`` have not said done."""
+        assert self.look is not None
+        watched = self.look.watched_since() + WATCH_S
+        if now >= watched and self._objects_at >= watched and self._done_since is None:
+            return self.end(FAILED, f"goal not reached, as seen from the look pose: {self.judged}")
+        return Step(RUNNING, self.look.target(now), LOOKING)
 
     def _act(self, now: float) -> Step:
         if self._held:
             self.actor.restart()
             if self.shaper is not None:
                 self.shaper.restart()
+            if self.look is not None:
+                self.look.restart()
             self._held = False
         size = self.actor.image_size
         images = {c: fit_image(self._images[c][0], size) for c in self.cameras}
@@ -194,6 +219,9 @@ class SkillRunner:
             return self.end(FAILED, f"policy backend error: {exc}")
         self.act_seconds.append(time.perf_counter() - clock)
         self.action_times.append(now)
+        if self.look is not None and self._done_since is None and self.look.settled(target, now):
+            self.look.start(self._state[0], now)
+            return Step(RUNNING, self.look.target(now), LOOKING)
         if self.shaper is not None:
             target = self.shaper.shape(target, self._state[0])
         return Step(RUNNING, target, "")

@@ -1,0 +1,68 @@
+"""Look before judging: the arm leaves the camera's view when the policy has finished.
+
+On camera perception the arm that just acted hides its own work: the pushed block sits
+against the jaws, the placed block under the wrist. The tracker then keeps the object where
+it last saw it, and the success check says "not done" about a table it cannot see. A person
+would step back and look. So when the policy's targets have stood still for ``SETTLE_S``
+(it has done what it does) and the check has not said done, the arm moves to the robot's
+``look`` pose (folded up over its base: the top camera sees every object of the workspace),
+the jaws as they are, and the check is made again on what perception reports from there.
+Lifts are left out: a lifted block is known from the arm's own state
+(``perception.holding``), and folding up would carry it away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SETTLE_S = 1.5  # s the policy's targets stand still before it counts as finished
+STILL_RAD = 0.01  # largest joint change between targets that counts as still
+MOVE_S = 2.5  # s the way to the look pose takes
+WATCH_S = 1.0  # s of fresh object poses at the look pose before the check counts
+FAMILIES = ("pick_place", "push")  # whose goal the arm can hide from the camera
+
+
+class LookToConfirm:
+    """Decides when to look and drives the arm there (see the module docstring)."""
+
+    def __init__(self, pose: np.ndarray) -> None:
+        """``pose``: the arm joints of the look pose (rad), the gripper not included."""
+        self.pose = np.asarray(pose, np.float32)
+        self._last: np.ndarray | None = None
+        self._still_since: float | None = None
+        self._from: np.ndarray | None = None
+        self.started: float | None = None
+
+    @property
+    def looking(self) -> bool:
+        return self.started is not None
+
+    def settled(self, target: np.ndarray, now: float) -> bool:
+        """Feed each policy target; True once they have stood still for ``SETTLE_S``."""
+        target = np.asarray(target, np.float32)
+        moved = self._last is None or float(np.abs(target - self._last).max()) > STILL_RAD
+        self._last = target
+        if moved:
+            self._still_since = now
+        return self._still_since is not None and now - self._still_since >= SETTLE_S
+
+    def restart(self) -> None:
+        """The policy starts afresh (after a hold): it has not settled."""
+        self._last, self._still_since = None, None
+
+    def start(self, measured: np.ndarray, now: float) -> None:
+        """Go from the measured joints and gripper."""
+        self._from, self.started = np.asarray(measured, np.float32), now
+
+    def target(self, now: float) -> np.ndarray:
+        """The joint target now: a smooth (minimum-jerk) way to the pose, the jaws kept."""
+        assert self._from is not None and self.started is not None
+        s = min(1.0, max(0.0, (now - self.started) / MOVE_S))
+        blend = s**3 * (10 - 15 * s + 6 * s**2)
+        arm = self._from[:-1] + blend * (self.pose - self._from[:-1])
+        return np.append(arm, self._from[-1]).astype(np.float32)
+
+    def watched_since(self) -> float:
+        """When the arm reached the pose and the view began to count."""
+        assert self.started is not None
+        return self.started + MOVE_S
