@@ -9,8 +9,11 @@ latency and reading noise), and the driver writes the policy's target to the bus
 steps. The world runs its physics in wall time on the bus's clock thread; a slow policy step
 is the arm's loss, as on the robot. Success is judged on the true table (``vla.sim.judge``), and
 beside it the success check the VLA node runs on what camera perception reports
-(``ObjectsJudge``): what the node's status would have said. An episode runs until both have
-held for ``SUCCESS_HOLD`` s (the node keeps acting until its own check holds) or time is up.
+(``ObjectsJudge``): what the node's status would have said. As the node does, once the
+policy's targets stand still with its check not done, the arm folds up to the look pose and
+the check is made from there (``vla.skill.look``). An episode runs until both have held for
+``SUCCESS_HOLD`` s (the node keeps acting until its own check holds), the look has seen the
+goal not done, or time is up.
 Episodes run one at a time in this process (the bus's threads and the policy share the cores,
 as the graph's nodes would).
 """
@@ -30,6 +33,8 @@ from lang2policy.vla.sim.episodes import EpisodeSpec, set_up_scene
 from lang2policy.vla.sim.frames import frame_renderer
 from lang2policy.vla.sim.judge import judge, start_positions
 from lang2policy.vla.skill.judge import ObjectsJudge
+from lang2policy.vla.skill.look import FAMILIES as LOOK_FAMILIES
+from lang2policy.vla.skill.look import WATCH_S, LookToConfirm, look_pose
 from lang2policy.vla.spec.schema import CAMERAS, FPS
 
 COMMAND_STEPS = 5  # driver writes per policy step (50 Hz at the policy's 10 Hz)
@@ -70,14 +75,19 @@ class BusRollouts:
         truth, node = _Hold(), _Hold()
         cameras, frame, acts, last = getattr(policy, "cameras", CAMERAS), 0, [], None
         policy.reset()
-        detail = ""
+        detail, look = "", _look(task) if node_judge is not None else None
         while world.time - began < limit:
             images = self._frames(cameras, frame)
             frame += 1
-            state = self._joints()
-            clock = time.perf_counter()
-            target = np.asarray(policy.act(images, state, spec.instruction), float)
-            acts.append(time.perf_counter() - clock)
+            state, now = self._joints(), world.time
+            if look is not None and look.looking:  # the node drives the arm, not the policy
+                target = look.target(now).astype(float)
+            else:
+                clock = time.perf_counter()
+                target = np.asarray(policy.act(images, state, spec.instruction), float)
+                acts.append(time.perf_counter() - clock)
+                if look is not None and node.since is None and look.settled(target, now):
+                    look.start(state, now)
             last = self._drive(state if last is None else last, target)
             with self.bus.truth_lock():
                 done, detail = judge(world, task, start)
@@ -86,6 +96,8 @@ class BusRollouts:
             node.update(seen, world.time)
             if truth.held and (node.held or node_judge is None):
                 break
+            if look is not None and look.looking and not seen and _looked(look, world.time):
+                break  # the node ends the skill: not done, as seen from the look pose
         return {
             "success": truth.held, "detail": detail, "sim_s": round(world.time - began, 1),
             "node_success": node.held, "node_started": node_judge is not None,
@@ -147,6 +159,18 @@ class _Hold:
     def update(self, done: bool, now: float) -> None:
         self.since = (self.since if self.since is not None else now) if done else None
         self.held |= self.since is not None and now - self.since >= SUCCESS_HOLD
+
+
+def _look(task) -> LookToConfirm | None:
+    """The VLA node's look before judging (``look_to_confirm``, on by default)."""
+    if task.family not in LOOK_FAMILIES:
+        return None
+    return LookToConfirm(np.array(look_pose()))
+
+
+def _looked(look: LookToConfirm, now: float) -> bool:
+    """The node has watched from the look pose long enough to end the skill."""
+    return now >= look.watched_since() + WATCH_S
 
 
 def run_bus_episodes(model: str, specs: list, level: str, standalone: list[dict], say) -> list:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.safety.config import load_safety_config
-from lang2policy.scene.robot_description import load_robot_description
 from lang2policy.vla.backends import RemoteLimits, open_backend
 from lang2policy.vla.backends.select import LeRobotOptions
 from lang2policy.vla.skill.actor import EnsembledActor
 from lang2policy.vla.skill.limits import SkillLimits
+from lang2policy.vla.skill.look import look_pose
 from lang2policy.vla.skill.message import Box
 from lang2policy.vla.skill.runner import RunnerSettings
-from lang2policy.vla.spec.schema import FPS, JOINT_NAMES, ROBOT_TYPE
+from lang2policy.vla.spec.schema import FPS, ROBOT_TYPE
 
 
 class VLAParameters(ReadOnlyParameters):
@@ -33,7 +33,7 @@ class VLAParameters(ReadOnlyParameters):
             objects_timeout=self._param("objects_timeout"),
             startup_grace=self._param("startup_grace"),
             max_seconds=self._param("max_seconds"),
-            look_pose=_look_pose() if self._param("look_to_confirm") else (),
+            look_pose=look_pose() if self._param("look_to_confirm") else (),
         )
 
     def _default_limits(self) -> SkillLimits:
@@ -75,8 +75,3 @@ class VLAParameters(ReadOnlyParameters):
             fps=int(self._param("lerobot_fps")),
         )
 
-
-def _look_pose() -> tuple[float, ...]:
-    """The robot's look pose (config/robots/<robot>.yaml ``look``), in the policy's joint order."""
-    look = load_robot_description(ROBOT_TYPE).look
-    return tuple(float(look[name]) for name in JOINT_NAMES)

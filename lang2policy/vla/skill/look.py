@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from lang2policy.scene.robot_description import load_robot_description
+from lang2policy.vla.spec.schema import JOINT_NAMES, ROBOT_TYPE
+
 SETTLE_S = 1.5  # s the policy's targets stand still before it counts as finished
 STILL_RAD = 0.01  # largest joint change between targets that counts as still
 MOVE_S = 2.5  # s the way to the look pose takes
@@ -66,3 +69,10 @@ class LookToConfirm:
         """When the arm reached the pose and the view began to count."""
         assert self.started is not None
         return self.started + MOVE_S
+
+
+def look_pose(robot: str = ROBOT_TYPE) -> tuple[float, ...]:
+    """The robot's look pose (``look`` in config/robots/<robot>.yaml), in the policy's joint
+    order."""
+    look = load_robot_description(robot).look
+    return tuple(float(look[name]) for name in JOINT_NAMES)
