@@ -86,7 +86,8 @@ class BusRollouts:
                 clock = time.perf_counter()
                 target = np.asarray(policy.act(images, state, spec.instruction), float)
                 acts.append(time.perf_counter() - clock)
-                if look is not None and node.since is None and look.settled(target, now):
+                due = look is not None and look.due(target, now, now - began, limit)
+                if due and node.since is None:
                     look.start(state, now)
             last = self._drive(state if last is None else last, target)
             with self.bus.truth_lock():

@@ -4,7 +4,10 @@ On camera perception the arm that just acted hides its own work: the pushed bloc
 against the jaws, the placed block under the wrist. The tracker then keeps the object where
 it last saw it, and the success check says "not done" about a table it cannot see. A person
 would step back and look. So when the policy's targets have stood still for ``SETTLE_S``
-(it has done what it does) and the check has not said done, the arm moves to the robot's
+(it has done what it does; before ``EARLIEST`` of the time budget a still policy is only
+pausing: at `mild` it stood 1.5 s before pushes it then made), or at the latest when only
+the look's own time (``LOOK_S``) is left of the budget, and the check has not said done,
+the arm moves to the robot's
 ``look`` pose (folded up over its base: the top camera sees every object of the workspace),
 the jaws as they are, and the check is made again on what perception reports from there.
 Lifts are left out: a lifted block is known from the arm's own state
@@ -18,10 +21,12 @@ import numpy as np
 from lang2policy.scene.robot_description import load_robot_description
 from lang2policy.vla.spec.schema import JOINT_NAMES, ROBOT_TYPE
 
-SETTLE_S = 1.5  # s the policy's targets stand still before it counts as finished
+SETTLE_S = 2.0  # s the policy's targets stand still before it counts as finished
+EARLIEST = 0.4  # share of the time budget before which a still policy is only pausing
 STILL_RAD = 0.01  # largest joint change between targets that counts as still
 MOVE_S = 2.5  # s the way to the look pose takes
 WATCH_S = 1.0  # s of fresh object poses at the look pose before the check counts
+LOOK_S = MOVE_S + WATCH_S + 0.5  # s of the budget the look needs
 FAMILIES = ("pick_place", "push")  # whose goal the arm can hide from the camera
 
 
@@ -39,6 +44,12 @@ class LookToConfirm:
     @property
     def looking(self) -> bool:
         return self.started is not None
+
+    def due(self, target: np.ndarray, now: float, elapsed: float, budget: float) -> bool:
+        """Feed each policy target (``elapsed`` s of the skill's ``budget`` s): whether to
+        look now (see the module docstring)."""
+        still = self.settled(target, now)
+        return (still and elapsed >= EARLIEST * budget) or budget - elapsed <= LOOK_S
 
     def settled(self, target: np.ndarray, now: float) -> bool:
         """Feed each policy target; True once they have stood still for ``SETTLE_S``."""

@@ -16,8 +16,9 @@ The node hands ``SkillRunner`` every camera image, joint state and object set as
    ``EnsembledActor.reads_images``): on a busy machine the camera falls behind, and the arm
    would stop and start for frames the policy would not look at. After a hold the actor
    starts a fresh ensemble: chunks predicted before describe a past scene;
-4. once the policy's targets stand still without the check saying done (pick-and-place and
-   push, when ``look_pose`` is given: ``look``), the arm folds up to its look pose out of the
+4. once the policy's targets stand still late enough in the budget, or the budget is nearly
+   spent, without the check saying done (pick-and-place and push, when ``look_pose`` is
+   given: ``look``), the arm folds up to its look pose out of the
    camera's view, and the check made from there decides: done, or ``failed`` with what it saw;
 5. otherwise the policy acts; a ``PolicyBackendError`` ends the skill ``failed``. The
    ``TargetShaper`` (when given) adds the language motions' residual to the policy's target
@@ -219,9 +220,11 @@ class SkillRunner:
             return self.end(FAILED, f"policy backend error: {exc}")
         self.act_seconds.append(time.perf_counter() - clock)
         self.action_times.append(now)
-        if self.look is not None and self._done_since is None and self.look.settled(target, now):
-            self.look.start(self._state[0], now)
-            return Step(RUNNING, self.look.target(now), LOOKING)
+        look = self.look
+        due = look is not None and look.due(target, now, now - self.started, self.budget)
+        if look is not None and due and self._done_since is None:
+            look.start(self._state[0], now)
+            return Step(RUNNING, look.target(now), LOOKING)
         if self.shaper is not None:
             target = self.shaper.shape(target, self._state[0])
         return Step(RUNNING, target, "")
