@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
@@ -27,8 +29,25 @@ ROS_RERUNS = 2
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
+
 
     for item in items:
         if item.get_closest_marker("ros") and not item.get_closest_marker("flaky"):
             item.add_marker(pytest.mark.flaky(reruns=ROS_RERUNS))
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    llama_cpp = pytest.importorskip("llama_cpp")
+    try:
+        from lang2policy.llm.local_server import local_model_path
+
+        path = local_model_path()
+    except Exception as exc:  # no packaged model: nothing to run the grammar on
+        pytest.skip(f"no local model for its vocabulary: {exc}")
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    assert model, "the local model's vocabulary did not load"
+    yield llama_cpp.llama_model_get_vocab(model)
+    llama_cpp.llama_model_free(model)

@@ -9,7 +9,7 @@ import json
 
 import mujoco
 import pytest
-from bench_llm_support import ScriptedCodeLLM
+from support.bench_llm import ScriptedCodeLLM
 
 from lang2policy.bench import cap
 from lang2policy.bench.cap_checks import Task, blocks_of

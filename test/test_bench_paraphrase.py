@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from bench_llm_support import ScriptedCodeLLM
+from support.bench_llm import ScriptedCodeLLM
 
 from lang2policy.bench import paraphrase
 from lang2policy.bench.cap_splits import PHRASINGS

@@ -10,12 +10,11 @@ and the end of text is allowed after it.
 from __future__ import annotations
 
 import ast
-import ctypes
-import math
 import re
 
 import numpy as np
 import pytest
+from support.grammar import PARSERS, rejected_at
 
 from lang2policy.bench.cap_splits import EPISODE_SPLITS
 from lang2policy.bench.cap_tasks import FAMILIES
@@ -28,58 +27,9 @@ from lang2policy.planning.prompts import PromptSet, default_prompt_dir
 from lang2policy.scene.robot_description import available_robots, load_robot_description
 
 SCENE = ["red block", "green block", "yellow bowl", "blue bowl"]
-PARSERS = ("parse_obj_name", "parse_position")
 
 
 # ---------------------------------------------------------------- llama.cpp's grammar engine
-@pytest.fixture(scope="module")
-def vocab():
-    llama_cpp = pytest.importorskip("llama_cpp")
-    try:
-        from lang2policy.llm.local_server import local_model_path
-
-        path = local_model_path()
-    except Exception as exc:  # no packaged model: nothing to run the grammar on
-        pytest.skip(f"no local model for its vocabulary: {exc}")
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
-    assert model, "the local model's vocabulary did not load"
-    yield llama_cpp.llama_model_get_vocab(model)
-    llama_cpp.llama_model_free(model)
-
-
-def _tokens(llama_cpp, vocab, text: str) -> list[int]:
-    data = text.encode()
-    buffer = (llama_cpp.llama_token * (len(data) + 8))()
-    count = llama_cpp.llama_tokenize(vocab, data, len(data), buffer, len(buffer), False, False)
-    return list(buffer[:count])
-
-
-def rejected_at(vocab, grammar: str, text: str) -> str | None:
-    """None when llama.cpp's grammar sampler accepts all of ``text`` and then the end; else
-    the rest of the text from the first token it refuses (``"<end>"``: it wanted more)."""
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
-    assert sampler, "llama.cpp could not compile the grammar"
-    eos, done = llama_cpp.llama_vocab_eos(vocab), 0
-    try:
-        for token in [*_tokens(llama_cpp, vocab, text), eos]:
-            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
-            array = llama_cpp.llama_token_data_array(data, 1, -1, False)
-            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
-            if math.isinf(data[0].logit):
-                return text[done:] or "<end>"
-            if token == eos:
-                return None
-            llama_cpp.llama_sampler_accept(sampler, token)
-            piece = ctypes.create_string_buffer(64)
-            size = llama_cpp.llama_token_to_piece(vocab, token, piece, 64, 0, False)
-            done += len(piece.raw[:size].decode(errors="replace"))
-    finally:
-        llama_cpp.llama_sampler_free(sampler)
-    return None
 
 
 def program_ok(vocab, objects, code: str) -> str | None:

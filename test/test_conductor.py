@@ -14,115 +14,27 @@ import threading
 import time
 
 import pytest
+from support.conductor import (
+    RecordingOutlet,
+    ScriptedPlanner,
+    ScriptedRewardPlanner,
+    make,
+    sim_code,
+)
 
 from lang2policy.bench.live_arm import OBJECTS, LiveArm
-from lang2policy.conductor import Conductor, LiveCodeExecutor, SimCodeExecutor, SpecHandOff
+from lang2policy.conductor import Conductor, LiveCodeExecutor, SpecHandOff
 from lang2policy.conductor.reward_route import RewardRoute
 from lang2policy.corrections import CorrectionMemory, classify
 from lang2policy.errors import ConfigError
-from lang2policy.graph.topics import StatusEvent
 from lang2policy.paths import config_dir
-from lang2policy.planning.cap import GeneratedProgram
 from lang2policy.planning.correcting import CorrectionRouter
 from lang2policy.planning.loop import PlanLoop
-from lang2policy.rewards.spec import validate_spec
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.catalog import SKILLS
 
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
-
-
-class RecordingOutlet:
-    """The host's side, recorded: status events, specs handed on, stop requests. With
-    ``handoff`` set, a stand-in for the controller node answers each spec on its status lines:
-    ``accepted``, then ``answer`` (``success`` unless a test says otherwise; None: silent)."""
-
-    def __init__(self) -> None:
-        self.events: list[StatusEvent] = []
-        self.specs: list = []
-        self.stop_requests = 0
-        self.handoff: SpecHandOff | None = None
-        self.answer: str | None = "success"
-
-    def status(self, event: StatusEvent) -> None:
-        self.events.append(event)
-
-    def send_spec(self, spec) -> None:
-        self.specs.append(spec)
-        if spec is None or self.handoff is None or self.answer is None:
-            return
-        for state in ("accepted", self.answer):
-            line = {"node": "controller", "state": state, "task": spec.task, "detail": ""}
-            self.handoff.on_status(line | {"stats": {"time": 1.0, "measures": {}}})
-
-    def request_stop(self) -> bool:
-        self.stop_requests += 1
-        return True
-
-    def states(self, instruction: str | None = None) -> list[str]:
-        return [e.state for e in self.events if instruction is None or e.instruction == instruction]
-
-    def last(self, state: str) -> StatusEvent:
-        return next(e for e in reversed(self.events) if e.state == state)
-
-    def wait(self, state: str, timeout: float = 60.0) -> StatusEvent:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = [e for e in self.events if e.state == state]
-            if found:
-                return found[-1]
-            time.sleep(0.01)
-        raise AssertionError(f"no {state!r} status within {timeout} s: {self.states()}")
-
-
-class ScriptedPlanner:
-    """Stands in for the Code-as-Policies LLM planner: the program each instruction gets."""
-
-    def __init__(self, programs: dict[str, str]) -> None:
-        self.programs = programs
-        self.repairs = 0
-
-    def generate(self, instruction, objects, history) -> GeneratedProgram:
-        code = self.programs[instruction]
-        return GeneratedProgram(code=code, main=code)
-
-    def repair(self, instruction, objects, history, program, feedback) -> GeneratedProgram:
-        self.repairs += 1
-        return program
-
-
-class ScriptedRewardPlanner:
-    """Stands in for the reward LLM planner: lifts the red block, 5 cm higher each follow-up."""
-
-    def __init__(self, objects) -> None:
-        self.objects = list(objects)
-
-    def plan(self, instruction, current=None, *, positions=None, headings=None):
-        from lang2policy.l2r.planner import RewardPlan
-
-        height = 0.1 if current is None else current.term("object_height").params["height"] + 0.05
-        term = {"term": "object_height", "params": {"object": "red block", "height": height}}
-        spec = validate_spec({"task": instruction, "terms": [term]}, self.objects).spec
-        return RewardPlan(spec, current is None, (), "description", "set_height(...)")
-
-
-def make(code, programs: dict[str, str], *, policy=None, memory=None, route="auto"):
-    outlet = RecordingOutlet()
-    policy = policy or default_policy(code.backend.description, known_skills=SKILLS)
-    runner = SandboxRunner(code.backend, policy, limits=LIMITS)
-    planning = PlanLoop(ScriptedPlanner(programs), runner, code.backend)
-    outlet.handoff = SpecHandOff(outlet)
-    reward = RewardRoute(outlet.handoff, ScriptedRewardPlanner)
-    conductor = Conductor(outlet, code, planning, reward, CorrectionRouter(memory), route)
-    return conductor, outlet
-
-
-def sim_code() -> SimCodeExecutor:
-    code = SimCodeExecutor(SimSession("so101"))
-    code.reset(1, list(OBJECTS))
-    return code
 
 
 @pytest.fixture()

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_support import EXAMPLES, FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fuzz import EXAMPLES, FUZZ
 
 from lang2policy.errors import RewardSpecError
 from lang2policy.llm import ExchangeCache, LLMReply, build_request, local_config

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_support import EXAMPLES, FUZZ
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
+from support.fuzz import EXAMPLES, FUZZ
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.paths import config_dir

@@ -7,13 +7,12 @@ in ROS 2 params-file format, and names only parameters its node declares, with t
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import math
 from pathlib import Path
 
 import pytest
-import yaml
+from support.graph import console_scripts, read_params
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import launcher, options, rules, topics
@@ -23,25 +22,6 @@ from lang2policy.graph.parameters import override_problems, params_problems
 REPO = Path(__file__).resolve().parents[1]
 SIM_NODES = ["sim_node", "perception_node", "safety_node", "controller_node", "planner_node"]
 FIXTURE = REPO / "test" / "fixtures" / "llm" / "cap_session.jsonl"
-
-
-def console_scripts() -> dict[str, str]:
-    """setup.py's CONSOLE_SCRIPTS (read, not executed)."""
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CONSOLE_SCRIPTS":
-            return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no CONSOLE_SCRIPTS")
-
-
-def read_params(path: Path, node_name: str) -> dict:
-    """The ros__parameters of ``node_name`` in a params file, checking the format on the way."""
-    data = yaml.safe_load(path.read_text())
-    assert list(data) == [node_name], f"{path}: top-level key must be the node name {node_name}"
-    assert list(data[node_name]) == ["ros__parameters"], f"{path}: expected ros__parameters"
-    params = data[node_name]["ros__parameters"]
-    assert isinstance(params, dict) and params, f"{path}: no parameters"
-    return params
 
 
 def by_executable(specs):

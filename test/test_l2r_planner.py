@@ -11,21 +11,18 @@ Tests marked ``llm`` run the real local model.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from support.l2r import HEADINGS, LIFT, LIFT_CODE, SCENE, ScriptedLLM, chat_planner, described
 
 from lang2policy.errors import LLMResponseError, RewardSpecError, UnknownObjectError
 from lang2policy.l2r.planner import RewardPlan, RewardPlanner
 from lang2policy.l2r.sandboxed import RewardCodeError
 from lang2policy.l2r.template import DescriptionError
-from lang2policy.llm import LLMConfig, LLMReply, build_request, make_client
+from lang2policy.llm import make_client
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llm"
-SCENE = {"red block": (0.2, 0.1, 0.0124), "blue bowl": (0.22, -0.08, 0.0),
-         "green block": (0.15, -0.12, 0.0124)}
-HEADINGS = {"red block": 10.0, "blue bowl": 0.0, "green block": -20.0}
 # Conversations (each a list of instructions, planned in turn in one planner) recorded from
 # the local model. "l2r_tasks" plans each instruction as a new conversation.
 SCENARIOS: dict[str, tuple[str, ...]] = {
@@ -38,37 +35,6 @@ SCENARIOS: dict[str, tuple[str, ...]] = {
         "move the gripper slowly (under 5 cm/s) to x=0.2, y=0.05, 8 cm up",
     ),
 }
-CHAT = LLMConfig(model="scripted-chat", base_url="http://127.0.0.1:9/v1", api_key_env=None,
-                 mode="chat")
-
-
-class ScriptedLLM:
-    """A chat LLM that answers from a list, recording every request it was sent."""
-
-    def __init__(self, answers: Sequence[str], config: LLMConfig = CHAT) -> None:
-        self.config, self.answers, self.requests = config, list(answers), []
-
-    def complete(self, prompt_or_messages, *, stop=None, max_tokens=None, temperature=None,
-                 grammar=None, response_format=None) -> LLMReply:
-        request = build_request(self.config, prompt_or_messages, stop=stop,
-                                max_tokens=max_tokens, temperature=temperature, grammar=grammar)
-        self.requests.append(request)
-        if not self.answers:
-            raise AssertionError(f"unexpected LLM call: {request.messages or request.prompt}")
-        return LLMReply(self.answers.pop(0), "stop", None, None, 0.01, self.config.model)
-
-
-def described(*lines: str, new: bool = True, obj: str = "red block") -> str:
-    body = [f"* This {'is' if new else 'is not'} a new task.",
-            f"* The object to manipulate is {obj}.", *lines]
-    return "[start of description]\n" + "\n".join(body) + "\n[end of description]"
-
-
-def chat_planner(answers: Sequence[str], **kwargs) -> tuple[RewardPlanner, ScriptedLLM]:
-    llm = ScriptedLLM(answers)
-    planner = RewardPlanner(llm, SCENE, **kwargs)
-    planner.set_scene(SCENE, HEADINGS)
-    return planner, llm
 
 
 def replay_planner(name: str) -> RewardPlanner:
@@ -79,10 +45,6 @@ def replay_planner(name: str) -> RewardPlanner:
 
 def goal(plan: RewardPlan, term_id: str) -> dict:
     return dict(plan.spec.term(term_id).params)
-
-
-LIFT = "* The object should be lifted 0.1 m above the table."
-LIFT_CODE = '```python\nreset_reward()\nset_lift("red block", 0.1)\nexecute_plan()\n```'
 
 
 # ---------------------------------------------------------------- free-text path (chat)

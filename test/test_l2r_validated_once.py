@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_l2r_planner import LIFT, LIFT_CODE, chat_planner, described
+from support.l2r import LIFT, LIFT_CODE, chat_planner, described
 
 from lang2policy.errors import RewardSpecError
 from lang2policy.mpc.realtime import RealtimeMPC

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from test_graph import console_scripts, read_params
+from support.graph import console_scripts, read_params
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph

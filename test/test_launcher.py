@@ -13,9 +13,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-import launcher_support
 import pytest
-from waiting import wait_for
+from support import launcher as launcher_support
+from support.waiting import wait_for
 
 from lang2policy.errors import ConfigError
 from lang2policy.graph import nodes as graph

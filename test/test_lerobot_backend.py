@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_server_double import DoubleProcess
-from waiting import wait_for
+from support.lerobot_server_double import DoubleProcess
+from support.waiting import wait_for
 
 from lang2policy.commands import vla_serve
 from lang2policy.errors import ConfigError, PolicyBackendError

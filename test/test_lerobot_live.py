@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LEROBOT_ENV = Path(os.environ.get("LANG2POLICY_LEROBOT_ENV", ROOT / ".venv-lerobot"))
 LEROBOT_PYTHON = LEROBOT_ENV / "bin" / "python"
 FIXTURES = ROOT / "test" / "fixtures" / "lerobot"
+PICK_PLACE = "put the red block in the blue bowl"  # the skill the graph test starts
 
 pytestmark = [
     pytest.mark.lerobot_live,
@@ -145,7 +146,7 @@ def test_lerobot_loads_record_demos_and_act_takes_no_simulator_input(demos, act_
 
 
 def test_lerobot_loads_dataset_from_mcap(tmp_path):
-    from test_vla_from_mcap import record_episode
+    from support.mcap_story import record_episode
 
     from lang2policy.commands import dataset as dataset_command
 
@@ -225,7 +226,7 @@ class PolicyServer:
     """LeRobot's own policy server on a free loopback port, as ``vla-serve`` starts it."""
 
     def __init__(self, folder: Path) -> None:
-        from lerobot_server_double import free_port
+        from support.lerobot_server_double import free_port
 
         self.port, self.folder = free_port(), folder
 
@@ -257,8 +258,7 @@ class PolicyServer:
 @pytest.mark.ros
 def test_lerobots_policy_server_moves_the_simulated_arm_through_our_graph(act_checkpoint, tmp_path):
     pytest.importorskip("rclpy")
-    from test_ros_lerobot_backend import _started
-    from vla_ros_support import vla_graph
+    from support.vla_ros import skill_started, vla_graph
 
     domain = 1 + (os.getpid() + 173) % 200
     with PolicyServer(tmp_path) as port, pytest.MonkeyPatch.context() as mp:
@@ -273,7 +273,7 @@ def test_lerobots_policy_server_moves_the_simulated_arm_through_our_graph(act_ch
         with vla_graph(mp, domain, arguments) as (_, _, probe):
             start = probe.latest_position()
             _, commands = probe.mark()
-            running = _started_with(probe, _started)
+            running = _started_with(probe, lambda probe: skill_started(probe, PICK_PLACE))
             assert running["backend"] == f"lerobot://127.0.0.1:{port}"
             wait_for_commands = 30
             deadline = time.monotonic() + 60.0

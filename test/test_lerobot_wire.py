@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lerobot_server_double import RemotePolicyConfig, TimedObservation
+from support.lerobot_server_double import RemotePolicyConfig, TimedObservation
 
 from lang2policy.errors import PolicyBackendError
 from lang2policy.vla.backends import lerobot_answer as answer

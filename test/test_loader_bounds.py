@@ -25,9 +25,9 @@ import pytest
 import zstandard
 from mcap.data_stream import RecordBuilder
 from mcap.records import Channel, Chunk, DataEnd, Footer, Header, Message, Schema
-from test_vla_backends import FakeOpenPI, answer_actions
-from test_vla_dataset import record
-from test_vla_from_mcap import record_episode
+from support.episodes import blank_episode
+from support.mcap_story import record_episode
+from support.openpi import FakeOpenPI, answer_actions
 
 from lang2policy.errors import PolicyBackendError
 from lang2policy.rl.policy_file import MLPPolicy
@@ -190,7 +190,7 @@ def test_mcap_bombs_are_refused_before_they_inflate(tmp_path):
 def small_dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bounds") / "demos"
     with DatasetWriter(root, extra_episode_columns=("success",)) as writer:
-        writer.add_episode(record())
+        writer.add_episode(blank_episode())
     return root
 
 

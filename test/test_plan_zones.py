@@ -13,8 +13,13 @@ import json
 import time
 
 import pytest
-from test_conductor import RecordingOutlet, ScriptedPlanner, ScriptedRewardPlanner, sim_code
-from test_skill_route import FakeVLA
+from support.conductor import (
+    FakeVLA,
+    RecordingOutlet,
+    ScriptedPlanner,
+    ScriptedRewardPlanner,
+    sim_code,
+)
 
 from lang2policy.conductor import Conductor, SpecHandOff
 from lang2policy.conductor.reward_route import RewardRoute
@@ -273,9 +278,9 @@ def test_the_planner_nodes_zones_are_latched_for_a_safety_node_that_joins_late()
     from types import SimpleNamespace
 
     rclpy = pytest.importorskip("rclpy")
-    from ros_support import ros_env, spinning
     from std_msgs.msg import String
-    from waiting import wait_for
+    from support.ros import ros_env, spinning
+    from support.waiting import wait_for
 
     from lang2policy.graph.topics import LATCHED_TOPICS, PLAN_ZONES
     from lang2policy.ros.planner_node import PlannerNode

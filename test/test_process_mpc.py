@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_realtime_mpc import POINT_A, POINT_B, Plant, tool_spec
-from waiting import wait_for
+from support.mpc import POINT_A, POINT_B, Plant, tool_spec
+from support.processes import alive
+from support.waiting import wait_for
 
 from lang2policy.errors import NotConnectedError, RewardSpecError
 from lang2policy.mpc.process import ProcessMPC
@@ -48,15 +49,6 @@ def mpc():
     controller.warnings = warnings
     yield controller
     controller.stop()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (an exited process not yet reaped is a zombie: not running)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_the_worker_plans_a_task_a_swap_retargets_and_success_holds(mpc):

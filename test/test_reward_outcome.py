@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from test_conductor import make, sim_code
-from test_skill_route import FakeVLA
-from test_skill_route import make as make_skill
+from support.conductor import FakeVLA, make, make_skill, sim_code
 
 from lang2policy.conductor.spec_handoff import SpecHandOff
 from lang2policy.rewards.spec import validate_spec

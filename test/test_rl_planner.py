@@ -10,19 +10,17 @@ skipped without one.
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
+from support.rl import trained_reach_policy
 
 from lang2policy.errors import ConfigError
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.realtime import RealtimeMPC
 from lang2policy.mpc.sampler import MPCConfig
-from lang2policy.paths import share_dir
 from lang2policy.rewards.spec import validate_spec
 from lang2policy.rl.actions import SERVO_LAG
 from lang2policy.rl.observation import observation_size
@@ -33,16 +31,6 @@ from lang2policy.scene.world import World
 CONFIG = MPCConfig(samples=8, threads=1, proposals=False)
 PERIOD = 0.05  # s: the control period the random policies say they were trained at
 FACTORY = "lang2policy.rl.planner:policy_sampler"
-REACH_POLICY = Path(os.environ.get("LANG2POLICY_TEST_RL_REACH",
-                                   share_dir() / "models" / "rl-reach-so101"))
-
-
-def trained_reach_policy() -> Path:
-    """The trained reach policy's directory, or a skip that says what is missing."""
-    if not (REACH_POLICY / CONFIG_FILE).is_file():
-        pytest.skip(f"no trained reach policy at {REACH_POLICY} (train one with "
-                    "'lang2policy train rl --family reach')")
-    return REACH_POLICY
 
 
 def random_policy(dof: int, family: str = "reach", robot: str = "so101",

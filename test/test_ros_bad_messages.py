@@ -31,9 +31,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import ros_env, spinning  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.ros import ros_env, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 

@@ -24,11 +24,11 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from launcher_support import Run  # noqa: E402
-from ros_support import probe_in_domain  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from support.launcher import Run  # noqa: E402
+from support.ros import probe_in_domain  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 

@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-import mujoco
 import numpy as np
 import pytest
 
@@ -27,17 +26,12 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
-from test_process_mpc import alive  # noqa: E402
-from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from visualization_msgs.msg import MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.processes import alive  # noqa: E402
+from support.ros_graph import Probe, SimProcess, ToolFK  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.bench.parity_processes import Child  # noqa: E402
-from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
-from lang2policy.scene.world import World  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -45,73 +39,6 @@ REPO = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 1 + (os.getpid() + 53) % 200
 POINT_A = (0.22, 0.08, 0.14)
 POINT_B = (0.20, -0.10, 0.08)
-
-
-class ToolFK:
-    """Tool centre from measured joint positions (the reward terms' 'tool' point)."""
-
-    def __init__(self) -> None:
-        self.world = World("so101")
-        self.offset = np.array(self.world.description.grasp.center_offset)
-
-    def __call__(self, joints: dict[str, float]) -> np.ndarray:
-        w = self.world
-        w.data.qpos[w.arm.qpos_adr] = [joints[n] for n in w.arm.joint_names]
-        mujoco.mj_kinematics(w.model, w.data)
-        site = w.arm.ee_site_id
-        return w.data.site_xpos[site] + w.data.site_xmat[site].reshape(3, 3) @ self.offset
-
-
-class Probe:
-    """Publishes specs; records statuses, joint states, objects and commands."""
-
-    def __init__(self, context) -> None:
-
-        self.node = rclpy.create_node("controller_probe", context=context)
-        self.lock = threading.Lock()
-        self.statuses: list[dict] = []
-        self.joints: dict[str, float] = {}
-        self.objects: list[str] = []
-        self.commands = 0
-        self.node.create_subscription(String, topics.STATUS.name, self._on_status, 50)
-        self.node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joints, 10)
-        self.node.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
-        self.node.create_subscription(
-            JointTrajectory, topics.JOINT_COMMAND.name, self._on_command, 10
-        )
-        self.spec_pub = self.node.create_publisher(String, topics.REWARD_SPEC.name, 10)
-
-    def _on_status(self, msg: String) -> None:
-        with self.lock:
-            self.statuses.append(json.loads(msg.data))
-
-    def _on_joints(self, msg: JointState) -> None:
-        with self.lock:
-            self.joints = dict(zip(msg.name, msg.position, strict=True))
-
-    def _on_objects(self, msg: MarkerArray) -> None:
-        with self.lock:
-            self.objects = list(convert.objects_from_markers(msg))
-
-    def _on_command(self, _msg: JointTrajectory) -> None:
-        with self.lock:
-            self.commands += 1
-
-    def send(self, payload: object) -> None:
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        wait_for(self.spec_pub.get_subscription_count, 10, "the controller's spec subscription")
-        self.spec_pub.publish(String(data=text))
-
-    def status(self, predicate, timeout: float, what: str) -> dict:
-        """The first status (received from now on) that satisfies ``predicate``."""
-        with self.lock:
-            start = len(self.statuses)
-
-        def find():
-            with self.lock:
-                return next((s for s in self.statuses[start:] if predicate(s)), None)
-
-        return wait_for(find, timeout, what)
 
 
 def tool_to_point(point, duration: float = 30.0, success: dict | None = None) -> dict:
@@ -124,41 +51,6 @@ def tool_to_point(point, duration: float = 30.0, success: dict | None = None) ->
     if success:
         spec["success"] = success
     return spec
-
-
-class SimProcess:
-    """The sim node in its own process, as deployed (one process per node): in one process
-    with the controller, the GIL would be shared by the physics, the executor and the planner
-    thread, which is not how the graph runs."""
-
-    def __init__(self, env: dict) -> None:
-        from lang2policy.scene.world import World
-
-        self.objects = World("so101").reset(0)  # what the sim node draws for seed 0
-        command = [
-            sys.executable,
-            "-m",
-            "lang2policy.ros.sim_node",
-            "--ros-args",
-            "-p",
-            "camera_rate:=0",
-            "-p",
-            "seed:=0",
-            "-p",
-            "objects_topic:=/lang2policy/objects",  # ground truth, no perception
-            "-r",
-            f"{topics.TRAJECTORY.name}:={topics.JOINT_COMMAND.name}",
-        ]
-        self.process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from ros_support import ros_env
+from support.ros import ros_env
 
 pytest.importorskip("rclpy")
 

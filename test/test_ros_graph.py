@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,9 +25,10 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.ros_graph import node_process, sim_process, stop_process  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402
@@ -38,40 +37,8 @@ from lang2policy.ros.entry import make_executor  # noqa: E402
 pytestmark = pytest.mark.ros
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llm" / "cap_session.jsonl"
-OBJECTS = "red block,blue block,blue bowl,green bowl"  # the scene the fixture was recorded on
 ARM = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 DOMAIN_ID = 1 + (os.getpid() + 131) % 200
-
-
-def sim_process(env: dict, extra: list[str]) -> subprocess.Popen:
-    """The sim node as deployed: its own process (physics must not share a GIL with us)."""
-    command = [
-        sys.executable,
-        "-m",
-        "lang2policy.ros.sim_node",
-        "--ros-args",
-        "-p",
-        "camera_rate:=0",
-        "-p",
-        "seed:=1",
-        "-p",
-        f"objects:={OBJECTS}",
-        *extra,
-    ]
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def node_process(env: dict, module: str, arguments: list[str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", f"lang2policy.ros.{module}", "--ros-args", *arguments]
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def stop_process(process: subprocess.Popen) -> None:
-    process.send_signal(2)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 class Probe:

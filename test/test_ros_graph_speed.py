@@ -33,11 +33,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import probe_in_domain, ros_env  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from support.ros import probe_in_domain, ros_env  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.control.trajectory import min_jerk_scale  # noqa: E402
 from lang2policy.graph import topics  # noqa: E402

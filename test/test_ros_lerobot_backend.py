@@ -18,9 +18,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from lerobot_server_double import DoubleProcess  # noqa: E402
-from vla_ros_support import vla_graph  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.lerobot_server_double import DoubleProcess  # noqa: E402
+from support.vla_ros import skill_started, vla_graph  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(300)]
 
@@ -40,7 +40,7 @@ def test_a_lerobot_server_moves_the_arm_and_a_hostile_answer_holds_it(tmp_path):
             start = probe.latest_position()
             target = start + OFFSET
             server.mode(f"follow {json.dumps(target.tolist())}")
-            running = wait_for(lambda: _started(probe), 30.0, "the skill to start")
+            running = wait_for(lambda: skill_started(probe, SKILL), 30.0, "the skill to start")
             assert running["backend"] == f"lerobot://127.0.0.1:{server.port}"
             wait_for(
                 lambda: _error(probe, target) < 0.2 * np.abs(OFFSET).max(),
@@ -68,20 +68,6 @@ def test_a_lerobot_server_moves_the_arm_and_a_hostile_answer_holds_it(tmp_path):
             assert drift < 0.005
     finally:
         server.stop()
-
-
-def _started(probe) -> dict | None:
-    """The 'running' line of the skill, once the VLA node has seen the sim's objects (before,
-    it rejects the skill: no objects seen yet)."""
-    since = probe.send(SKILL)
-    state, line = wait_for(lambda: _answer(probe, since), 10.0, "the VLA's answer")
-    return line if state == "running" else time.sleep(0.5)
-
-
-def _answer(probe, since: int) -> tuple[str, dict] | None:
-    lines = [line for _, line in probe.statuses[since:]]
-    return next(((line["state"], line) for line in lines
-                 if line["state"] in ("running", "rejected")), None)  # fmt: skip
 
 
 def _error(probe, target: np.ndarray) -> float:

@@ -24,11 +24,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import call_trigger, spinning  # noqa: E402
-from ros_support import ros_env as shared_ros_env  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.ros import call_trigger, spinning  # noqa: E402
+from support.ros import ros_env as shared_ros_env  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402

@@ -24,8 +24,8 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from test_ros_graph import node_process, sim_process, stop_process  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.ros_graph import node_process, sim_process, stop_process  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros.entry import make_executor  # noqa: E402

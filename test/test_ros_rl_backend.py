@@ -30,11 +30,10 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from test_rl_planner import trained_reach_policy  # noqa: E402
-from test_ros_controller_node import Probe, SimProcess, ToolFK  # noqa: E402
-from test_ros_graph import node_process, stop_process  # noqa: E402
+from support.rl import trained_reach_policy  # noqa: E402
+from support.ros_graph import Probe, SimProcess, ToolFK, node_process, stop_process  # noqa: E402  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.planning.correcting import CorrectionRouter  # noqa: E402
 from lang2policy.rewards.spec import RewardSpec, validate_spec  # noqa: E402

@@ -28,10 +28,10 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from test_ros_controller_node import Probe as ControllerProbe  # noqa: E402
-from test_ros_graph import node_process, stop_process  # noqa: E402
+from support.ros_graph import Probe as ControllerProbe  # noqa: E402
+from support.ros_graph import node_process, stop_process  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.planning.correcting import CorrectionRouter  # noqa: E402
 from lang2policy.rewards.spec import RewardSpec, validate_spec  # noqa: E402

@@ -32,13 +32,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 rclpy = pytest.importorskip("rclpy")
 
 from builtin_interfaces.msg import Duration  # noqa: E402
-from ros_support import ros_env as shared_ros_env  # noqa: E402
-from ros_support import spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.ros import ros_env as shared_ros_env  # noqa: E402
+from support.ros import spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402

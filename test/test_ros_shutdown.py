@@ -23,9 +23,9 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from launcher_support import Run
-from ros_support import ros_env
-from waiting import wait_for
+from support.launcher import Run
+from support.ros import ros_env
+from support.waiting import wait_for
 
 from lang2policy.graph import nodes as graph
 

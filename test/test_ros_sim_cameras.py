@@ -17,9 +17,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import ros_env, spinning  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.ros import ros_env, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros import convert  # noqa: E402

@@ -27,12 +27,12 @@ rclpy = pytest.importorskip("rclpy")
 
 from builtin_interfaces.msg import Duration  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import call_trigger, spinning  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.ros import call_trigger, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower  # noqa: E402
 from lang2policy.errors import InvalidCommandError  # noqa: E402

@@ -35,12 +35,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import call_trigger, ros_env, spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.ros import call_trigger, ros_env, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.bench.graph_bench_analysis import (  # noqa: E402
     MOVING_SPEED,

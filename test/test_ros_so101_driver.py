@@ -14,10 +14,10 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import spinning  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
+from support.ros import spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.errors import ConfigError, Lang2PolicyError  # noqa: E402
 from lang2policy.graph import topics  # noqa: E402

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ros_support import ros_env, spinning
-from waiting import wait_for
+from support.ros import ros_env, spinning
+from support.waiting import wait_for
 
 rclpy = pytest.importorskip("rclpy")
 

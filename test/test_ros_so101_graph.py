@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher_support import Run
-from ros_support import ros_env, spinning
-from waiting import wait_for
+from support.launcher import Run
+from support.ros import ros_env, spinning
+from support.waiting import wait_for
 
 rclpy = pytest.importorskip("rclpy")
 

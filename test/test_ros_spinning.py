@@ -15,9 +15,9 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from ros_support import ros_env, spinning  # noqa: E402
 from std_msgs.msg import Int32  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.ros import ros_env, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

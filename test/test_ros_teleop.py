@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 import rclpy
-from ros_support import ros_env, spinning
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
+from support.ros import ros_env, spinning
+from support.waiting import wait_for
 from trajectory_msgs.msg import JointTrajectory
-from waiting import wait_for
 
 from lang2policy.commands import teleop as teleop_command
 from lang2policy.graph import topics

@@ -34,8 +34,8 @@ rclpy = pytest.importorskip("rclpy")
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 

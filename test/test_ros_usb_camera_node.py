@@ -20,9 +20,9 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_support import ros_env, spinning  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.ros import ros_env, spinning  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.perception.video_source import Device  # noqa: E402
 from lang2policy.ros.usb_camera_node import CaptureLoop  # noqa: E402

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_safety_filter import MEASURED, NAMES, planar_filter
+from support.safety import MEASURED, NAMES, planar_filter
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.safety import SafetySupervisor, Trajectory, Watchdog

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_safety_filter import MEASURED, NAMES, planar_filter
+from support.safety import MEASURED, NAMES, planar_filter
 
 from lang2policy.safety import (
     HOLDING,

@@ -36,10 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from redteam_support import (
+from support.redteam import (
     CHILD_MARKER,
     ESCAPE,
     OBJECTS,

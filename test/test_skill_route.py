@@ -15,98 +15,32 @@ import threading
 import time
 
 import pytest
-from test_conductor import RecordingOutlet, ScriptedPlanner, ScriptedRewardPlanner, sim_code
+from support.conductor import (
+    FakeVLA,
+    make_skill,
+    poll_until,
+    sim_code,
+)
 
-from lang2policy.conductor import Conductor, SpecHandOff
-from lang2policy.conductor.reward_route import RewardRoute
+from lang2policy.conductor import Conductor
 from lang2policy.conductor.skill_route import SkillRoute, SkillScene, SkillSettings
 from lang2policy.corrections import CorrectionMemory
 from lang2policy.errors import ConfigError
 from lang2policy.planning.correcting import CorrectionRouter
-from lang2policy.planning.loop import PlanLoop
 from lang2policy.sandbox.policy import default_policy, workspace_box
-from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
+from lang2policy.sandbox.runner import SandboxLimits
 from lang2policy.skills.catalog import SKILLS
 
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
 
 
-class FakeVLA:
-    """The VLA node as the skill topic sees it: records each message and answers a start with
-    ``running`` then ``final`` (None: no end), a motion with ``applied``, a cancel with
-    ``cancelled``; every line carries the plan id as the node's do (detail and top level)."""
-
-    def __init__(self, final: str | None = "success", listeners: int = 1) -> None:
-        self.final, self.listeners = final, listeners
-        self.sent: list[str] = []
-        self.route: SkillRoute | None = None
-        self.plan_id = ""
-        self.skill = ""
-
-    def send_skill(self, text: str) -> None:
-        self.sent.append(text)
-        if not text:
-            if self.plan_id:
-                self.say("cancelled", "cancelled (an empty skill)")
-            return
-        message = json.loads(text)
-        if "skill" in message:
-            self.plan_id, self.skill = message["plan_id"], message["skill"]
-            self.say("running", {"reason": "pick_place, budget 30 s"})
-            if self.final is not None:
-                self.say(self.final, "the success check held for 1 s")
-        elif "motion" in message:  # answered at the node's next control cycle
-            answer = {"text": message["motion"], "action": "applied", "offset": [0, 0.02, 0]}
-            threading.Timer(0.05, self.say, ("motion", answer)).start()
-
-    def say(self, state: str, detail, plan_id: str | None = None) -> None:
-        plan_id = self.plan_id if plan_id is None else plan_id
-        detail = dict(detail) if isinstance(detail, dict) else {"reason": detail}
-        line = {"node": "vla", "state": state, "instruction": self.skill,
-                "detail": {**detail, "plan_id": plan_id}, "plan_id": plan_id}  # fmt: skip
-        if state in ("success", "timeout", "failed", "stopped", "cancelled"):
-            line["stats"] = {"steps": 12}
-            if plan_id == self.plan_id:
-                self.plan_id = ""
-        self.route.on_status(line)
-
-    def skill_listeners(self) -> int:
-        return self.listeners
-
-    def started(self) -> dict:
-        return json.loads(next(t for t in self.sent if t.startswith('{"skill"')))
-
-
-def make(vla: FakeVLA, route="auto", memory=None, settings=None, programs=None):
-    """A conductor with a skill route on ``vla``; the scene's objects and positions heard;
-    ``programs``: the code plans' programs by instruction."""
-    outlet, code = RecordingOutlet(), sim_code()
-    policy = default_policy(code.backend.description, known_skills=SKILLS)
-    runner = SandboxRunner(code.backend, policy, limits=LIMITS)
-    skills = SkillRoute(vla, policy, settings)
-    vla.route = skills
-    conductor = Conductor(
-        outlet,
-        code,
-        PlanLoop(ScriptedPlanner(programs or {}), runner, code.backend),
-        RewardRoute(SpecHandOff(outlet), ScriptedRewardPlanner),
-        CorrectionRouter(memory),
-        route,
-        skills,
-    )
-    world = code.session.world
-    positions = {n: tuple(world.object_pose(n).position) for n in world.object_names()}
-    conductor.update_objects(positions, {n: 0.0 for n in positions})
-    return conductor, outlet
-
-
 def test_routing_with_and_without_the_vla():
-    conductor, _ = make(FakeVLA())
+    conductor, _ = make_skill(FakeVLA())
     assert conductor._choose("lift the red block") == "skill"
     assert conductor._choose("Put the red block in the blue bowl.") == "skill"
     assert conductor._choose("stack all the blocks") == "code"  # not in the VLA's vocabulary
     assert conductor._choose("lift the red block 10 cm") == "reward"
-    plain, _ = make(FakeVLA())
+    plain, _ = make_skill(FakeVLA())
     plain.skills = None  # the graph without the VLA: routing as before
     assert plain._choose("lift the red block") == "reward"
     assert plain._choose("put the red block in the blue bowl") == "code"
@@ -114,7 +48,7 @@ def test_routing_with_and_without_the_vla():
 
 def test_route_skill_refuses_what_the_vla_cannot_do_with_what_it_can():
     vla = FakeVLA()
-    conductor, outlet = make(vla, route="skill")
+    conductor, outlet = make_skill(vla, route="skill")
     assert conductor.handle("stack all the blocks") is None
     refused = outlet.last("rejected").detail
     assert "route skill: the VLA cannot check 'stack all the blocks'" in refused
@@ -127,7 +61,7 @@ def test_route_skill_refuses_what_the_vla_cannot_do_with_what_it_can():
 
 def test_a_skill_plan_publishes_its_start_with_the_gates_limits_and_ends_on_the_vla():
     vla = FakeVLA()
-    conductor, outlet = make(vla)
+    conductor, outlet = make_skill(vla)
     result = conductor.handle("put the red block in the blue bowl")
     assert result.ok and result.route == "skill"
     start = vla.started()
@@ -152,9 +86,9 @@ def test_a_skill_plan_publishes_its_start_with_the_gates_limits_and_ends_on_the_
 
 def test_other_plans_lines_are_ignored_and_a_failure_fails_the_plan():
     vla = FakeVLA(final=None)
-    conductor, outlet = make(vla)
+    conductor, outlet = make_skill(vla)
     conductor.instruct("lift the red block")
-    wait_for(lambda: vla.plan_id, "the start")
+    poll_until(lambda: vla.plan_id, "the start")
     vla.say("success", "someone else's skill", plan_id="another-plan")
     time.sleep(0.2)
     assert conductor.busy
@@ -165,7 +99,7 @@ def test_other_plans_lines_are_ignored_and_a_failure_fails_the_plan():
 
 def test_denied_plans_publish_nothing_and_fail_with_the_rules_reason():
     vla = FakeVLA()
-    conductor, _ = make(vla, settings=SkillSettings(max_joint_speed=3.0))
+    conductor, _ = make_skill(vla, settings=SkillSettings(max_joint_speed=3.0))
     result = conductor.handle("lift the red block")
     assert not result.ok and result.detail["outcome"] == "denied"
     assert "denied by the privilege policy" in result.detail["message"]
@@ -179,13 +113,13 @@ def test_denied_plans_publish_nothing_and_fail_with_the_rules_reason():
 
 def test_no_vla_node_and_no_answer_fail_clearly_and_cancel():
     nobody = FakeVLA(listeners=0)
-    conductor, _ = make(nobody)
+    conductor, _ = make_skill(nobody)
     result = conductor.handle("lift the red block")
     assert result.detail["outcome"] == "no_vla" and "vla:=true" in result.detail["message"]
     assert nobody.sent == []
     silent = FakeVLA(final=None)
     quick = SkillSettings(time_budget_s=0.3, answer_margin_s=0.2)
-    conductor, _ = make(silent, settings=quick)
+    conductor, _ = make_skill(silent, settings=quick)
     began = time.monotonic()
     result = conductor.handle("lift the red block")
     waited = time.monotonic() - began
@@ -197,7 +131,7 @@ def test_no_vla_node_and_no_answer_fail_clearly_and_cancel():
 
 def test_a_rejected_start_without_a_plan_id_ends_the_plan():
     vla = FakeVLA(final=None)
-    conductor, _ = make(vla)
+    conductor, _ = make_skill(vla)
     vla.send_skill = lambda text: (vla.sent.append(text), reject(vla, text))  # an older node
     result = conductor.handle("lift the red block")
     assert result.detail["outcome"] == "rejected"
@@ -212,9 +146,9 @@ def reject(vla: FakeVLA, text: str) -> None:
 
 def test_stop_during_a_skill_plan_cancels_it_and_holds():
     vla = FakeVLA(final=None)
-    conductor, outlet = make(vla)
+    conductor, outlet = make_skill(vla)
     conductor.instruct("lift the red block")
-    wait_for(lambda: vla.plan_id, "the start")
+    poll_until(lambda: vla.plan_id, "the start")
     conductor.corrections.correct("stop")
     conductor.wait_idle(10)
     assert outlet.states("lift the red block")[-1] == "stopped"  # the plan's end: the stop
@@ -228,12 +162,12 @@ def test_stop_during_a_skill_plan_cancels_it_and_holds():
 def test_corrections_are_forwarded_as_language_motions_and_remembered(tmp_path):
     memory = CorrectionMemory(tmp_path / "corrections.jsonl")
     vla = FakeVLA(final=None)
-    conductor, outlet = make(vla, memory=memory)
+    conductor, outlet = make_skill(vla, memory=memory)
     conductor.instruct("put the red block in the blue bowl")
-    wait_for(lambda: vla.plan_id, "the start")
+    poll_until(lambda: vla.plan_id, "the start")
     plan_id = vla.plan_id
     conductor.corrections.correct("a bit to the left")
-    wait_for(lambda: len(outlet.states()) and outlet.states().count("correction") == 2, "answer")
+    poll_until(lambda: len(outlet.states()) and outlet.states().count("correction") == 2, "answer")
     forwarded, applied = [e.detail for e in outlet.events if e.state == "correction"]
     assert json.loads(vla.sent[-1]) == {"motion": "a bit to the left", "plan_id": plan_id}
     assert (forwarded["action"], forwarded["kind"]) == ("forwarded", "offset")
@@ -268,19 +202,12 @@ def test_settings_are_checked():
         SkillSettings(time_budget_s=float("nan"))
 
 
-def wait_for(predicate, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.01)
-
-
 def test_cancel_from_another_thread_ends_the_wait_soon():
     vla = FakeVLA(final=None)
-    conductor, _ = make(vla)
+    conductor, _ = make_skill(vla)
     done = threading.Event()
     threading.Thread(target=lambda: (conductor.handle("lift the red block"), done.set())).start()
-    wait_for(lambda: vla.plan_id, "the start")
+    poll_until(lambda: vla.plan_id, "the start")
     began = time.monotonic()
     conductor.skills.cancel()
     assert done.wait(5.0) and time.monotonic() - began < 1.0
@@ -315,7 +242,7 @@ class StopRacingVLA(FakeVLA):
 
 def test_a_stop_racing_the_start_still_cancels_the_skill_on_the_vla():
     vla = StopRacingVLA(final=None)
-    conductor, _ = make(vla)
+    conductor, _ = make_skill(vla)
     result = conductor.handle("lift the red block")
     assert vla.sent[0] == "" and vla.sent[1].startswith('{"skill"')
     assert vla.sent[-1] == "", "the skill started after the cancel must be cancelled too"
@@ -334,7 +261,7 @@ class StopWhileGatingVLA(FakeVLA):
 
 def test_a_stop_before_the_start_is_sent_starts_no_skill():
     vla = StopWhileGatingVLA(final="success")
-    conductor, _ = make(vla)
+    conductor, _ = make_skill(vla)
     vla.conductor = conductor
     result = conductor.handle("lift the red block")
     assert not any(text.startswith('{"skill"') for text in vla.sent), vla.sent

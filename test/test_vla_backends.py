@@ -16,16 +16,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http import HTTPStatus
 from pathlib import Path
-from typing import ClassVar
 
 import msgpack
 import numpy as np
 import pytest
-from websockets.exceptions import ConnectionClosed
+from support.openpi import FakeOpenPI, answer_actions, openpi_pack
 from websockets.frames import CloseCode
-from websockets.sync.server import serve
 
 from lang2policy.errors import ConfigError, PolicyBackendError
 from lang2policy.vla.backends import (
@@ -71,79 +68,6 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-# ------------------------------------------------------------------ the fake openpi server
-def openpi_pack(value: object) -> bytes:
-    """msgpack with openpi's array layout (bin marker keys, dtype.str, C-order bytes)."""
-
-    def arrays(obj: object) -> object:
-        if isinstance(obj, np.ndarray):
-            return {
-                b"__ndarray__": True,
-                b"data": obj.tobytes(),
-                b"dtype": obj.dtype.str,
-                b"shape": obj.shape,
-            }
-        raise TypeError(type(obj))
-
-    return msgpack.packb(value, default=arrays)
-
-
-def openpi_unpack(data: bytes) -> object:
-    def arrays(obj: dict) -> object:
-        if b"__ndarray__" not in obj:
-            return obj
-        dtype, shape = np.dtype(obj[b"dtype"]), tuple(obj[b"shape"])
-        return np.frombuffer(obj[b"data"], dtype).reshape(shape)
-
-    return msgpack.unpackb(data, object_hook=arrays)
-
-
-def answer_actions(actions: np.ndarray) -> Callable:
-    """A reply as openpi's server makes it: the chunk and the server's timing."""
-    answer = {"actions": actions, "server_timing": {"infer_ms": 1.0}}
-    return lambda websocket, observation: websocket.send(openpi_pack(answer))
-
-
-class FakeOpenPI:
-    """openpi's websocket policy server: metadata frame on connect, then obs -> answer."""
-
-    METADATA: ClassVar[dict] = {"robot": "so101", "action_horizon": 10}
-
-    def __init__(self, reply: Callable) -> None:
-        self.reply = reply  # (websocket, observation) -> None: sends whatever it likes
-        self.received: list[dict] = []
-        self.connections = 0
-        self.stop = threading.Event()
-        self.server = serve(
-            self._handle,
-            "127.0.0.1",
-            0,
-            compression=None,
-            max_size=None,
-            process_request=self._health,
-        )
-        self.port = self.server.socket.getsockname()[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def _health(self, connection, request):
-        if request.path == "/healthz":
-            return connection.respond(HTTPStatus.OK, "OK\n")
-        return None
-
-    def _handle(self, websocket) -> None:
-        self.connections += 1
-        websocket.send(openpi_pack(self.METADATA))
-        try:
-            for message in websocket:
-                observation = openpi_unpack(message)
-                self.received.append(observation)
-                self.reply(websocket, observation)
-        except ConnectionClosed:
-            pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.server.shutdown()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.episodes import blank_episode
 
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.vla.dataset import (
@@ -271,18 +272,6 @@ def test_summary_counts_success_per_family(written):
     assert "success pick_place: 2/2 (100%)" in text and "shoulder_pan" in text
 
 
-# --------------------------------------------------------------------- bad input
-def record(length=5, **changes) -> EpisodeRecord:
-    base = {
-        "task": "lift the red block",
-        "images": {c: np.zeros((length, 96, 96, 3), np.uint8) for c in CAMERAS},
-        "state": np.zeros((length, 6), np.float32),
-        "action": np.zeros((length, 6), np.float32),
-        "extra": {"success": True},
-    }
-    return EpisodeRecord(**{**base, **changes})
-
-
 @pytest.mark.parametrize(
     "changes, message",
     [
@@ -307,8 +296,8 @@ def record(length=5, **changes) -> EpisodeRecord:
 def test_bad_episodes_are_refused_whole(tmp_path, changes, message):
     with DatasetWriter(tmp_path / "ds", extra_episode_columns=("success",)) as writer:
         with pytest.raises(Lang2PolicyError, match=message):
-            writer.add_episode(record(**changes))
-        writer.add_episode(record())
+            writer.add_episode(blank_episode(**changes))
+        writer.add_episode(blank_episode())
     assert load_dataset(tmp_path / "ds").episodes[0]["length"] == 5
 
 
@@ -320,13 +309,13 @@ def test_writer_refuses_a_used_directory_and_cleans_up_when_abandoned(tmp_path):
     with pytest.raises(Lang2PolicyError, match=r"not LeRobot's own"):
         DatasetWriter(tmp_path / "a", extra_episode_columns=("length",))
     with DatasetWriter(tmp_path / "c", extra_episode_columns=("success",)) as writer:
-        writer.add_episode(record(extra={"success": None}))
-        writer.add_episode(record(extra={"success": True}))
+        writer.add_episode(blank_episode(extra={"success": None}))
+        writer.add_episode(blank_episode(extra={"success": True}))
         with pytest.raises(Lang2PolicyError, match=r"episode 2: .*'success': \('bool', 'text'\)"):
-            writer.add_episode(record(extra={"success": "yes"}))
+            writer.add_episode(blank_episode(extra={"success": "yes"}))
     assert [e["success"] for e in load_dataset(tmp_path / "c").episodes] == [None, True]
     with pytest.raises(RuntimeError), DatasetWriter(tmp_path / "b") as writer:
-        writer.add_episode(record(extra={}))
+        writer.add_episode(blank_episode(extra={}))
         raise RuntimeError("a worker died")
     assert not (tmp_path / "b").exists() and not (tmp_path / "b.part").exists()
 
@@ -388,12 +377,12 @@ def test_environment_state_round_trips_and_is_checked(tmp_path):
     names = ("block_x", "goal_x")
     with DatasetWriter(tmp_path / "ds", environment_names=names) as writer:
         with pytest.raises(Lang2PolicyError, match=r"environment state must be \(5, 2\)"):
-            writer.add_episode(record())
+            writer.add_episode(blank_episode())
         with pytest.raises(Lang2PolicyError, match="NaN or inf"):
-            writer.add_episode(record(environment=np.full((5, 2), np.nan, np.float32)))
+            writer.add_episode(blank_episode(environment=np.full((5, 2), np.nan, np.float32)))
         scene = np.arange(10, dtype=np.float32).reshape(5, 2)
-        writer.add_episode(record(environment=scene, extra={}))
-        writer.add_episode(record(environment=scene + 100, extra={}))
+        writer.add_episode(blank_episode(environment=scene, extra={}))
+        writer.add_episode(blank_episode(environment=scene + 100, extra={}))
     data = load_dataset(tmp_path / "ds")
     np.testing.assert_array_equal(data.environment[:5], scene)
     np.testing.assert_array_equal(data.select([1]).environment, scene + 100)
@@ -406,8 +395,8 @@ def test_environment_state_round_trips_and_is_checked(tmp_path):
     assert data.stats[ENV_KEY] is data.stats[SIM_ENV_KEY]  # the model's normaliser reads it
     with DatasetWriter(tmp_path / "plain") as writer:
         with pytest.raises(Lang2PolicyError, match="has no environment_names"):
-            writer.add_episode(record(environment=scene, extra={}))
-        writer.add_episode(record(extra={}))
+            writer.add_episode(blank_episode(environment=scene, extra={}))
+        writer.add_episode(blank_episode(extra={}))
     assert load_dataset(tmp_path / "plain").environment is None
 
 
@@ -419,7 +408,7 @@ def test_datasets_combine_with_shifted_episodes_and_merged_tasks(tmp_path):
         with DatasetWriter(tmp_path / name, environment_names=("x", "y")) as writer:
             for number, task in enumerate(tasks):
                 value = {"a": 1.0, "b": 2.0}[name] + number
-                writer.add_episode(record(task=task, extra={}, environment=scene + value,
+                writer.add_episode(blank_episode(task=task, extra={}, environment=scene + value,
                                           state=np.full((5, 6), value, np.float32)))  # fmt: skip
     a, b = load_dataset(tmp_path / "a"), load_dataset(tmp_path / "b")
     both = concat_datasets([a, b])
@@ -431,7 +420,7 @@ def test_datasets_combine_with_shifted_episodes_and_merged_tasks(tmp_path):
     np.testing.assert_array_equal(both.images["front"][10:], b.images["front"])
     assert both.state[12, 0] == 2.0
     with DatasetWriter(tmp_path / "plain") as writer:
-        writer.add_episode(record(extra={}))
+        writer.add_episode(blank_episode(extra={}))
     with pytest.raises(Lang2PolicyError, match=r"cannot be combined.*scene state"):
         concat_datasets([a, load_dataset(tmp_path / "plain")])
 
@@ -439,7 +428,7 @@ def test_datasets_combine_with_shifted_episodes_and_merged_tasks(tmp_path):
 def test_a_dataset_written_with_the_earlier_scene_state_name_still_reads(tmp_path):
     scene = np.arange(10, dtype=np.float32).reshape(5, 2)
     with DatasetWriter(tmp_path / "ds", environment_names=("block_x", "goal_x")) as writer:
-        writer.add_episode(record(environment=scene, extra={}))
+        writer.add_episode(blank_episode(environment=scene, extra={}))
     root = tmp_path / "ds"  # rewrite it as the writer did before: observation.environment_state
     info = json.loads((root / "meta/info.json").read_text())
     info["features"][ENV_KEY] = info["features"].pop(SIM_ENV_KEY)

@@ -78,9 +78,9 @@ def vla_graph():
     """The VLA node (fake policy backend) and a probe node in one private rclpy context."""
     rclpy = pytest.importorskip("rclpy")
     from rclpy.parameter import Parameter
-    from ros_support import ros_env, spinning
     from std_msgs.msg import String
-    from test_vla_node_runner import FakeBackend
+    from support.ros import ros_env, spinning
+    from support.vla_node import FakeBackend
     from trajectory_msgs.msg import JointTrajectory
     from visualization_msgs.msg import MarkerArray
 
@@ -130,7 +130,7 @@ def vla_graph():
 
 @pytest.mark.ros
 def test_the_vla_node_stops_a_skill_cut_at_a_keep_out_zone_and_holds(vla_graph):
-    from waiting import wait_for
+    from support.waiting import wait_for
 
     from lang2policy.graph import topics
     from lang2policy.ros import convert

@@ -23,8 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from vla_ros_support import SHIPPED_CAMERAS, NodeProcess, vla_graph  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.vla_ros import SHIPPED_CAMERAS, NodeProcess, vla_graph  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.vla_node import FakeBackend
 
-from lang2policy.errors import ConfigError, PolicyBackendError, UnknownObjectError
+from lang2policy.errors import ConfigError, UnknownObjectError
 from lang2policy.scene.mirror import MirrorWorld
 from lang2policy.vla.skill.actor import EnsembledActor, fit_image
 from lang2policy.vla.skill.judge import ObjectsJudge
@@ -35,30 +36,6 @@ REST = {"red block": ((0.25, 0.0, HALF), (1.0, 0.0, 0.0, 0.0))}
 SETTINGS = RunnerSettings(startup_grace=1.0, success_hold=0.5, max_seconds=0.0)
 IMAGE = np.zeros((224, 224, 3), np.uint8)
 STATE = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 1.0], np.float32)
-
-
-class FakeBackend:
-    """Chunks of ``[base + row]`` per joint; raises when told to; records what it saw."""
-
-    name, cameras, image_size = "fake", ("front", "wrist"), 96
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, tuple[int, ...]]] = []
-        self.fail = False
-        self.resets = 0
-
-    def reset(self) -> None:
-        self.resets += 1
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def act_chunk(self, images, state, instruction) -> np.ndarray:
-        if self.fail:
-            raise PolicyBackendError("fake: the server went away")
-        self.calls.append({c: image.shape for c, image in images.items()})
-        rows = np.arange(10, dtype=np.float32)[:, None] * np.ones(6, np.float32)
-        return 0.01 * rows + state
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from vla_ros_support import SHIPPED_CAMERAS, vla_graph  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from support.vla_ros import SHIPPED_CAMERAS, vla_graph  # noqa: E402
+from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.ros.vla_node import camera_topic  # noqa: E402
 from lang2policy.vla.skill.limits import tool_kinematics  # noqa: E402

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from ddp_support import free_port, rank_environment
+from support.ddp import free_port, rank_environment, spawn_ranks
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError
@@ -244,9 +244,8 @@ def test_a_latched_grounding_network_trains_data_parallel_with_its_unread_stages
     the CPU, gloo), or its second step fails waiting for their gradients."""
     import tempfile
 
-    import torch
 
     with tempfile.TemporaryDirectory() as out:
-        torch.multiprocessing.spawn(_latched_ddp_worker, args=(out, free_port()), nprocs=2)
+        spawn_ranks(_latched_ddp_worker, out, free_port())
         summary = json.loads((__import__("pathlib").Path(out) / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 4

@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 import pytest
-from test_code_grammar import PARSERS, rejected_at, vocab  # noqa: F401 (the fixture)
-from test_skill_route import FakeVLA, make, wait_for
+from support.conductor import FakeVLA, make_skill, poll_until
+from support.grammar import PARSERS, rejected_at
 
 from lang2policy.conductor import SimCodeExecutor
 from lang2policy.planning.cap import CodeAsPoliciesPlanner
@@ -83,7 +83,7 @@ def test_without_a_vla_the_call_is_refused_clearly():
 
 def test_in_the_graph_a_call_runs_on_the_vla_node_through_the_skill_route():
     vla = FakeVLA(final="success")
-    conductor, _ = make(vla)
+    conductor, _ = make_skill(vla)
     program = "ok = vla_skill('lift the red block', time_budget_s=5.0)\nsay(str(ok))\n"
     outcome = conductor.planning.runner.run(program)
     assert outcome.ok and outcome.said == ["True"], outcome.message
@@ -95,7 +95,7 @@ def test_in_the_graph_a_call_runs_on_the_vla_node_through_the_skill_route():
     assert again.said == ["False"]
 
 
-def test_prompts_and_grammars_offer_it_only_with_a_vla(vocab):  # noqa: F811
+def test_prompts_and_grammars_offer_it_only_with_a_vla(vocab):
     assert "def vla_skill(" in CodeAsPoliciesPlanner(object(), vla=True).prompts.main
     assert "def vla_skill(" not in CodeAsPoliciesPlanner(object()).prompts.main
     code = "ok = vla_skill('lift the red block')\n#"
@@ -108,11 +108,11 @@ def test_corrections_reach_a_code_plans_vla_call_and_stop_ends_the_plan():
     program = "ok = vla_skill('lift the red block')\nsay(str(ok))\n"
     instruction = "use the learned policy on the red block"  # not a skill phrasing: code
     vla = FakeVLA(final=None)
-    conductor, outlet = make(vla, programs={instruction: program})
+    conductor, outlet = make_skill(vla, programs={instruction: program})
     conductor.instruct(instruction)
-    wait_for(lambda: vla.plan_id, "the start")
+    poll_until(lambda: vla.plan_id, "the start")
     conductor.corrections.correct("a bit higher")
-    wait_for(lambda: outlet.states().count("correction") == 2, "the VLA's answer")
+    poll_until(lambda: outlet.states().count("correction") == 2, "the VLA's answer")
     assert json.loads(vla.sent[-1])["motion"] == "a bit higher"
     conductor.corrections.correct("stop")
 
@@ -120,7 +120,7 @@ def test_corrections_reach_a_code_plans_vla_call_and_stop_ends_the_plan():
         ends = [e.detail for e in outlet.events if e.state in ("done", "failed", "stopped")]
         return next((d for d in ends if isinstance(d, dict) and d.get("route") == "code"), None)
 
-    wait_for(plan_end, "the plan's end", timeout=20.0)
+    poll_until(plan_end, "the plan's end", timeout=20.0)
     final = plan_end()
     assert final["outcome"] == "stopped", final  # a plan a stop ended ends stopped
     assert outlet.states()[-1] == "stopped"

@@ -11,8 +11,8 @@ import types
 import numpy as np
 import pytest
 import torch
-from ddp_support import free_port, rank_environment
 from safetensors.torch import load_file
+from support.ddp import free_port, rank_environment, spawn_ranks
 
 from lang2policy.commands import train as train_command
 from lang2policy.errors import ConfigError, Lang2PolicyError
@@ -228,7 +228,7 @@ def _ddp_worker(rank: int, out: str, port: int) -> None:
 
 
 def test_data_parallel_training_on_cpu_with_two_processes(tmp_path):
-    torch.multiprocessing.spawn(_ddp_worker, args=(str(tmp_path), free_port()), nprocs=2)
+    spawn_ranks(_ddp_worker, str(tmp_path), free_port())
     summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert summary["world_size"] == 2 and summary["steps"] == 10
     assert all((tmp_path / name).is_file() for name in MODEL_FILES)

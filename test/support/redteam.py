@@ -14,7 +14,7 @@ error message it got back. This module holds the probes that observe those effec
   would kill or slow the host: the test process must survive them even when they succeed).
 
 Attack programs are templates; ``render`` fills ``@NAME@`` placeholders with Python literals.
-Run as a script (``python redteam_support.py host PAYLOAD OUT``) it is the sacrificial host.
+Run as a script (``python test/support/redteam.py host PAYLOAD OUT``) it is the sacrificial host.
 """
 
 from __future__ import annotations
@@ -424,4 +424,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "host":
         _host_main(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: redteam_support.py host PAYLOAD OUT")
+        sys.exit("usage: redteam.py host PAYLOAD OUT")

@@ -17,7 +17,7 @@ What it answers is read from ``--control`` at every request:
 
 Every request is appended to ``--log`` as a JSON line (method, and what it carried).
 
-    python test/lerobot_server_double.py --port 18080 --control ctl.txt --log log.jsonl
+    python test/support/lerobot_server_double.py --port 18080 --control ctl.txt --log log.jsonl
 """
 
 from __future__ import annotations

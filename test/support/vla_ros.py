@@ -16,15 +16,15 @@ from collections.abc import Iterator
 
 import numpy as np
 import rclpy
-from ros_support import ros_env, spinning
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
-from waiting import wait_for
 
 from lang2policy.graph import topics
 from lang2policy.vla.backends.local import default_model_dir
+from support.ros import ros_env, spinning
+from support.waiting import wait_for
 
 CAMERA_TOPICS = ("/camera/front/image_raw", "/camera/wrist/image_raw")
 # the cameras the shipped checkpoint reads: the node subscribes to these and no others
@@ -167,3 +167,17 @@ def vla_graph(
     finally:
         for process in (vla, safety, sim):
             process.stop()
+
+
+def skill_started(probe, skill: str) -> dict | None:
+    """The 'running' line of ``skill``, once the VLA node has seen the sim's objects (before,
+    it rejects the skill: no objects seen yet)."""
+    since = probe.send(skill)
+    state, line = wait_for(lambda: skill_answer(probe, since), 10.0, "the VLA's answer")
+    return line if state == "running" else time.sleep(0.5)
+
+
+def skill_answer(probe, since: int) -> tuple[str, dict] | None:
+    lines = [line for _, line in probe.statuses[since:]]
+    return next(((line["state"], line) for line in lines
+                 if line["state"] in ("running", "rejected")), None)  # fmt: skip

@@ -12,9 +12,9 @@ import sys
 import threading
 from pathlib import Path
 
-from waiting import wait_for
+from support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STOP_BOUND = 30.0  # s the whole graph may take to stop after Ctrl-C
 STARTED = re.compile(r"\[lang2policy\] (\w+) \((\w+)\) started, pid (\d+)")
 

@@ -8,7 +8,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from rclpy.executors import MultiThreadedExecutor
-from waiting import wait_for
+
+from support.waiting import wait_for
 
 
 @contextlib.contextmanager
