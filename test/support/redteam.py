@@ -1,4 +1,4 @@
-"""Effect probes for the sandbox red-team suite (test/test_sandbox_redteam.py).
+"""Effect probes for the sandbox red-team suite (test/sandbox/test_redteam.py).
 
 An attack on the sandbox is judged by what it did to the host and the simulator, never by the
 error message it got back. This module holds the probes that observe those effects:
