@@ -23,11 +23,6 @@ from lang2policy.session.sim import SimSession
 from lang2policy.skills.geometry import corner_point
 
 
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
-
-
 def put(session: SimSession, name: str, x: float, y: float, z: float | None = None) -> None:
     """Set an object's pose directly (upright, still); z defaults to resting on the table."""
     world = session.world

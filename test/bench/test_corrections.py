@@ -12,12 +12,6 @@ from lang2policy.bench.corrections import format_text
 from lang2policy.cli import main
 from lang2policy.corrections import apply_to_spec, classify, objects_in_spec
 from lang2policy.rewards.spec import validate_spec
-from lang2policy.scene.world import World
-
-
-@pytest.fixture(scope="module")
-def world() -> World:
-    return World("so101")
 
 
 @pytest.mark.parametrize("name", list(bench.SCENARIOS))

@@ -16,14 +16,8 @@ from lang2policy.bench.cap_splits import PHRASINGS
 from lang2policy.bench.registry import BENCHES, parser
 from lang2policy.errors import ConfigError
 from lang2policy.paths import config_dir
-from lang2policy.session.sim import SimSession
 
 PARAPHRASES = paraphrase.load_paraphrases()
-
-
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
 
 
 def _words(text: str) -> str:

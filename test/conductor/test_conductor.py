@@ -37,13 +37,6 @@ from lang2policy.skills.catalog import SKILLS
 LIMITS = SandboxLimits(wall_seconds=30, cpu_seconds=10, memory_mb=512)
 
 
-@pytest.fixture()
-def arm():
-    live = LiveArm()
-    yield live
-    live.close()
-
-
 def live_code(arm: LiveArm) -> LiveCodeExecutor:
     return LiveCodeExecutor(arm.session, 5.0, "/lang2policy/objects")
 

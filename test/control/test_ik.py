@@ -9,30 +9,24 @@ import pytest
 from lang2policy.bench import ik_speed
 from lang2policy.control.ik import IKOptions, solve_ik
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.session.sim import SimSession
 
 
-@pytest.fixture(scope="module")
-def sim() -> SimSession:
-    return SimSession("so101")
-
-
-def _solve(sim, target, rotation, options):
-    kin = sim.kinematics
+def _solve(session, target, rotation, options):
+    kin = session.kinematics
     return solve_ik(kin.model, kin.scratch, kin.arm, target, rotation, kin.arm.home, options)
 
 
-def test_a_reachable_target_is_solved_as_without_the_stall_test(sim):
-    kin = sim.kinematics
+def test_a_reachable_target_is_solved_as_without_the_stall_test(session):
+    kin = session.kinematics
     target = np.array([0.20, 0.05, 0.08])
     rotation = kin.tool_rotation(target, 0.0, 0.0)
-    with_stall = _solve(sim, target, rotation, IKOptions())
-    without = _solve(sim, target, rotation, IKOptions(stall_iterations=0))
+    with_stall = _solve(session, target, rotation, IKOptions())
+    without = _solve(session, target, rotation, IKOptions(stall_iterations=0))
     assert with_stall.ok(2e-3, 0.035) and without.ok(2e-3, 0.035)
     assert np.allclose(with_stall.q, without.q, atol=1e-3)
 
 
-def test_an_unreachable_target_ends_early_no_worse_than_the_full_descent(sim, monkeypatch):
+def test_an_unreachable_target_ends_early_no_worse_than_the_full_descent(session, monkeypatch):
     from lang2policy.control import ik
 
     far = np.array([0.60, 0.0, 0.05])  # beyond the SO-101's reach
@@ -47,7 +41,7 @@ def test_an_unreachable_target_ends_early_no_worse_than_the_full_descent(sim, mo
     results = []
     for options in (IKOptions(restarts=0), IKOptions(restarts=0, stall_iterations=0)):
         counted.append(0)
-        results.append(_solve(sim, far, None, options))
+        results.append(_solve(session, far, None, options))
     stalled, full = results
     assert full.position_error > 0.1  # really out of reach
     assert stalled.position_error == pytest.approx(full.position_error, abs=1e-3)

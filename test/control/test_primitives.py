@@ -10,30 +10,30 @@ from lang2policy.session.sim import SimSession
 
 
 @pytest.fixture(scope="module", params=["so101", "panda"])
-def session(request) -> SimSession:
+def robot_session(request) -> SimSession:
     return SimSession(request.param)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_pick_and_place_puts_the_block_in_the_bowl(session, seed):
-    result = pick_and_place(session, seed)
+def test_pick_and_place_puts_the_block_in_the_bowl(robot_session, seed):
+    result = pick_and_place(robot_session, seed)
     assert result.success, result
-    assert session.world.is_in(result.block, result.bowl)
+    assert robot_session.world.is_in(result.block, result.bowl)
     assert result.error == ""
 
 
-def test_pick_lifts_the_block_off_the_table(session):
-    session.reset(4, ["red block", "blue bowl"])
-    session.primitives.pick("red block")
-    assert session.world.object_pose("red block").position[2] > 0.04
-    assert ("red block", "table") not in session.world.contacts()
+def test_pick_lifts_the_block_off_the_table(robot_session):
+    robot_session.reset(4, ["red block", "blue bowl"])
+    robot_session.primitives.pick("red block")
+    assert robot_session.world.object_pose("red block").position[2] > 0.04
+    assert ("red block", "table") not in robot_session.world.contacts()
 
 
-def test_pick_opens_the_jaw_while_the_arm_travels(session):
+def test_pick_opens_the_jaw_while_the_arm_travels(robot_session):
     # The jaw used to open with the arm standing still (a second before any motion); it now
     # opens on the way, and is at the pre-grasp opening before the arm descends.
-    session.reset(4, ["red block", "blue bowl"])
-    motion = session.primitives
+    robot_session.reset(4, ["red block", "blue bowl"])
+    motion = robot_session.primitives
     motion.close_gripper()
     start, sent = motion.joints().copy(), []
     step = motion._step
@@ -49,11 +49,11 @@ def test_pick_opens_the_jaw_while_the_arm_travels(session):
         del motion._step
     first_arm = next(i for i, (q, _) in enumerate(sent) if np.max(np.abs(q - start)) > 1e-3)
     assert first_arm * motion.dt < 0.25  # the arm moves at once (the jaw takes 0.5 s)
-    assert sent[first_arm][1] < session.world.description.grasp.pre_grasp_opening
+    assert sent[first_arm][1] < robot_session.world.description.grasp.pre_grasp_opening
     lowest = int(np.argmin([motion.kin.forward(q).position[2] for q, _ in sent]))
-    pre_grasp = session.world.description.grasp.pre_grasp_opening
+    pre_grasp = robot_session.world.description.grasp.pre_grasp_opening
     assert sent[lowest - 10][1] == pytest.approx(pre_grasp)  # open before it reaches the block
-    assert session.world.object_pose("red block").position[2] > 0.04
+    assert robot_session.world.object_pose("red block").position[2] > 0.04
 
 
 def test_a_transit_across_the_table_turns_the_wrist_evenly_not_round():
@@ -79,49 +79,50 @@ def test_a_transit_across_the_table_turns_the_wrist_evenly_not_round():
     assert session.world.object_pose("blue block").position[2] > 0.04
 
 
-def test_a_held_block_does_not_creep_out_of_the_fingers(session):
+def test_a_held_block_does_not_creep_out_of_the_fingers(robot_session):
     # In the graph real time passes while the planner thinks, with the block in the fingers:
     # a grip that creeps (soft contacts without the noslip solver: ~0.7 mm/s) drops it.
-    session.reset(1, ["red block", "blue bowl"])
-    session.primitives.pick("red block")
-    lifted = session.world.object_pose("red block").position[2]
-    session.primitives._hold(session.primitives.joints(), 10.0)
-    assert session.world.object_pose("red block").position[2] > lifted - 0.001
+    robot_session.reset(1, ["red block", "blue bowl"])
+    robot_session.primitives.pick("red block")
+    lifted = robot_session.world.object_pose("red block").position[2]
+    robot_session.primitives._hold(robot_session.primitives.joints(), 10.0)
+    assert robot_session.world.object_pose("red block").position[2] > lifted - 0.001
 
 
-def test_unreachable_target_raises_and_the_arm_stays_still(session):
-    session.reset(2)
-    before = session.world.arm_qpos()
+def test_unreachable_target_raises_and_the_arm_stays_still(robot_session):
+    robot_session.reset(2)
+    before = robot_session.world.arm_qpos()
     with pytest.raises(UnreachableError, match="out of reach"):
-        session.primitives.move_to_position([2.0, 0.0, 0.1])
-    session.world.step_seconds(0.3)
-    np.testing.assert_allclose(session.world.arm_qpos(), before, atol=5e-3)
+        robot_session.primitives.move_to_position([2.0, 0.0, 0.1])
+    robot_session.world.step_seconds(0.3)
+    np.testing.assert_allclose(robot_session.world.arm_qpos(), before, atol=5e-3)
 
 
-def test_unknown_object_is_rejected_before_moving(session):
-    session.reset(2)
-    before = session.world.arm_qpos()
+def test_unknown_object_is_rejected_before_moving(robot_session):
+    robot_session.reset(2)
+    before = robot_session.world.arm_qpos()
     with pytest.raises(UnknownObjectError, match="objects present"):
-        session.primitives.pick("purple elephant")
-    np.testing.assert_allclose(session.world.arm_qpos(), before, atol=1e-6)
+        robot_session.primitives.pick("purple elephant")
+    np.testing.assert_allclose(robot_session.world.arm_qpos(), before, atol=1e-6)
 
 
-def test_move_to_pose_and_go_home(session):
-    session.reset(3)
-    kin = session.kinematics
+def test_move_to_pose_and_go_home(robot_session):
+    robot_session.reset(3)
+    kin = robot_session.kinematics
     # A pose known to be reachable (a 5-DoF arm cannot hold every orientation everywhere).
-    arm = session.world.arm
+    arm = robot_session.world.arm
     goal = kin.forward(np.clip(arm.home + 0.15, arm.lower + 0.05, arm.upper - 0.05))
     target = Pose(goal.position, goal.quat)
-    session.primitives.move_to(target)
-    assert np.linalg.norm(session.world.ee_pose().position - target.position) < 0.01
-    session.primitives.go_home()
-    np.testing.assert_allclose(session.world.arm_qpos(), session.world.arm.home, atol=0.03)
+    robot_session.primitives.move_to(target)
+    assert np.linalg.norm(robot_session.world.ee_pose().position - target.position) < 0.01
+    robot_session.primitives.go_home()
+    world = robot_session.world
+    np.testing.assert_allclose(world.arm_qpos(), world.arm.home, atol=0.03)
 
 
-def test_gripper_open_and_close(session):
-    session.reset(3)
-    session.primitives.close_gripper()
-    assert session.world.gripper_opening() < 0.1
-    session.primitives.open_gripper()
-    assert session.world.gripper_opening() > 0.9
+def test_gripper_open_and_close(robot_session):
+    robot_session.reset(3)
+    robot_session.primitives.close_gripper()
+    assert robot_session.world.gripper_opening() < 0.1
+    robot_session.primitives.open_gripper()
+    assert robot_session.world.gripper_opening() > 0.9

@@ -10,11 +10,6 @@ from lang2policy.session.sim import SimSession
 SETTLE = 0.25  # seconds primitives hold still after each motion
 
 
-@pytest.fixture(scope="module")
-def so101() -> SimSession:
-    return SimSession("so101")
-
-
 def record_tool(session: SimSession) -> list[tuple[float, np.ndarray]]:
     """(sim time, tool centre point) after every control period, until the list is dropped."""
     samples: list[tuple[float, np.ndarray]] = []
@@ -45,41 +40,41 @@ def timed_move(session: SimSession, goal, tcp_speed: float) -> tuple[float, floa
     return session.world.time - start - SETTLE, peak_speed(samples)
 
 
-def test_tcp_speed_cap_stretches_the_motion_and_is_never_exceeded(so101):
+def test_tcp_speed_cap_stretches_the_motion_and_is_never_exceeded(session):
     goal = np.array([0.2, 0.1, 0.08])
-    fast_time, fast_peak = timed_move(so101, goal, 0.08)
-    slow_time, slow_peak = timed_move(so101, goal, 0.04)
+    fast_time, fast_peak = timed_move(session, goal, 0.08)
+    slow_time, slow_peak = timed_move(session, goal, 0.04)
     assert slow_time / fast_time == pytest.approx(2.0, rel=0.1)
     assert fast_peak <= 0.08 * 1.1 and slow_peak <= 0.04 * 1.1
     assert fast_peak > 0.08 * 0.8  # the cap binds, it is not just slow anyway
 
 
-def test_deadline_stops_the_arm_where_it_is_and_it_stays_still(so101):
-    so101.reset(3, ["red block"])
-    motion = so101.primitives
-    start_joints = so101.world.arm_qpos()
+def test_deadline_stops_the_arm_where_it_is_and_it_stays_still(session):
+    session.reset(3, ["red block"])
+    motion = session.primitives
+    start_joints = session.world.arm_qpos()
     motion.deadline = motion.now() + 0.4
     with pytest.raises(
         MotionTimeExceeded, match=r"stopped after 0\.4\d s; the budget allows 0\.40"
     ):
         motion.move_to_position([0.2, 0.1, 0.06])
-    stopped = so101.world.arm_qpos()
+    stopped = session.world.arm_qpos()
     assert np.abs(stopped - start_joints).max() > 0.05  # it had started to move
-    so101.world.step_seconds(1.0)
-    assert np.abs(so101.world.arm_qpos() - stopped).max() < 0.01
+    session.world.step_seconds(1.0)
+    assert np.abs(session.world.arm_qpos() - stopped).max() < 0.01
     motion.deadline = None
     motion.move_to_position([0.2, 0.1, 0.06])  # without a deadline the same move completes
     assert np.linalg.norm(motion.tool_point() - [0.2, 0.1, 0.06]) < 0.01
 
 
-def test_a_passed_deadline_raises_before_the_arm_moves(so101):
-    so101.reset(3, ["red block"])
-    before = so101.world.arm_qpos()
-    so101.primitives.deadline = so101.primitives.now() - 1.0
+def test_a_passed_deadline_raises_before_the_arm_moves(session):
+    session.reset(3, ["red block"])
+    before = session.world.arm_qpos()
+    session.primitives.deadline = session.primitives.now() - 1.0
     with pytest.raises(MotionTimeExceeded):
-        so101.primitives.go_home()
-    so101.world.step_seconds(0.5)
-    assert np.abs(so101.world.arm_qpos() - before).max() < 0.01
+        session.primitives.go_home()
+    session.world.step_seconds(0.5)
+    assert np.abs(session.world.arm_qpos() - before).max() < 0.01
 
 
 def push_target(session: SimSession, name: str, distance: float) -> np.ndarray:
@@ -91,8 +86,8 @@ def push_target(session: SimSession, name: str, distance: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize("robot", ["so101", "panda"])
-def test_push_slides_a_block_to_the_target(robot, so101):
-    session = so101 if robot == "so101" else SimSession("panda")
+def test_push_slides_a_block_to_the_target(robot, session):
+    session = session if robot == "so101" else SimSession("panda")
     session.reset(0, ["red block", "blue bowl"])
     target = push_target(session, "red block", 0.06)
     session.primitives.push("red block", target)
@@ -104,45 +99,45 @@ def test_push_slides_a_block_to_the_target(robot, so101):
     assert session.primitives.tool_point()[2] > 2 * half + 0.02  # lifted clear afterwards
 
 
-def test_push_plan_is_made_before_moving_and_matches_the_push(so101):
-    so101.reset(1, ["red block", "blue bowl"])
-    before, time = so101.world.arm_qpos(), so101.world.time
-    target = push_target(so101, "red block", 0.05)
-    plan = so101.primitives.plan_push("red block", target)
-    assert so101.world.time == time
-    np.testing.assert_array_equal(so101.world.arm_qpos(), before)
+def test_push_plan_is_made_before_moving_and_matches_the_push(session):
+    session.reset(1, ["red block", "blue bowl"])
+    before, time = session.world.arm_qpos(), session.world.time
+    target = push_target(session, "red block", 0.05)
+    plan = session.primitives.plan_push("red block", target)
+    assert session.world.time == time
+    np.testing.assert_array_equal(session.world.arm_qpos(), before)
     start, end = plan.points()[1], plan.points()[2]
-    direction = (target - so101.world.object_pose("red block").position[:2]) / 0.05
+    direction = (target - session.world.object_pose("red block").position[:2]) / 0.05
     assert np.dot(end[:2] - start[:2], direction) == pytest.approx(0.05 + 0.025, abs=0.01)
 
 
-def test_push_out_of_reach_raises_and_the_arm_stays_still(so101):
-    so101.reset(1, ["red block", "blue bowl"])
-    before = so101.world.arm_qpos()
+def test_push_out_of_reach_raises_and_the_arm_stays_still(session):
+    session.reset(1, ["red block", "blue bowl"])
+    before = session.world.arm_qpos()
     with pytest.raises(UnreachableError, match="out of reach"):
-        so101.primitives.push("red block", [0.9, 0.0])
-    so101.world.step_seconds(0.3)
-    np.testing.assert_allclose(so101.world.arm_qpos(), before, atol=5e-3)
+        session.primitives.push("red block", [0.9, 0.0])
+    session.world.step_seconds(0.3)
+    np.testing.assert_allclose(session.world.arm_qpos(), before, atol=5e-3)
 
 
-def test_push_while_holding_is_refused(so101):
-    so101.reset(4, ["red block", "blue bowl"])
-    so101.primitives.pick("red block")
+def test_push_while_holding_is_refused(session):
+    session.reset(4, ["red block", "blue bowl"])
+    session.primitives.pick("red block")
     with pytest.raises(InvalidIntentError, match="holds 'red block'"):
-        so101.primitives.push("blue bowl", [0.2, 0.0])
+        session.primitives.push("blue bowl", [0.2, 0.0])
 
 
-def test_place_at_xy_sets_the_block_down_at_that_spot(so101):
-    so101.reset(4, ["red block", "blue bowl"])
-    so101.primitives.pick("red block")
-    so101.primitives.place_at_xy([0.2, 0.05])  # a free spot (the bowl is at y -0.04)
-    so101.world.step_seconds(0.3)
-    position = so101.world.object_pose("red block").position
+def test_place_at_xy_sets_the_block_down_at_that_spot(session):
+    session.reset(4, ["red block", "blue bowl"])
+    session.primitives.pick("red block")
+    session.primitives.place_at_xy([0.2, 0.05])  # a free spot (the bowl is at y -0.04)
+    session.world.step_seconds(0.3)
+    position = session.world.object_pose("red block").position
     assert np.linalg.norm(position[:2] - [0.2, 0.05]) < 0.01
-    assert position[2] == pytest.approx(so101.world.description.objects.block_half, abs=0.003)
+    assert position[2] == pytest.approx(session.world.description.objects.block_half, abs=0.003)
 
 
-def test_a_far_push_leaves_the_block_where_it_pushed_it(so101):
+def test_a_far_push_leaves_the_block_where_it_pushed_it(session):
     """Demonstration 277 of ``record demos --seed 0``: a 7 cm push toward the far side, where
     the block jams under the jaw's overhang. Backing off before lifting dragged it back from
     5.5 to 2.5 cm (a failed demonstration); lifting straight up leaves it pushed."""
@@ -153,28 +148,28 @@ def test_a_far_push_leaves_the_block_where_it_pushed_it(so101):
 
     spec = training_specs(["pick_place", "push", "lift"], 250, 0)[277]
     assert (spec.task.family, spec.task.side) == ("push", "top")
-    appearance = set_up_scene(so101, spec)
+    appearance = set_up_scene(session, spec)
     try:
-        start = start_positions(so101.world, spec.task)
-        run_oracle(so101, spec.task)
-        success, detail = judge(so101.world, spec.task, start)
+        start = start_positions(session.world, spec.task)
+        run_oracle(session, spec.task)
+        success, detail = judge(session.world, spec.task, start)
     finally:
-        appearance.restore(so101.world)
+        appearance.restore(session.world)
     assert success, detail
 
 
-def test_the_pushing_face_is_centred_behind_the_block_at_the_push_start(so101):
+def test_the_pushing_face_is_centred_behind_the_block_at_the_push_start(session):
     """``face_centre`` at the plan's start: on the block's centre line, the clearance behind
     its near face, although the tool centre point is about 2 cm to one side of it."""
     from lang2policy.control.pusher import PUSH_CLEARANCE, face_centre, gripper_geoms
 
-    so101.reset(1, ["red block", "blue bowl"])
-    block = so101.world.object_pose("red block").position
-    target = push_target(so101, "red block", 0.05)
-    plan = so101.primitives.plan_push("red block", target)
+    session.reset(1, ["red block", "blue bowl"])
+    block = session.world.object_pose("red block").position
+    target = push_target(session, "red block", 0.05)
+    plan = session.primitives.plan_push("red block", target)
     heading = (target - block[:2]) / 0.05
-    half = so101.world.description.objects.block_half
-    kin = so101.primitives.kin
+    half = session.world.description.objects.block_half
+    kin = session.primitives.kin
     face = face_centre(kin, gripper_geoms(kin), plan.down[-1], heading, 2 * half)
     across = np.array([-heading[1], heading[0]])
     assert abs((face[:2] - block[:2]) @ across) < 0.005

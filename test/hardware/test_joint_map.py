@@ -170,7 +170,7 @@ def panda():
 
 
 @pytest.fixture(scope="module")
-def so101():
+def so101_joint_map():
     return load_joint_map("so101_ros2_control")
 
 
@@ -208,8 +208,10 @@ def test_an_empty_trajectory_names_every_commanded_joint(panda):
     assert result.names == tuple(FR3) and result.positions.shape == (0, 7)
 
 
-def test_gripper_opening_maps_linearly(so101):
-    result = so101.to_hardware(list(so101.names), [[0, 0, 0, 0, 0, 0.5], [0, 0, 0, 0, 0, 2.0]])
+def test_gripper_opening_maps_linearly(so101_joint_map):
+    result = so101_joint_map.to_hardware(
+        list(so101_joint_map.names), [[0, 0, 0, 0, 0, 0.5], [0, 0, 0, 0, 0, 2.0]]
+    )
     assert result.names[-1] == "gripper"
     np.testing.assert_allclose(result.positions[:, -1], [-0.17 + 0.5 * 1.37, 1.2])
     assert result.clamped == (GRIPPER,)

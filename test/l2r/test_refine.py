@@ -69,15 +69,15 @@ def edits(*lines: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def world() -> World:
+def seeded_world() -> World:
     world = World("so101")
     world.reset(SEED)
     return world
 
 
 @pytest.fixture(scope="module")
-def blocks(world) -> list[str]:
-    return [n for n in world.present if n.endswith("block")]
+def blocks(seeded_world) -> list[str]:
+    return [n for n in seeded_world.present if n.endswith("block")]
 
 
 def reach_spec(blocks: list[str], **success) -> RewardSpec:
@@ -93,8 +93,8 @@ def reach_spec(blocks: list[str], **success) -> RewardSpec:
 
 
 @pytest.fixture(scope="module")
-def reach_stats(world, blocks) -> SpecStats:
-    return evaluate(world, reach_spec(blocks), Scene(SEED), FAST)
+def reach_stats(seeded_world, blocks) -> SpecStats:
+    return evaluate(seeded_world, reach_spec(blocks), Scene(SEED), FAST)
 
 
 # ---------------------------------------------------------------- statistics
@@ -137,24 +137,26 @@ def test_the_reflection_text_holds_outcome_terms_and_advice(reach_stats):
     assert "Advice:\n- Success is near zero" in text
 
 
-def test_success_time_and_judged_error_come_from_the_judge(world, blocks):
+def test_success_time_and_judged_error_come_from_the_judge(seeded_world, blocks):
     easy = reach_spec(blocks, all=[{"term": "far", "below": 0.2}], hold=0.0)
-    won = evaluate(world, easy, Scene(SEED), FAST)
+    won = evaluate(seeded_world, easy, Scene(SEED), FAST)
     assert won.successes == 1 and won.mean_time is not None and won.mean_time < 0.1
     assert won.judged_error == pytest.approx(0.1 / 0.2, rel=0.05)
     strict = reach_spec(blocks, all=[{"term": "far", "below": 0.05}], hold=0.0)
-    judged = evaluate(world, easy, Scene(SEED), FAST, judge=strict, judge_name="a strict one")
+    judged = evaluate(
+        seeded_world, easy, Scene(SEED), FAST, judge=strict, judge_name="a strict one"
+    )
     assert judged.successes == 0 and judged.judge == "a strict one"
     assert judged.judged_error == pytest.approx(0.1 / 0.05, rel=0.05)
     assert judged.score() < won.score()
 
 
-def test_a_spec_naming_objects_off_the_table_is_refused(world, blocks):
-    absent = next(n for n in sorted(world.objects) if n not in world.present)
+def test_a_spec_naming_objects_off_the_table_is_refused(seeded_world, blocks):
+    absent = next(n for n in sorted(seeded_world.objects) if n not in seeded_world.present)
     spec = validate_spec({"terms": [{"term": "reach", "params": {"object": absent}}]},
-                         sorted(world.objects)).spec
+                         sorted(seeded_world.objects)).spec
     with pytest.raises(Exception, match="not in the scene"):
-        evaluate(world, spec, Scene(SEED), FAST)
+        evaluate(seeded_world, spec, Scene(SEED), FAST)
 
 
 # ---------------------------------------------------------------- revise step
@@ -304,12 +306,12 @@ def test_the_command_logs_every_round_and_writes_the_best_spec(tmp_path, monkeyp
     assert llm.requests[3].temperature == RETRY_TEMPERATURE  # after the failed round
 
 
-def test_a_bench_task_instruction_is_judged_by_the_task(world):
-    world.reset(SEED)
-    task = TASKS["hover"](world, np.random.default_rng(SEED))
-    name, judge = command._bench_judge(world, task.instruction, SEED)
+def test_a_bench_task_instruction_is_judged_by_the_task(seeded_world):
+    seeded_world.reset(SEED)
+    task = TASKS["hover"](seeded_world, np.random.default_rng(SEED))
+    name, judge = command._bench_judge(seeded_world, task.instruction, SEED)
     assert name == "hover" and judge == task.judge
-    assert command._bench_judge(world, "wave hello", SEED) is None
+    assert command._bench_judge(seeded_world, "wave hello", SEED) is None
 
 
 # ---------------------------------------------------------------- the real local model

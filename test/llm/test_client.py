@@ -114,7 +114,7 @@ class FakeOpenAIServer:
 
 
 @pytest.fixture
-def server():
+def openai_server():
     fake = FakeOpenAIServer()
     fake.thread.start()
     yield fake
@@ -127,10 +127,10 @@ def api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
 
 
-def make(server: FakeOpenAIServer, **overrides) -> LLMClient:
+def make(openai_server: FakeOpenAIServer, **overrides) -> LLMClient:
     fields = dict(
         model="fake-model",
-        base_url=server.base_url,
+        base_url=openai_server.base_url,
         api_key_env=KEY_ENV,
         mode="completion",
         timeout_s=5.0,
@@ -142,15 +142,15 @@ def make(server: FakeOpenAIServer, **overrides) -> LLMClient:
     return LLMClient(LLMConfig(**fields))
 
 
-def test_completion_success_sends_the_request_and_logs_one_line(server, caplog):
-    server.then(200, completion_body("put_first_on_second('a', 'b')"))
+def test_completion_success_sends_the_request_and_logs_one_line(openai_server, caplog):
+    openai_server.then(200, completion_body("put_first_on_second('a', 'b')"))
     caplog.set_level(logging.INFO, logger="lang2policy.llm")
-    reply = make(server).complete("# put a on b\n", stop=["\n#"], temperature=0.5)
+    reply = make(openai_server).complete("# put a on b\n", stop=["\n#"], temperature=0.5)
 
     assert reply.text == "put_first_on_second('a', 'b')"
     assert (reply.finish_reason, reply.prompt_tokens, reply.completion_tokens) == ("stop", 7, 3)
     assert reply.model == "fake-model" and reply.cached is False and reply.latency_s > 0
-    [sent] = server.requests
+    [sent] = openai_server.requests
     assert sent["path"] == "/v1/completions"
     assert sent["auth"] == f"Bearer {SECRET}"
     assert sent["body"]["prompt"] == "# put a on b\n"
@@ -164,86 +164,86 @@ def test_completion_success_sends_the_request_and_logs_one_line(server, caplog):
     assert SECRET not in caplog.text
 
 
-def test_chat_mode_sends_messages(server):
-    server.then(200, chat_body("hello"))
-    reply = make(server, mode="chat").complete("hi")
+def test_chat_mode_sends_messages(openai_server):
+    openai_server.then(200, chat_body("hello"))
+    reply = make(openai_server, mode="chat").complete("hi")
     assert reply.text == "hello" and reply.prompt_tokens == 9
-    [sent] = server.requests
+    [sent] = openai_server.requests
     assert sent["path"] == "/v1/chat/completions"
     assert sent["body"]["messages"] == [{"role": "user", "content": "hi"}]
     assert "stop" not in sent["body"]
 
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "go"}]
-    make(server, mode="chat").complete(messages)
-    assert server.requests[-1]["body"]["messages"] == messages
+    make(openai_server, mode="chat").complete(messages)
+    assert openai_server.requests[-1]["body"]["messages"] == messages
 
 
-def test_retries_on_503_then_succeeds(server, caplog):
-    server.then(503, error_body("overloaded")).then(503, error_body("overloaded"))
-    server.then(200, completion_body("done"))
-    reply = make(server).complete("x")
+def test_retries_on_503_then_succeeds(openai_server, caplog):
+    openai_server.then(503, error_body("overloaded")).then(503, error_body("overloaded"))
+    openai_server.then(200, completion_body("done"))
+    reply = make(openai_server).complete("x")
     assert reply.text == "done"
-    assert len(server.requests) == 3
+    assert len(openai_server.requests) == 3
     assert sum("retry" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_rate_limit_is_retried(server):
-    server.then(429, error_body("slow down")).then(200, completion_body("done"))
-    assert make(server).complete("x").text == "done"
-    assert len(server.requests) == 2
+def test_rate_limit_is_retried(openai_server):
+    openai_server.then(429, error_body("slow down")).then(200, completion_body("done"))
+    assert make(openai_server).complete("x").text == "done"
+    assert len(openai_server.requests) == 2
 
 
-def test_503_until_retries_run_out(server):
+def test_503_until_retries_run_out(openai_server):
     for _ in range(3):
-        server.then(503, error_body("overloaded"))
+        openai_server.then(503, error_body("overloaded"))
     with pytest.raises(LLMUnavailableError, match=r"HTTP 503.*after 3 attempts") as info:
-        make(server).complete("x")
-    assert server.base_url in str(info.value)
-    assert len(server.requests) == 3
+        make(openai_server).complete("x")
+    assert openai_server.base_url in str(info.value)
+    assert len(openai_server.requests) == 3
 
 
-def test_401_is_an_auth_error_naming_the_env_var_and_not_retried(server):
-    server.then(401, error_body(f"Incorrect API key provided: {SECRET}"))
+def test_401_is_an_auth_error_naming_the_env_var_and_not_retried(openai_server):
+    openai_server.then(401, error_body(f"Incorrect API key provided: {SECRET}"))
     with pytest.raises(LLMAuthError, match=KEY_ENV) as info:
-        make(server).complete("x")
+        make(openai_server).complete("x")
     assert SECRET not in str(info.value)
-    assert len(server.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
-def test_missing_key_env_var_fails_before_sending(server, monkeypatch):
+def test_missing_key_env_var_fails_before_sending(openai_server, monkeypatch):
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(LLMAuthError, match=f"{KEY_ENV}, which should hold the API key"):
-        make(server)
-    assert server.requests == []
+        make(openai_server)
+    assert openai_server.requests == []
 
 
-def test_other_4xx_is_a_request_error_and_not_retried(server):
-    server.then(400, error_body("max_tokens is too large"))
+def test_other_4xx_is_a_request_error_and_not_retried(openai_server):
+    openai_server.then(400, error_body("max_tokens is too large"))
     with pytest.raises(LLMRequestError, match="max_tokens is too large"):
-        make(server).complete("x")
-    assert len(server.requests) == 1
+        make(openai_server).complete("x")
+    assert len(openai_server.requests) == 1
 
 
-def test_timeout_names_the_seconds_and_is_not_retried(server):
-    server.then(200, completion_body("late"), delay_s=2.0)
+def test_timeout_names_the_seconds_and_is_not_retried(openai_server):
+    openai_server.then(200, completion_body("late"), delay_s=2.0)
     start = time.monotonic()
     with pytest.raises(LLMTimeoutError, match=r"within 0\.3 s"):
-        make(server, timeout_s=0.3).complete("x")
+        make(openai_server, timeout_s=0.3).complete("x")
     assert time.monotonic() - start < 1.5
-    assert len(server.requests) == 1
+    assert len(openai_server.requests) == 1
 
 
-def test_empty_answer_is_an_error_with_the_reply_attached(server):
-    server.then(200, completion_body("  \n"))
+def test_empty_answer_is_an_error_with_the_reply_attached(openai_server):
+    openai_server.then(200, completion_body("  \n"))
     with pytest.raises(LLMResponseError, match="empty answer") as info:
-        make(server).complete("x", stop=["\n"])
+        make(openai_server).complete("x", stop=["\n"])
     assert info.value.reply.finish_reason == "stop"
 
 
-def test_truncated_answer_names_max_tokens(server):
-    server.then(200, completion_body("for block in blocks:", finish="length"))
+def test_truncated_answer_names_max_tokens(openai_server):
+    openai_server.then(200, completion_body("for block in blocks:", finish="length"))
     with pytest.raises(LLMResponseError, match=r"max_tokens=16 \(finish_reason 'length'\)") as info:
-        make(server).complete("x", max_tokens=16)
+        make(openai_server).complete("x", max_tokens=16)
     assert info.value.reply.text == "for block in blocks:"
 
 
@@ -259,10 +259,10 @@ def test_unreachable_server_names_the_url():
         client.complete("x")
 
 
-def test_completion_mode_rejects_chat_messages(server):
+def test_completion_mode_rejects_chat_messages(openai_server):
     with pytest.raises(LLMRequestError, match="mode='chat'"):
-        make(server).complete([{"role": "user", "content": "hi"}])
-    assert server.requests == []
+        make(openai_server).complete([{"role": "user", "content": "hi"}])
+    assert openai_server.requests == []
 
 
 def test_config_is_validated_and_loads_from_yaml_data():
@@ -275,14 +275,14 @@ def test_config_is_validated_and_loads_from_yaml_data():
     assert config.stop == ("\n#",) and config.api_key_env == "OPENAI_API_KEY"
 
 
-def test_make_client_openai_reads_the_environment(server, monkeypatch):
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+def test_make_client_openai_reads_the_environment(openai_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_MODEL", "gpt-test")
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     client = make_client("openai")
     assert client.complete("hi").text == "ok"
-    assert server.requests[0]["body"]["model"] == "gpt-test"
-    assert server.requests[0]["path"] == "/v1/chat/completions"
+    assert openai_server.requests[0]["body"]["model"] == "gpt-test"
+    assert openai_server.requests[0]["path"] == "/v1/chat/completions"
 
 
 def test_make_client_rejects_unknown_specs():

@@ -12,12 +12,6 @@ from lang2policy.mpc.episode import LockstepMPC
 from lang2policy.mpc.model import ObjectState, PlanningModel
 from lang2policy.mpc.sampler import MPCConfig, Sampler
 from lang2policy.rewards.spec import validate_spec
-from lang2policy.scene.world import World
-
-
-@pytest.fixture(scope="module")
-def world() -> World:
-    return World("so101")
 
 
 def hover_spec(objects, point, height=0.1, duration=6.0):

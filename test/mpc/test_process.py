@@ -43,7 +43,7 @@ class Lines(list):
 
 
 @pytest.fixture
-def mpc():
+def proc_mpc():
     warnings = Lines()
     controller = ProcessMPC("so101", CONFIG, log=warnings, info=lambda line: None).start()
     controller.warnings = warnings
@@ -51,44 +51,46 @@ def mpc():
     controller.stop()
 
 
-def test_the_worker_plans_a_task_a_swap_retargets_and_success_holds(mpc):
-    assert mpc.ready.wait(60), "the planning process did not start"
-    with Plant(mpc) as plant:
+def test_the_worker_plans_a_task_a_swap_retargets_and_success_holds(proc_mpc):
+    assert proc_mpc.ready.wait(60), "the planning process did not start"
+    with Plant(proc_mpc) as plant:
         start = plant.tool()
-        mpc.set_spec(tool_spec(POINT_A, plant.objects))
-        assert mpc.status == "running" and mpc.active  # at once, before the worker answers
+        proc_mpc.set_spec(tool_spec(POINT_A, plant.objects))
+        # at once, before the worker answers
+        assert proc_mpc.status == "running" and proc_mpc.active
         wait_for(lambda: np.linalg.norm(plant.tool() - POINT_A) < 0.02, 20, "the tool at A")
         assert np.linalg.norm(start - POINT_A) > 0.08
-        before = mpc.stats()
+        before = proc_mpc.stats()
         assert before.iterations >= 1 and before.rate_hz > 0, before  # A is reached in < 1 s
         assert set(before.objects) == set(plant.objects) and before.plan_ms_mean > 0
         success = {"all": [{"term": "tool_to_point", "below": 0.015}], "hold": 0.2}
-        mpc.set_spec(tool_spec(POINT_B, plant.objects, success=success))  # a swap
-        wait_for(lambda: mpc.status != "running", 30, "the end of task B",
+        proc_mpc.set_spec(tool_spec(POINT_B, plant.objects, success=success))  # a swap
+        wait_for(lambda: proc_mpc.status != "running", 30, "the end of task B",
                  detail=lambda: f"tool {np.linalg.norm(plant.tool() - POINT_B):.3f} m from B, "
-                                f"{mpc.stats()}")
-        assert mpc.status == "success" and not mpc.active, mpc.stats()
+                                f"{proc_mpc.stats()}")
+        assert proc_mpc.status == "success" and not proc_mpc.active, proc_mpc.stats()
         assert np.linalg.norm(plant.tool() - POINT_B) < 0.03
-        held = mpc.action()
+        held = proc_mpc.action()
         time.sleep(0.3)
-        assert mpc.action() == held and mpc.stats().rate_hz == 0.0
+        assert proc_mpc.action() == held and proc_mpc.stats().rate_hz == 0.0
     absent = {"task": "reach", "terms": [{"term": "reach", "params": {"object": "purple unicorn"}}]}
     with pytest.raises(RewardSpecError, match="purple unicorn"):  # checked here, at once
-        mpc.set_spec(validate_spec(absent, ["purple unicorn"]).spec)
-    assert not mpc.warnings, mpc.warnings
-    worker = mpc.pid
-    mpc.stop()  # the worker is told to stop and exits cleanly
-    assert mpc.exitcode == 0 and not mpc.alive and not alive(worker)
+        proc_mpc.set_spec(validate_spec(absent, ["purple unicorn"]).spec)
+    assert not proc_mpc.warnings, proc_mpc.warnings
+    worker = proc_mpc.pid
+    proc_mpc.stop()  # the worker is told to stop and exits cleanly
+    assert proc_mpc.exitcode == 0 and not proc_mpc.alive and not alive(worker)
 
 
-def test_a_cancel_holds_where_the_arm_is(mpc):
-    with Plant(mpc) as plant:
-        mpc.set_spec(tool_spec(POINT_A, plant.objects))
-        wait_for(lambda: mpc.stats().iterations > 3, 60, "planning")
+def test_a_cancel_holds_where_the_arm_is(proc_mpc):
+    with Plant(proc_mpc) as plant:
+        proc_mpc.set_spec(tool_spec(POINT_A, plant.objects))
+        wait_for(lambda: proc_mpc.stats().iterations > 3, 60, "planning")
         _, joints, _ = plant.state()
-        mpc.set_spec(None)
-        assert mpc.status == "idle" and not mpc.active
-        held = mpc.action()  # the latest measured position: a control period or so after ``joints``
+        proc_mpc.set_spec(None)
+        assert proc_mpc.status == "idle" and not proc_mpc.active
+        # the latest measured position: a control period or so after ``joints``
+        held = proc_mpc.action()
         names = plant.world.arm.joint_names
         assert all(abs(held[n] - joints[n]) < 0.06 for n in names), (held, joints)
 
@@ -98,29 +100,30 @@ def test_a_cancel_holds_where_the_arm_is(mpc):
 
         wait_for(settled, 3, "the arm to settle at the held position")
         time.sleep(0.3)
-        assert mpc.status == "idle" and mpc.action() == held  # the worker agreed
+        assert proc_mpc.status == "idle" and proc_mpc.action() == held  # the worker agreed
 
 
-def test_a_dead_worker_is_reported_the_task_fails_and_the_arm_holds(mpc):
-    with Plant(mpc) as plant:
-        mpc.set_spec(tool_spec(POINT_A, plant.objects))
-        wait_for(lambda: mpc.stats().iterations > 3, 60, "planning")
-        os.kill(mpc.pid, signal.SIGKILL)
-        wait_for(lambda: mpc.status == "failed", 10, "the task to fail")
-        assert not mpc.active and not mpc.alive
-        assert "planning process exited unexpectedly" in mpc.stats().reason
-        assert any("exited unexpectedly" in line for line in mpc.warnings), mpc.warnings
-        held = mpc.action()  # the position measured at the death; the arm, moving then, settles
+def test_a_dead_worker_is_reported_the_task_fails_and_the_arm_holds(proc_mpc):
+    with Plant(proc_mpc) as plant:
+        proc_mpc.set_spec(tool_spec(POINT_A, plant.objects))
+        wait_for(lambda: proc_mpc.stats().iterations > 3, 60, "planning")
+        os.kill(proc_mpc.pid, signal.SIGKILL)
+        wait_for(lambda: proc_mpc.status == "failed", 10, "the task to fail")
+        assert not proc_mpc.active and not proc_mpc.alive
+        assert "planning process exited unexpectedly" in proc_mpc.stats().reason
+        assert any("exited unexpectedly" in line for line in proc_mpc.warnings), proc_mpc.warnings
+        # the position measured at the death; the arm, moving then, settles
+        held = proc_mpc.action()
 
         def settled() -> bool:
             _, joints, _ = plant.state()
             return all(abs(held[n] - joints[n]) < 0.05 for n in plant.world.arm.joint_names)
 
         wait_for(settled, 3, "the arm to settle at the held position")
-        assert mpc.action() == held
+        assert proc_mpc.action() == held
         with pytest.raises(NotConnectedError, match="planning process"):
-            mpc.set_spec(tool_spec(POINT_A, plant.objects))
-    mpc.stop()  # after a death: nothing to stop, no error
+            proc_mpc.set_spec(tool_spec(POINT_A, plant.objects))
+    proc_mpc.stop()  # after a death: nothing to stop, no error
 
 
 def test_the_worker_exits_when_its_parent_dies():
@@ -149,12 +152,12 @@ def test_the_worker_exits_when_its_parent_dies():
         parent.wait(10)
 
 
-def test_objects_heard_after_the_first_state_reach_the_statistics(mpc):
-    plant = Plant(mpc)
+def test_objects_heard_after_the_first_state_reach_the_statistics(proc_mpc):
+    plant = Plant(proc_mpc)
     time_, joints, objects = plant.state()
-    mpc.update_state(time_, joints, {})  # joint states before the first objects message
-    assert mpc.ready.wait(60), "the planning process did not start"
+    proc_mpc.update_state(time_, joints, {})  # joint states before the first objects message
+    assert proc_mpc.ready.wait(60), "the planning process did not start"
     time.sleep(0.3)
-    assert mpc.stats().objects == ()
-    mpc.update_state(time_ + 0.02, joints, objects)
-    wait_for(lambda: set(mpc.stats().objects) == set(objects), 20, "the objects in the stats")
+    assert proc_mpc.stats().objects == ()
+    proc_mpc.update_state(time_ + 0.02, joints, objects)
+    wait_for(lambda: set(proc_mpc.stats().objects) == set(objects), 20, "the objects in the stats")

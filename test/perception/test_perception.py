@@ -43,7 +43,7 @@ SEEDS = {"top": (0, 1, 2, 3, 5, 7), "front": (0, 1, 2, 3, 4, 5)}
 
 
 @pytest.fixture(scope="module")
-def scene():
+def camera_scene():
     world = World(ROBOT)
     renderer = CameraRenderer(world.model, WIDTH, HEIGHT)
     mask = RobotMask(ROBOT)
@@ -60,9 +60,9 @@ def joints(world: World) -> dict[str, float]:
     return dict(zip(world.arm.action_names, positions, strict=True))
 
 
-def look(scene, camera: str, seed: int, use_mask: bool = True):
+def look(camera_scene, camera: str, seed: int, use_mask: bool = True):
     """(detections by name, world) for ``seed`` seen by ``camera``."""
-    world, renderer, mask = scene
+    world, renderer, mask = camera_scene
     world.reset(seed)
     model = camera_model(camera)
     ignore = None
@@ -84,8 +84,8 @@ def yaw_error(found_quat, true_yaw: float) -> float:
 @pytest.mark.parametrize(
     ("camera", "seed"), [(camera, seed) for camera, seeds in SEEDS.items() for seed in seeds]
 )
-def test_every_object_is_found_where_it_is(scene, camera, seed):
-    found, world = look(scene, camera, seed)
+def test_every_object_is_found_where_it_is(camera_scene, camera, seed):
+    found, world = look(camera_scene, camera, seed)
     assert set(found) == set(world.present), f"found {sorted(found)}, on the table {world.present}"
     errors = {}
     for name, obj in found.items():
@@ -99,10 +99,10 @@ def test_every_object_is_found_where_it_is(scene, camera, seed):
     assert max(errors.values()) < TOLERANCE, errors
 
 
-def test_block_yaw_is_measured(scene):
+def test_block_yaw_is_measured(camera_scene):
     errors = []
     for seed in SEEDS["top"]:
-        found, world = look(scene, "top", seed)
+        found, world = look(camera_scene, "top", seed)
         errors += [
             yaw_error(obj.quat, world.object_yaw(name))
             for name, obj in found.items()
@@ -112,19 +112,19 @@ def test_block_yaw_is_measured(scene):
     assert np.median(errors) < 3.0 and max(errors) < 20.0, errors
 
 
-def test_bowl_half_hidden_by_the_gripper_is_placed_by_its_visible_rim(scene):
+def test_bowl_half_hidden_by_the_gripper_is_placed_by_its_visible_rim(camera_scene):
     # Seed 3: the gripper hangs over the red bowl in the top view and cuts it in two.
-    found, world = look(scene, "top", 3)
+    found, world = look(camera_scene, "top", 3)
     truth = world.object_pose("red bowl").position
     assert math.dist(found["red bowl"].position[:2], truth[:2]) < TOLERANCE
 
 
-def test_an_object_the_robot_hides_almost_whole_is_not_named(scene):
+def test_an_object_the_robot_hides_almost_whole_is_not_named(camera_scene):
     # The robot's pixels (the mask) widened over the blue bowl of seed 1 from the left: with
     # half of it in view it is found; with a strip of 8 % left it is "not seen", though the
     # strip's edge alone fits a bowl (as the edge of a cup at the arm's side does:
     # perception.evidence); without the rule (min_visible 0) it would be named.
-    world, renderer, mask = scene
+    world, renderer, mask = camera_scene
     world.reset(1)
     model = camera_model("top")
     mask.pose(joints(world))
@@ -148,8 +148,8 @@ def test_an_object_the_robot_hides_almost_whole_is_not_named(scene):
 
 
 @pytest.mark.parametrize("camera", ["top", "front"])
-def test_a_block_in_a_bowl_stands_on_its_floor(scene, camera):
-    world, renderer, mask = scene
+def test_a_block_in_a_bowl_stands_on_its_floor(camera_scene, camera):
+    world, renderer, mask = camera_scene
     world.reset(1)
     bowl = world.object_pose("blue bowl").position
     block = world.objects["pink block"].qpos_adr
@@ -167,19 +167,19 @@ def test_a_block_in_a_bowl_stands_on_its_floor(scene, camera):
     assert found["pink block"].position[2] == pytest.approx(truth[2], abs=0.002)  # on the floor
 
 
-def test_without_the_robot_mask_the_arms_paint_looks_like_blocks(scene):
+def test_without_the_robot_mask_the_arms_paint_looks_like_blocks(camera_scene):
     # Why the mask exists: the SO-101's yellow, shaded and over-exposed, passes for objects.
-    found, world = look(scene, "top", 0, use_mask=False)
+    found, world = look(camera_scene, "top", 0, use_mask=False)
     assert set(found) - set(world.present), "expected false detections on the arm"
-    masked, _ = look(scene, "top", 0)
+    masked, _ = look(camera_scene, "top", 0)
     assert set(masked) == set(world.present)
 
 
 @pytest.mark.parametrize("pan", [-0.8, 0.8])
-def test_the_mask_follows_the_arm_to_other_poses(scene, pan):
+def test_the_mask_follows_the_arm_to_other_poses(camera_scene, pan):
     import mujoco
 
-    world, renderer, mask = scene
+    world, renderer, mask = camera_scene
     model = camera_model("front")
     detector = Detector(model, geometry_for_robot(ROBOT), scene_palette(ROBOT))
     for seed in (0, 1):
@@ -195,10 +195,10 @@ def test_the_mask_follows_the_arm_to_other_poses(scene, pan):
             assert math.dist(obj.position[:2], world.object_pose(obj.name).position[:2]) < TOLERANCE
 
 
-def test_robot_mask_covers_the_rendered_arm(scene):
+def test_robot_mask_covers_the_rendered_arm(camera_scene):
     import mujoco
 
-    world, _, mask = scene
+    world, _, mask = camera_scene
     world.reset(0)
     mask.pose(joints(world))
     covered = mask.mask(camera_model("front"))
@@ -216,8 +216,8 @@ def test_robot_mask_covers_the_rendered_arm(scene):
     assert covered.sum() < 2.0 * arm.sum()  # and not much more
 
 
-def test_pipeline_processes_frames_and_reports_timing(scene):
-    world, renderer, _ = scene
+def test_pipeline_processes_frames_and_reports_timing(camera_scene):
+    world, renderer, _ = camera_scene
     perception = CameraPerception(ROBOT, sim_camera_pose(ROBOT, "front"), max_missed=1)
     image = renderer.render(world.data, "front")
     with pytest.raises(ConfigError, match="waiting for camera intrinsics"):
@@ -241,7 +241,7 @@ def test_pipeline_processes_frames_and_reports_timing(scene):
     print(f"\nper frame ({WIDTH}x{HEIGHT}): median {1000 * np.median(seconds):.1f} ms")
 
 
-def test_detector_rejects_images_it_cannot_use(scene):
+def test_detector_rejects_images_it_cannot_use(camera_scene):
     detector = Detector(camera_model("top"), geometry_for_robot(ROBOT), scene_palette(ROBOT))
     with pytest.raises(ConfigError, match=r"uint8 RGB image, got float64"):
         detector.detect(np.zeros((HEIGHT, WIDTH, 3)))

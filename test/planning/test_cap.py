@@ -106,15 +106,12 @@ SCENARIOS = {
 
 
 # ---------------------------------------------------------------- helpers
-@pytest.fixture(scope="module")
-def sim() -> SimSession:
-    return SimSession("so101")
 
 
-def planning_session(sim: SimSession, scenario: Scenario, llm) -> PlanLoop:
-    sim.reset(SEED, list(scenario.objects))
-    backend = SimSkillBackend(sim)
-    runner = SandboxRunner(backend, default_policy(sim.world.description), limits=LIMITS)
+def planning_session(session: SimSession, scenario: Scenario, llm) -> PlanLoop:
+    session.reset(SEED, list(scenario.objects))
+    backend = SimSkillBackend(session)
+    runner = SandboxRunner(backend, default_policy(session.world.description), limits=LIMITS)
     planner = CodeAsPoliciesPlanner(llm, max_depth=scenario.max_depth)
     return PlanLoop(planner, runner, backend)
 
@@ -128,16 +125,16 @@ def recorded_prompts(name: str) -> list[str]:
     return [json.loads(line)["request"]["prompt"] for line in lines if line.strip()]
 
 
-def joints(sim: SimSession) -> np.ndarray:
-    return sim.robot.get_observation().position.copy()
+def joints(session: SimSession) -> np.ndarray:
+    return session.robot.get_observation().position.copy()
 
 
-def xy(sim: SimSession, name: str) -> np.ndarray:
-    return sim.world.object_pose(name).position[:2].copy()
+def xy(session: SimSession, name: str) -> np.ndarray:
+    return session.world.object_pose(name).position[:2].copy()
 
 
-def settle(sim: SimSession) -> None:
-    sim.world.step_seconds(0.5)
+def settle(session: SimSession) -> None:
+    session.world.step_seconds(0.5)
 
 
 # ---------------------------------------------------------------- pieces, no LLM
@@ -185,14 +182,14 @@ def test_a_parser_function_refuses_descriptions_it_was_not_planned_for():
 
 
 # ---------------------------------------------------------------- replayed end to end
-def test_replayed_plan_puts_the_block_in_the_bowl_and_a_follow_up_uses_history(sim):
-    session = planning_session(sim, SCENARIOS["cap_session"], replay("cap_session"))
-    start = xy(sim, "red block")
+def test_replayed_plan_puts_the_block_in_the_bowl_and_a_follow_up_uses_history(session):
+    session = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
+    start = xy(session, "red block")
     statuses: list[str] = []
     first = session.handle("put the red block in the blue bowl", on_status=statuses.append)
-    settle(sim)
+    settle(session)
     assert first.ok and first.attempts == 1, first.outcome.summary()
-    assert sim.world.is_in("red block", "blue bowl")
+    assert session.world.is_in("red block", "blue bowl")
     assert first.program.main == "put_first_on_second('red block', 'blue bowl')"
     assert first.program.llm_calls == 1 and first.first_outcome is None
     assert statuses[0].startswith("planning") and statuses[-1].startswith("done")
@@ -200,44 +197,44 @@ def test_replayed_plan_puts_the_block_in_the_bowl_and_a_follow_up_uses_history(s
     assert "# (the red block was at [" in session.history[0][1]
 
     second = session.handle("now put it back")
-    settle(sim)
+    settle(session)
     assert second.ok, second.outcome.summary()
     follow_up_prompt = recorded_prompts("cap_session")[1]
     tail = follow_up_prompt[follow_up_prompt.rindex("objects = ") :]
-    objects = sim.world.object_names()
+    objects = session.world.object_names()
     assert tail.startswith(f"objects = {objects!r}\n# put the red block in the blue bowl.\n")
     assert "# (the red block was at [" in tail and tail.endswith("# now put it back.\n")
-    assert not sim.world.is_in("red block", "blue bowl")
-    assert np.linalg.norm(xy(sim, "red block") - start) < 0.03
+    assert not session.world.is_in("red block", "blue bowl")
+    assert np.linalg.norm(xy(session, "red block") - start) < 0.03
     assert len(session.history) == 2
     json.dumps(second.as_dict())  # reports are JSON-able
 
 
-def test_the_hierarchical_generator_writes_the_function_the_program_left_undefined(sim):
+def test_the_hierarchical_generator_writes_the_function_the_program_left_undefined(session):
     # The planner itself: the plan loop's instruction reader plans matching colours without
     # the LLM now (test_instruction_reader), so the generator is asked directly.
     scenario = SCENARIOS["cap_hierarchical"]
-    session = planning_session(sim, scenario, replay("cap_hierarchical"))
-    objects = list(sim.world.object_names())
+    session = planning_session(session, scenario, replay("cap_hierarchical"))
+    objects = list(session.world.object_names())
     program = session.planner.generate(scenario.instructions[0], objects, [])
     outcome = session.runner.run(program.code)
-    settle(sim)
+    settle(session)
     assert "get_block_names" in program.functions, program.code
     assert "def get_block_names" not in program.main
     assert program.code.index("def get_block_names") < program.code.index(program.main)
     assert program.llm_calls == 1 + len(program.functions) and program.unresolved == []
     assert outcome.ok, outcome.summary()
-    assert sim.world.is_in("red block", "red bowl")
+    assert session.world.is_in("red block", "red bowl")
 
 
-def test_functions_are_generated_recursively_up_to_the_depth_limit(sim):
+def test_functions_are_generated_recursively_up_to_the_depth_limit(session):
     scenario = SCENARIOS["cap_nested"]
-    session = planning_session(sim, scenario, replay("cap_nested"))
-    world = sim.world
+    session = planning_session(session, scenario, replay("cap_nested"))
+    world = session.world
     green = world.object_pose("green bowl").position[:2]
-    closest = min(("red block", "blue block"), key=lambda b: np.linalg.norm(xy(sim, b) - green))
+    closest = min(("red block", "blue block"), key=lambda b: np.linalg.norm(xy(session, b) - green))
     result = session.handle(scenario.instructions[0])
-    settle(sim)
+    settle(session)
     program = result.program
     assert list(program.functions) == ["place_gently", "parse_obj_name", "gentle_speed"]
     assert program.llm_calls == 4 and program.unresolved == []
@@ -256,50 +253,51 @@ def test_functions_are_generated_recursively_up_to_the_depth_limit(sim):
     [(0, "syntax", "syntax"), (1, "syntax", "syntax"), (2, "denied", "denied")],
     ids=["not-code", "syntax-error", "denied-intent"],
 )
-def test_a_bad_answer_gives_a_clear_outcome_and_a_still_arm(sim, index, first_kind, final_kind):
+def test_a_bad_answer_gives_a_clear_outcome_and_a_still_arm(session, index, first_kind, final_kind):
     scenario = SCENARIOS["cap_bad_answers"]
-    session = planning_session(sim, scenario, replay("cap_bad_answers"))
-    before, block = joints(sim), xy(sim, "red block")
+    session = planning_session(session, scenario, replay("cap_bad_answers"))
+    before, block = joints(session), xy(session, "red block")
     result = session.handle(scenario.instructions[index])
-    settle(sim)
+    settle(session)
     assert (result.first_outcome.kind, result.outcome.kind) == (first_kind, final_kind)
     assert result.attempts == 2 and not result.ok
     assert result.outcome.message and result.outcome.feedback()
-    assert np.abs(joints(sim)[:-1] - before[:-1]).max() < 0.02
-    assert np.linalg.norm(xy(sim, "red block") - block) < 0.005
+    assert np.abs(joints(session)[:-1] - before[:-1]).max() < 0.02
+    assert np.linalg.norm(xy(session, "red block") - block) < 0.005
     assert session.history == []
 
 
-def test_the_repair_attempt_quotes_the_feedback_and_fixes_the_program(sim):
+def test_the_repair_attempt_quotes_the_feedback_and_fixes_the_program(session):
     scenario = SCENARIOS["cap_repair"]
-    session = planning_session(sim, scenario, replay("cap_repair"))
+    session = planning_session(session, scenario, replay("cap_repair"))
     result = session.handle(scenario.instructions[0])
-    settle(sim)
+    settle(session)
     assert result.attempts == 2 and result.first_outcome.kind == "denied"
     assert result.ok, result.outcome.summary()
-    assert sim.world.is_in("blue block", "green bowl")
+    assert session.world.is_in("blue block", "green bowl")
     repair_prompt = recorded_prompts("cap_repair")[1]
     quoted = result.first_outcome.feedback().splitlines()[0]
     assert f"\n# error: {quoted}\n" in repair_prompt
     assert repair_prompt.endswith("# fix: put the blue block in the green bowl at 0.5 m/s.\n")
 
 
-def test_an_llm_failure_is_an_outcome_and_nothing_moves(sim):
-    session = planning_session(sim, SCENARIOS["cap_session"], replay("cap_session"))
-    before = joints(sim)
+def test_an_llm_failure_is_an_outcome_and_nothing_moves(session):
+    session = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
+    before = joints(session)
     result = session.handle("juggle the bowls")
-    settle(sim)
+    settle(session)
     assert result.program is None and result.attempts == 1
     assert result.outcome.kind == "rejected" and not result.outcome.intents
     assert "no program was run: the LLM call failed (ReplayMissError)" in result.outcome.message
-    assert np.abs(joints(sim)[:-1] - before[:-1]).max() < 0.02
+    assert np.abs(joints(session)[:-1] - before[:-1]).max() < 0.02
 
 
-def test_an_llm_failure_during_the_repair_keeps_the_first_outcome(sim, tmp_path):
+def test_an_llm_failure_during_the_repair_keeps_the_first_outcome(session, tmp_path):
     first_exchange = (FIXTURES / "cap_bad_answers.jsonl").read_text().splitlines()[0]
     (tmp_path / "first_only.jsonl").write_text(first_exchange + "\n")
     scenario = SCENARIOS["cap_bad_answers"]
-    session = planning_session(sim, scenario, make_client(f"replay:{tmp_path}/first_only.jsonl"))
+    client = make_client(f"replay:{tmp_path}/first_only.jsonl")
+    session = planning_session(session, scenario, client)
     result = session.handle(scenario.instructions[0])
     assert result.attempts == 2 and result.first_outcome.kind == "syntax"
     assert result.outcome.kind == "rejected" and result.program is not None
@@ -309,13 +307,13 @@ def test_an_llm_failure_during_the_repair_keeps_the_first_outcome(sim, tmp_path)
 # ---------------------------------------------------------------- the real model
 @pytest.mark.llm
 @pytest.mark.slow
-def test_the_local_model_plans_and_the_block_ends_in_the_bowl(sim):
-    session = planning_session(sim, SCENARIOS["cap_session"], make_client("local"))
+def test_the_local_model_plans_and_the_block_ends_in_the_bowl(session):
+    session = planning_session(session, SCENARIOS["cap_session"], make_client("local"))
     result = session.handle("put the red block in the blue bowl")
-    settle(sim)
+    settle(session)
     print(f"\n{result.program.code}\n{result.program.llm_seconds:.1f} s in the LLM")
     assert result.ok, result.outcome.summary()
-    assert sim.world.is_in("red block", "blue bowl")
+    assert session.world.is_in("red block", "blue bowl")
 
 
 # ---------------------------------------------------------------- recording the fixtures

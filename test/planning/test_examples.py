@@ -14,11 +14,6 @@ OBJECTS = ["red block", "green block", "yellow bowl", "blue bowl"]
 
 
 @pytest.fixture(scope="module")
-def prompts() -> PromptSet:
-    return PromptSet.load()
-
-
-@pytest.fixture(scope="module")
 def retriever(prompts: PromptSet) -> ExampleRetriever:
     return ExampleRetriever(ExampleBank.parse(prompts.main))
 

@@ -23,7 +23,6 @@ from lang2policy.planning.loop import PlanLoop
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.geometry import corner_point
@@ -221,9 +220,6 @@ def test_single_relations_and_unclear_requests_keep_todays_rules(instruction, co
 
 
 # ---------------------------------------------------------------- (b) judging in the world
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
 
 
 def finished(*calls: tuple[str, dict]) -> PlanOutcome:

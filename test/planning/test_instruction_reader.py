@@ -20,7 +20,6 @@ from lang2policy.planning.steps import split_steps
 from lang2policy.sandbox.outcome import IntentRecord, PlanOutcome
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 
@@ -136,11 +135,6 @@ SPOTS = {
     "yellow bowl": (0.24, -0.10),
     "blue bowl": (0.25, 0.10),
 }
-
-
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
 
 
 def arrange(session, spots=SPOTS):

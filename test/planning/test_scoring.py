@@ -11,7 +11,7 @@ from lang2policy.errors import LLMRequestError
 from lang2policy.llm.client import _parse
 from lang2policy.llm.config import LLMConfig
 from lang2policy.llm.exchange import LLMReply, LLMRequest, build_request
-from lang2policy.planning import CodeAsPoliciesPlanner, PromptSet
+from lang2policy.planning import CodeAsPoliciesPlanner
 from lang2policy.planning.candidates import candidates, choose, mean_logprob, plan
 from lang2policy.planning.grounding import GroundingSettings
 from lang2policy.planning.scoring import (
@@ -105,11 +105,6 @@ class _ScriptedLLM:
         return LLMReply(
             text, "stop", None, tokens, 0.01, "fake", logprob=logprob, logprob_tokens=tokens
         )
-
-
-@pytest.fixture(scope="module")
-def prompts() -> PromptSet:
-    return PromptSet.load()
 
 
 def test_candidates_are_the_greedy_program_and_distinct_samples(prompts):

@@ -66,11 +66,6 @@ def test_full_actions_move_the_tool_under_the_limit_in_the_episode(slow_env):
     assert 0.3 * limit < fastest < 1.2 * limit
 
 
-@pytest.fixture(scope="module")
-def lift_env():
-    return RewardEnv(family("lift"), seed=0, near_start=0.0)
-
-
 def at_home(env: RewardEnv) -> None:
     """A fresh episode with the arm at rest at home (random starts can sit on a joint limit,
     where no mapping moves the tool every way)."""

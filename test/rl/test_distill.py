@@ -21,11 +21,6 @@ from lang2policy.rl.planner import load_policies
 from lang2policy.rl.policy_file import load_policy
 
 
-@pytest.fixture(scope="module")
-def lift_env():
-    return RewardEnv(family("lift"), seed=0, near_start=0.0)
-
-
 def test_the_lift_expert_lifts_blocks_to_the_goal_height(lift_env):
     expert, data = GraspLiftExpert(lift_env), Dataset([], [])
     result = run_iteration(lift_env, expert, None, range(EVAL_SEED, EVAL_SEED + 5), data)

@@ -75,7 +75,7 @@ class Recorder:
 
 
 @pytest.fixture
-def planner():
+def policy_planner():
     pm = PlanningModel("so101", (), CONFIG.timestep)
     policy = random_policy(pm.arm.dof)
     recorder = Recorder(policy)
@@ -95,31 +95,31 @@ def load_state(pm: PlanningModel, time: float, q: np.ndarray) -> None:
 
 
 # --------------------------------------------------------------------------- the planner
-def test_a_reach_spec_runs_the_policy_and_other_specs_the_mpc(planner):
-    planner, recorder = planner
-    pm = planner.pm
+def test_a_reach_spec_runs_the_policy_and_other_specs_the_mpc(policy_planner):
+    policy_planner, recorder = policy_planner
+    pm = policy_planner.pm
     load_state(pm, 0.0, pm.arm.home)
-    plan = planner.improve(reach_spec([0.2, 0.05, 0.0], height=0.1))
-    assert planner.backend == "rl:reach" and len(recorder.observations) == 1
+    plan = policy_planner.improve(reach_spec([0.2, 0.05, 0.0], height=0.1))
+    assert policy_planner.backend == "rl:reach" and len(recorder.observations) == 1
     assert np.isnan(plan.cost)  # no rollouts: the policy's targets, held over the horizon
     assert np.ptp(plan.knots, axis=0) == pytest.approx(np.zeros(pm.model.nu))
     targets = plan.knots[0, pm.arm.actuator_ids]
     assert np.all(np.abs(targets - pm.arm.home) <= 0.15 + 1e-9)  # action_scale around q
 
-    plan = planner.improve(unserved_spec())
-    assert planner.backend == "mpc" and len(recorder.observations) == 1
+    plan = policy_planner.improve(unserved_spec())
+    assert policy_planner.backend == "mpc" and len(recorder.observations) == 1
     assert np.isfinite(plan.cost)  # a sampler iteration judged its rollouts
 
 
-def test_the_policy_is_asked_once_per_control_period_and_held_between(planner):
-    planner, recorder = planner
-    pm = planner.pm
+def test_the_policy_is_asked_once_per_control_period_and_held_between(policy_planner):
+    policy_planner, recorder = policy_planner
+    pm = policy_planner.pm
     spec = reach_spec([0.22, -0.05, 0.08])
     rng = np.random.default_rng(1)
     held = []
     for k in range(21):  # 0.2 s of measured time at 100 Hz, the arm moving under it
         load_state(pm, 0.01 * k, pm.arm.home + rng.uniform(-0.05, 0.05, pm.arm.dof))
-        plan = planner.improve(spec)
+        plan = policy_planner.improve(spec)
         held.append(plan.knots[0, pm.arm.actuator_ids])
     assert len(recorder.observations) == 5  # at 0.00, 0.05, 0.10, 0.15 and 0.20 s
     for step in range(4):  # between two queries the targets do not move
@@ -128,44 +128,44 @@ def test_the_policy_is_asked_once_per_control_period_and_held_between(planner):
     assert not np.array_equal(held[0], held[5])
 
 
-def test_an_edit_changes_the_goal_at_the_next_policy_step(planner):
-    planner, recorder = planner
-    pm = planner.pm
+def test_an_edit_changes_the_goal_at_the_next_policy_step(policy_planner):
+    policy_planner, recorder = policy_planner
+    pm = policy_planner.pm
     low, high = reach_spec([0.2, 0.0, 0.0], height=0.05), reach_spec([0.2, 0.0, 0.0], height=0.07)
     load_state(pm, 0.0, pm.arm.home)
-    planner.improve(low)
+    policy_planner.improve(low)
     load_state(pm, 0.02, pm.arm.home)
-    planner.improve(high)  # the edit arrives between two policy steps: targets held
+    policy_planner.improve(high)  # the edit arrives between two policy steps: targets held
     assert len(recorder.observations) == 1
     load_state(pm, PERIOD, pm.arm.home)
-    planner.improve(high)
+    policy_planner.improve(high)
     before, after = recorder.observations
     np.testing.assert_allclose(before[-6:-3], [0.2, 0.0, 0.05], atol=1e-6)  # goal
     np.testing.assert_allclose(after[-6:-3], [0.2, 0.0, 0.07], atol=1e-6)
     np.testing.assert_allclose(after[-3:] - before[-3:], [0.0, 0.0, 0.02], atol=1e-6)  # offset
 
 
-def test_states_every_20_ms_still_give_a_policy_step_every_50_ms_on_average(planner):
-    planner, recorder = planner
-    pm = planner.pm
+def test_states_every_20_ms_still_give_a_policy_step_every_50_ms_on_average(policy_planner):
+    policy_planner, recorder = policy_planner
+    pm = policy_planner.pm
     spec = reach_spec([0.22, -0.05, 0.08])
     for k in range(21):  # 0.4 s of measured time at the sim node's 50 Hz
         load_state(pm, 0.02 * k, pm.arm.home)
-        planner.improve(spec)
+        policy_planner.improve(spec)
     assert len(recorder.observations) == 9  # 0, .06, .10, .16, .20, .26, .30, .36, .40 s
 
 
-def test_a_lead_shows_the_policy_the_state_its_targets_will_meet(planner):
-    planner, recorder = planner
-    pm = planner.pm
+def test_a_lead_shows_the_policy_the_state_its_targets_will_meet(policy_planner):
+    policy_planner, recorder = policy_planner
+    pm = policy_planner.pm
     spec = reach_spec([0.22, -0.05, 0.08])
     commanded = pm.arm.home + 0.3  # the targets being commanded pull every joint on
     for lead in (0.0, LEAD):
-        planner.lead = lead
-        planner.reset(start=0.0)
+        policy_planner.lead = lead
+        policy_planner.reset(start=0.0)
         load_state(pm, 1.0, pm.arm.home)
         pm.data.ctrl[pm.arm.actuator_ids] = commanded
-        plan = planner.improve(spec)
+        plan = policy_planner.improve(spec)
         assert plan.start == 1.0  # the plan stays in measured time
     dof = pm.arm.dof
     still, ahead = (o[:dof] for o in recorder.observations)
@@ -311,18 +311,18 @@ def test_realtime_mpc_with_the_rl_backend_drives_the_arm_to_a_reach_goal():
     assert held < 0.015
 
 
-def test_after_a_policy_the_arm_holds_where_it_was_measured(planner):
-    planner, _ = planner
-    pm = planner.pm
+def test_after_a_policy_the_arm_holds_where_it_was_measured(policy_planner):
+    policy_planner, _ = policy_planner
+    pm = policy_planner.pm
     q = pm.arm.home + 0.1
     load_state(pm, 0.0, q)
     commanded = pm.data.ctrl.copy()
     commanded[pm.arm.actuator_ids] += 0.07  # a policy's last targets, a step past the goal
-    assert np.array_equal(planner.end_hold(commanded), commanded)  # nothing ran yet: as is
-    planner.improve(reach_spec([0.2, 0.05, 0.0], height=0.1))
-    held = planner.end_hold(commanded)
+    assert np.array_equal(policy_planner.end_hold(commanded), commanded)  # nothing ran yet: as is
+    policy_planner.improve(reach_spec([0.2, 0.05, 0.0], height=0.1))
+    held = policy_planner.end_hold(commanded)
     np.testing.assert_allclose(held[pm.arm.actuator_ids], q)
     np.testing.assert_allclose(held[pm.arm.gripper_actuator_ids],
                                commanded[pm.arm.gripper_actuator_ids])
-    planner.improve(unserved_spec())
-    assert np.array_equal(planner.end_hold(commanded), commanded)  # the MPC's hold
+    policy_planner.improve(unserved_spec())
+    assert np.array_equal(policy_planner.end_hold(commanded), commanded)  # the MPC's hold

@@ -50,14 +50,14 @@ def clock():
 
 
 @pytest.fixture
-def emulator(clock):
+def bus_emulator(clock):
     with ServoBusEmulator(IDS, plant=KinematicPlant(SPEED), clock=clock, seed=1) as emu:
         yield emu
 
 
 @pytest.fixture
-def bus(emulator):
-    with FeetechBus(emulator.port, timeout=TIMEOUT, retries=2) as bus:
+def bus(bus_emulator):
+    with FeetechBus(bus_emulator.port, timeout=TIMEOUT, retries=2) as bus:
         yield bus
 
 
@@ -68,9 +68,9 @@ def test_ping(bus):
     bus.check_servos(IDS)
 
 
-def test_check_servos_names_the_silent_ones(bus, emulator):
-    emulator.silence(4)
-    emulator.silence(6)
+def test_check_servos_names_the_silent_ones(bus, bus_emulator):
+    bus_emulator.silence(4)
+    bus_emulator.silence(6)
     with pytest.raises(ServoTimeout, match=r"servo\(s\) 4, 6 .* did not answer PING") as info:
         bus.check_servos(IDS)
     assert info.value.servo_ids == (4, 6)
@@ -104,7 +104,7 @@ def test_read_state_fields(bus, clock):
     assert bus.read_state([1])[1].moving is False
 
 
-def test_torque_off_stops_motion(bus, clock, emulator):
+def test_torque_off_stops_motion(bus, clock, bus_emulator):
     bus.torque([3], True)
     send_goals(bus, {3: 4000})
     clock.advance(0.1)
@@ -112,7 +112,7 @@ def test_torque_off_stops_motion(bus, clock, emulator):
     bus.torque([3], False)
     clock.advance(1.0)
     assert bus.read_positions([3])[3] == stopped_at == 2048 + 300
-    assert emulator.servo(3).table[Address.TORQUE_ENABLE] == 0
+    assert bus_emulator.servo(3).table[Address.TORQUE_ENABLE] == 0
 
 
 def test_goal_speed_register_limits_speed(bus, clock):
@@ -123,8 +123,8 @@ def test_goal_speed_register_limits_speed(bus, clock):
     assert bus.read_positions([1])[1] == 2048 + 50
 
 
-def test_corrupt_reply_is_retried(bus, emulator):
-    emulator.corrupt_next(1, servo_id=3)
+def test_corrupt_reply_is_retried(bus, bus_emulator):
+    bus_emulator.corrupt_next(1, servo_id=3)
     start = time.monotonic()
     assert bus.read_positions(IDS) == dict.fromkeys(IDS, 2048)
     assert time.monotonic() - start < 0.9 * TIMEOUT  # all packets came: no wait for the deadline
@@ -132,23 +132,23 @@ def test_corrupt_reply_is_retried(bus, emulator):
     assert (stats.corrupt, stats.retries, stats.timeouts, stats.failures) == (1, 1, 1, 0)
 
 
-def test_dropped_reply_is_retried(bus, emulator):
-    emulator.drop_next(2, servo_id=5)  # lost in the SYNC_READ and in the first READ
+def test_dropped_reply_is_retried(bus, bus_emulator):
+    bus_emulator.drop_next(2, servo_id=5)  # lost in the SYNC_READ and in the first READ
     assert bus.read_positions(IDS) == dict.fromkeys(IDS, 2048)
     assert (bus.stats.corrupt, bus.stats.retries, bus.stats.timeouts) == (0, 2, 2)
 
 
-def test_random_faults_are_absorbed_by_retries(emulator):
-    emulator.set_faults(drop_rate=0.1, corrupt_rate=0.2)
-    with FeetechBus(emulator.port, timeout=0.05, retries=5) as bus:
+def test_random_faults_are_absorbed_by_retries(bus_emulator):
+    bus_emulator.set_faults(drop_rate=0.1, corrupt_rate=0.2)
+    with FeetechBus(bus_emulator.port, timeout=0.05, retries=5) as bus:
         for _ in range(12):
             assert bus.read_positions(IDS) == dict.fromkeys(IDS, 2048)
     assert bus.stats.retries > 0 and bus.stats.corrupt > 0 and bus.stats.failures == 0
-    assert emulator.stats.dropped > 0 and emulator.stats.corrupted > 0
+    assert bus_emulator.stats.dropped > 0 and bus_emulator.stats.corrupted > 0
 
 
-def test_silent_servo_times_out_within_the_retry_budget(bus, emulator):
-    emulator.silence(4)
+def test_silent_servo_times_out_within_the_retry_budget(bus, bus_emulator):
+    bus_emulator.silence(4)
     start = time.monotonic()
     with pytest.raises(ServoTimeout, match=r"servo\(s\) 4 .* SYNC_READ\(56, 2\)") as info:
         bus.read_positions(IDS)
@@ -157,19 +157,19 @@ def test_silent_servo_times_out_within_the_retry_budget(bus, emulator):
     # one SYNC_READ wait and two READ retries, each bounded by the timeout
     assert 3 * TIMEOUT * 0.95 <= elapsed < 3 * TIMEOUT + 0.5
     assert bus.stats.failures == 1
-    emulator.silence(4, False)
+    bus_emulator.silence(4, False)
     assert bus.read_positions([4]) == {4: 2048}
 
 
-def test_latency_within_the_timeout_works(bus, emulator):
-    emulator.set_faults(latency_s=TIMEOUT / 4)
+def test_latency_within_the_timeout_works(bus, bus_emulator):
+    bus_emulator.set_faults(latency_s=TIMEOUT / 4)
     assert bus.read_positions(IDS) == dict.fromkeys(IDS, 2048)
     assert bus.stats.retries == 0
 
 
-def test_latency_beyond_the_timeout_times_out(emulator):
-    emulator.set_faults(latency_s=0.3)
-    with FeetechBus(emulator.port, timeout=0.05, retries=0) as bus:
+def test_latency_beyond_the_timeout_times_out(bus_emulator):
+    bus_emulator.set_faults(latency_s=0.3)
+    with FeetechBus(bus_emulator.port, timeout=0.05, retries=0) as bus:
         start = time.monotonic()
         with pytest.raises(ServoTimeout) as info:
             bus.read_positions(IDS)
@@ -177,9 +177,9 @@ def test_latency_beyond_the_timeout_times_out(emulator):
     assert info.value.servo_ids == tuple(IDS)
 
 
-def test_over_temperature_reports_and_drops_torque(bus, emulator, clock):
+def test_over_temperature_reports_and_drops_torque(bus, bus_emulator, clock):
     bus.torque([2], True)
-    emulator.set_temperature(2, 85)
+    bus_emulator.set_temperature(2, 85)
     state = bus.read_state([2])[2]
     assert state.temperature == 85
     assert state.errors & ErrorBit.OVERHEAT and "overheat" in state.error_names
@@ -189,36 +189,36 @@ def test_over_temperature_reports_and_drops_torque(bus, emulator, clock):
     send_goals(bus, {2: 3000})
     clock.advance(1.0)
     assert bus.read_positions([2]) == {2: 2048}  # unloaded: the goal is not followed
-    emulator.set_temperature(2, 40)
+    bus_emulator.set_temperature(2, 40)
     bus.torque([2], True)
     clock.advance(1.0)
     assert bus.read_positions([2]) == {2: 3000}
 
 
-def test_voltage_error_bit(bus, emulator):
-    emulator.set_voltage(1, 3.0)
+def test_voltage_error_bit(bus, bus_emulator):
+    bus_emulator.set_voltage(1, 3.0)
     state = bus.read_state([1])[1]
     assert state.voltage == pytest.approx(3.0) and state.error_names == ("voltage",)
 
 
-def test_write_waits_for_acknowledgement(bus, emulator):
+def test_write_waits_for_acknowledgement(bus, bus_emulator):
     bus.write(1, Address.ACCELERATION, b"\x10")
-    assert emulator.servo(1).table[Address.ACCELERATION] == 0x10
-    emulator.silence(1)
+    assert bus_emulator.servo(1).table[Address.ACCELERATION] == 0x10
+    bus_emulator.silence(1)
     with pytest.raises(ServoTimeout, match=r"servo\(s\) 1 .* WRITE\(41"):
         bus.write(1, Address.ACCELERATION, b"\x20")
 
 
-def test_id_change_persists_only_when_unlocked(bus, emulator):
+def test_id_change_persists_only_when_unlocked(bus, bus_emulator):
     bus.write(6, Address.LOCK, b"\x00")
     bus.write(6, Address.ID, b"\x07")
     assert bus.ping(7) and not bus.ping(6)
-    emulator.power_cycle(7)
+    bus_emulator.power_cycle(7)
     assert bus.ping(7)
     bus.write(7, Address.LOCK, b"\x01")
     bus.write(7, Address.ID, b"\x08")
     assert bus.ping(8)
-    emulator.power_cycle(8)
+    bus_emulator.power_cycle(8)
     assert bus.ping(7)  # written while locked: lost at power-off
 
 
@@ -261,11 +261,11 @@ def test_permission_denied_names_the_fix():
         FeetechBus("/dev/ttyACM0", serial_factory=denied).open()
 
 
-def test_port_in_use_and_port_lost(emulator):
-    with FeetechBus(emulator.port, timeout=TIMEOUT) as bus:
+def test_port_in_use_and_port_lost(bus_emulator):
+    with FeetechBus(bus_emulator.port, timeout=TIMEOUT) as bus:
         with pytest.raises(PortError, match="in use"):
-            FeetechBus(emulator.port).open()
-        emulator.stop()
+            FeetechBus(bus_emulator.port).open()
+        bus_emulator.stop()
         with pytest.raises(PortError, match="lost port"):
             bus.read_positions(IDS)
 

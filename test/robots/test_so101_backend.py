@@ -26,13 +26,6 @@ def cal() -> Calibration:
     return Calibration.load()
 
 
-@pytest.fixture(scope="module")
-def world():
-    from lang2policy.scene.world import World
-
-    return World("so101")
-
-
 # -- calibration -----------------------------------------------------------------------------
 
 

@@ -166,7 +166,7 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def bad_messages_graph():
     """The three nodes as processes and the probe, on a private domain."""
     env = dict(os.environ, **ros_env(DOMAIN_ID))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -250,8 +250,8 @@ def record_episode(probe: Probe, recorder: NodeProcess, recordings: Path, label:
     return files[0]
 
 
-def test_the_controller_rejects_each_bad_spec_and_still_takes_a_good_one(graph):
-    probe, nodes, _ = graph
+def test_the_controller_rejects_each_bad_spec_and_still_takes_a_good_one(bad_messages_graph):
+    probe, nodes, _ = bad_messages_graph
     controller = nodes["controller"]
     for name, payload, reason in BAD_SPECS:
         since = probe.mark()
@@ -275,8 +275,8 @@ def _spec_answer(status: dict) -> bool:
     return status.get("node") == "controller" and status["state"] in ("accepted", "rejected")
 
 
-def test_the_planner_drops_bad_safety_lines_and_still_stops_and_answers(graph):
-    probe, nodes, _ = graph
+def test_the_planner_drops_bad_safety_lines_and_still_stops_and_answers(bad_messages_graph):
+    probe, nodes, _ = bad_messages_graph
     planner = nodes["planner"]
     for _name, payload in BAD_STATUS_LINES:
         probe.publish(topics.SAFETY.name, payload)
@@ -296,8 +296,8 @@ def test_the_planner_drops_bad_safety_lines_and_still_stops_and_answers(graph):
     assert planner.alive(), planner.report()
 
 
-def test_the_recorder_drops_bad_status_lines_and_still_records_an_episode(graph):
-    probe, nodes, recordings = graph
+def test_the_recorder_drops_bad_status_lines_and_still_records_an_episode(bad_messages_graph):
+    probe, nodes, recordings = bad_messages_graph
     recorder = nodes["recorder"]
     for _name, payload in BAD_STATUS_LINES:
         probe.publish(topics.STATUS.name, payload)

@@ -106,7 +106,7 @@ def _positions(msg: MarkerArray) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture
-def graph(tmp_path):
+def camera_graph(tmp_path):
     run = Run(
         *("--headless", "--perception", "camera", "--realism", "mild", "--seed", str(SEED)),
         *("--objects", OBJECTS),
@@ -121,8 +121,8 @@ def graph(tmp_path):
         run.stop()
 
 
-def test_three_pick_and_places_from_the_camera_are_judged_truthfully(graph):
-    probe, run = graph
+def test_three_pick_and_places_from_the_camera_are_judged_truthfully(camera_graph):
+    probe, run = camera_graph
     wait_for(probe.planner_ready, 240, "the planner's ready line", detail=lambda: run.output)
     listed = set(OBJECTS.split(","))
     wait_for(lambda: set(probe.seen) == listed, 60, "perception to list the scene's objects")

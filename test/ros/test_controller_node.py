@@ -54,7 +54,7 @@ def tool_to_point(point, duration: float = 30.0, success: dict | None = None) ->
 
 
 @pytest.fixture(scope="module")
-def graph():
+def controller_graph():
     from lang2policy.ros.controller_node import ControllerNode
 
     with pytest.MonkeyPatch.context() as mp:
@@ -90,8 +90,8 @@ def graph():
             sim.stop()
 
 
-def test_specs_move_the_tool_and_a_swap_retargets_it(graph):
-    sim, _controller, probe = graph
+def test_specs_move_the_tool_and_a_swap_retargets_it(controller_graph):
+    sim, _controller, probe = controller_graph
     fk = ToolFK()
     start = fk(probe.joints)
     assert sorted(probe.objects) == sorted(sim.objects)  # the sim publishes its objects
@@ -125,8 +125,8 @@ def test_specs_move_the_tool_and_a_swap_retargets_it(graph):
     assert np.linalg.norm(fk(probe.joints) - POINT_B) < 0.03
 
 
-def test_bad_specs_are_rejected_with_reasons_and_nothing_crashes(graph):
-    sim, controller, probe = graph
+def test_bad_specs_are_rejected_with_reasons_and_nothing_crashes(controller_graph):
+    sim, controller, probe = controller_graph
     cases = [
         ("{not json", "not valid JSON"),
         ({"terms": [{"term": "no_such_term"}]}, "tool_to_point"),  # lists the valid terms

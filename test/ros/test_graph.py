@@ -162,7 +162,7 @@ def same_positions(seen: dict, expected: dict, tolerance: float = 0.01) -> bool:
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory):
+def planner_graph(tmp_path_factory):
     memory_path = tmp_path_factory.mktemp("memory") / "corrections.jsonl"
     from lang2policy.ros.planner_node import PlannerNode
 
@@ -211,11 +211,11 @@ def graph(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def idle_planner(graph):
+def idle_planner(planner_graph):
     """Each test starts with nothing running and the safety node ok: a test that failed with
     its instruction still running would otherwise make the next one 'busy' (and the next one,
     sending the same instruction, could read the old instruction's end as its own)."""
-    planner, probe = graph
+    planner, probe = planner_graph
     yield
     if planner.conductor.busy:
         probe.call(topics.STOP.name)
@@ -224,8 +224,8 @@ def idle_planner(graph):
     wait_for(lambda: probe.call(topics.RESUME.name).success, 10, "the safety node ok")
 
 
-def test_an_instruction_moves_the_sim_nodes_arm_and_reports_success(graph):
-    _planner, probe = graph
+def test_an_instruction_moves_the_sim_nodes_arm_and_reports_success(planner_graph):
+    _planner, probe = planner_graph
     start = probe.objects["red block"].position
     instruction = "put the red block in the blue bowl"
     since = len(probe.statuses)  # a re-run must not read an earlier attempt's end
@@ -244,8 +244,8 @@ def xy_distance(a, b) -> float:
     return ((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5
 
 
-def test_a_target_correction_during_motion_changes_it_and_is_remembered(graph):
-    planner, probe = graph
+def test_a_target_correction_during_motion_changes_it_and_is_remembered(planner_graph):
+    planner, probe = planner_graph
     probe.reset_scene(planner)
     planner.conductor.planning.reset()  # a new scene: the replayed prompt has no history
     instruction = "put the red block in the blue bowl"
@@ -307,8 +307,8 @@ def safety_status(probe: Probe, state: str, since: int, timeout: float = 5.0) ->
 
 
 @pytest.mark.flaky(reruns=2)  # sim-time bounds, but the probe's view may lag on a loaded machine
-def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(graph):
-    planner, probe = graph
+def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(planner_graph):
+    planner, probe = planner_graph
     probe.reset_scene(planner)
     planner.conductor.planning.reset()
     instruction = "put the red block in the blue bowl"
@@ -352,8 +352,8 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resumed(grap
     wait_for(lambda: probe.safety[-1]["state"] == "ok", 5, "the safety node back to ok")
 
 
-def test_killing_the_controller_mid_motion_makes_the_watchdog_hold_the_arm(graph):
-    _planner, probe = graph
+def test_killing_the_controller_mid_motion_makes_the_watchdog_hold_the_arm(planner_graph):
+    _planner, probe = planner_graph
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     # Half a second of plan per command: without the watchdog the arm would keep moving for
     # 0.5 s after the controller dies; the safety node's command_timeout is 0.25 s.

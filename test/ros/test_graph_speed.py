@@ -184,7 +184,7 @@ def outside_the_graph() -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def speed_graph():
     """The sim node, the safety node and the planner as processes; the probe spinning."""
     sim = node(
         "sim_node",
@@ -213,9 +213,9 @@ def graph():
 
 
 @pytest.fixture(scope="module")
-def graph_run(graph):
+def graph_run(speed_graph):
     """The pick-and-place through the graph: (outcome, stamps, positions, velocities)."""
-    probe = graph
+    probe = speed_graph
     wait_for(probe.instruction.get_subscription_count, 60, "the planner")
     probe.instruction.publish(String(data=INSTRUCTION))
     outcome = wait_for(probe.outcome, 240, f"the outcome of {INSTRUCTION!r}")
@@ -294,7 +294,7 @@ ATTEMPTS = 5  # moves, back and forth, until one ran without a pause (3 all paus
 # The commander is this test's process: on a loaded 2-core CI machine it fell behind by less
 # than ``stalled`` can see (1.93 rad/s in one run, no pause below a quarter of PACE).
 @pytest.mark.flaky(reruns=2)
-def test_a_late_commander_sending_bursts_does_not_drive_the_arm_faster_than_the_limit(graph):
+def test_a_late_commander_sending_bursts_does_not_drive_the_arm_faster_than_the_limit(speed_graph):
     """The mechanism of the finding, on purpose: a commander that falls behind and catches up,
     as the planner does on a loaded machine, sends its 20 ms steps eight at a time. Each step is
     legal; eight arrive together. On main they went through (each within the lead allowance of
@@ -309,7 +309,7 @@ def test_a_late_commander_sending_bursts_does_not_drive_the_arm_faster_than_the_
     step in speed (one fresh-clone CI run: 1.75 rad/s). Such a move is not judged; the arm moves
     back and the test tries again. Bunching makes every move stop and go, so it still fails."""
     for attempt in range(ATTEMPTS):
-        peak, paused = stream(graph, BURST, +1.0 if attempt % 2 == 0 else -1.0)
+        peak, paused = stream(speed_graph, BURST, +1.0 if attempt % 2 == 0 else -1.0)
         print(f"shoulder_pan peak in bursts {peak:.3f} rad/s, paused: {paused}")  # shown with -s
         if not paused:
             break

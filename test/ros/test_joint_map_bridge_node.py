@@ -99,7 +99,7 @@ def ros_context():
 
 
 @pytest.fixture()
-def setup(ros_context):
+def bridge(ros_context):
     from lang2policy.ros.joint_map_bridge_node import JointMapBridgeNode
     from lang2policy.ros.jtc_standin_node import JtcStandinNode
 
@@ -119,8 +119,8 @@ def setup(ros_context):
         yield standin, bridge, probe
 
 
-def test_states_arrive_in_our_names_and_order(setup):
-    _, _, probe = setup
+def test_states_arrive_in_our_names_and_order(bridge):
+    _, _, probe = bridge
     state = probe.latest()
     assert tuple(state) == (*PANDA, GRIPPER)  # the description's order, fingers dropped
     assert state == pytest.approx({**HOME, GRIPPER: 0.0})
@@ -128,8 +128,8 @@ def test_states_arrive_in_our_names_and_order(setup):
     assert hardware["fr3_joint6"] == pytest.approx(1.91) and "fr3_finger_joint2" in hardware
 
 
-def test_a_scrambled_contract_trajectory_reaches_its_targets(setup):
-    standin, _, probe = setup
+def test_a_scrambled_contract_trajectory_reaches_its_targets(bridge):
+    standin, _, probe = bridge
     target = {**HOME, "panda_joint1": 0.3, "panda_joint6": 0.6, "panda_joint7": -0.5}
     names = [*reversed(PANDA), GRIPPER]  # scrambled, and a gripper Franka's JTC does not own
     probe.send(names, [(0.3, [target[n] for n in reversed(PANDA)] + [1.0])])
@@ -140,15 +140,15 @@ def test_a_scrambled_contract_trajectory_reaches_its_targets(setup):
     assert standin.rejected == 0
 
 
-def test_a_partial_trajectory_holds_the_joints_it_does_not_name(setup):
-    _, bridge, probe = setup
+def test_a_partial_trajectory_holds_the_joints_it_does_not_name(bridge):
+    _, bridge, probe = bridge
     probe.send(["panda_joint2"], [(0.2, [-0.1])])
     probe.reaches({**HOME, "panda_joint2": -0.1}, "joint 2 moved, the others held")
     assert bridge.rejected == 0
 
 
-def test_an_empty_trajectory_stops_and_holds(setup):
-    _, _, probe = setup
+def test_an_empty_trajectory_stops_and_holds(bridge):
+    _, _, probe = bridge
     probe.send(
         list(PANDA), [(4.0, [HOME[n] + (0.8 if n == "panda_joint1" else 0.0) for n in PANDA])]
     )
@@ -169,15 +169,15 @@ def _still(probe: Probe) -> dict | None:
     return recent[-1] if spread < 1e-9 else None
 
 
-def test_the_bridge_clamps_an_out_of_limit_point(setup):
-    standin, bridge, probe = setup
+def test_the_bridge_clamps_an_out_of_limit_point(bridge):
+    standin, bridge, probe = bridge
     probe.send(["panda_joint1"], [(0.3, [3.5])])  # beyond FR3's 2.7437 (and our model's 2.8973)
     probe.reaches({"panda_joint1": 2.7437}, "joint 1 at the FR3 limit")
     assert bridge.clamped >= 1 and standin.rejected == 0
 
 
-def test_the_standin_rejects_an_out_of_limit_trajectory(setup):
-    standin, _, probe = setup
+def test_the_standin_rejects_an_out_of_limit_trajectory(bridge):
+    standin, _, probe = bridge
     hardware = [f"fr3_joint{i}" for i in range(1, 8)]
     points = [
         (0.2, [0.2, -0.34, 0.0, -2.25, 0.0, 1.91, 0.7854]),
@@ -191,8 +191,8 @@ def test_the_standin_rejects_an_out_of_limit_trajectory(setup):
     wait_for(lambda: standin.rejected == 2, TIMEOUT, "the rejection of an unknown joint")
 
 
-def test_bad_contract_messages_are_dropped(setup):
-    _, bridge, probe = setup
+def test_bad_contract_messages_are_dropped(bridge):
+    _, bridge, probe = bridge
     probe.send(["elbow"], [(0.1, [0.0])])
     wait_for(lambda: bridge.rejected == 1, TIMEOUT, "the bridge's rejection")
     assert np.allclose([probe.latest()[n] for n in PANDA], [HOME[n] for n in PANDA])
@@ -220,8 +220,8 @@ def test_unknown_joint_map_and_topic_loops_fail_at_start(ros_context):
         )
 
 
-def test_the_standin_ignores_a_trajectory_that_ended_in_the_past(setup):
-    standin, _, probe = setup
+def test_the_standin_ignores_a_trajectory_that_ended_in_the_past(bridge):
+    standin, _, probe = bridge
     msg = convert.trajectory(["fr3_joint1"], [(0.5, [0.5])])
     msg.header.stamp = convert.time_msg(standin.now() - 10.0)
     wait_for(probe.direct.get_subscription_count, TIMEOUT, "the stand-in's subscription")

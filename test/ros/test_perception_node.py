@@ -84,7 +84,7 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def perception_graph():
     from lang2policy.ros.perception_node import PerceptionNode
     from lang2policy.ros.sim_node import SimNode
 
@@ -134,8 +134,8 @@ def matches_ground_truth(probe: Probe) -> dict[str, float] | None:
     return {n: math.dist(truth[n].position[:2], seen[n].position[:2]) for n in truth}
 
 
-def test_camera_mode_finds_every_object_where_it_is(graph):
-    _, _, _, probe = graph
+def test_camera_mode_finds_every_object_where_it_is(perception_graph):
+    _, _, _, probe = perception_graph
     errors = wait_for(lambda: matches_ground_truth(probe), 30.0, "perception to match truth")
     print(f"\nxy errors (mm): { {n: round(1000 * e, 1) for n, e in errors.items()} }")
     assert max(errors.values()) < TOLERANCE, errors
@@ -146,8 +146,8 @@ def test_camera_mode_finds_every_object_where_it_is(graph):
         assert obj.position[2] == pytest.approx(truth[name].position[2], abs=0.002)
 
 
-def test_perceived_objects_are_stamped_with_the_image_time(graph):
-    _, _, _, probe = graph
+def test_perceived_objects_are_stamped_with_the_image_time(perception_graph):
+    _, _, _, probe = perception_graph
     start = probe.count(PERCEIVED)
     wait_for(lambda: probe.count(PERCEIVED) >= start + 2, 20.0, "two more object sets")
     with probe.lock:
@@ -157,8 +157,8 @@ def test_perceived_objects_are_stamped_with_the_image_time(graph):
     assert msg.markers[0].header.frame_id == "world"
 
 
-def test_ground_truth_mode_relays_the_simulator(graph):
-    _, _, relay, probe = graph
+def test_ground_truth_mode_relays_the_simulator(perception_graph):
+    _, _, relay, probe = perception_graph
     wait_for(lambda: probe.objects(RELAYED), 10.0, "a relayed object set")
     truth, relayed = probe.objects(GROUND_TRUTH), probe.objects(RELAYED)
     assert set(relayed) == set(truth) and relayed
@@ -168,8 +168,8 @@ def test_ground_truth_mode_relays_the_simulator(graph):
     assert relay.frames > 0 and not relay.frame_seconds  # no camera work in this mode
 
 
-def test_camera_follows_a_reset_to_new_objects(graph):
-    _, camera, _, probe = graph
+def test_camera_follows_a_reset_to_new_objects(perception_graph):
+    _, camera, _, probe = perception_graph
     wait_for(lambda: matches_ground_truth(probe), 30.0, "perception to match truth")
     before = set(probe.objects(GROUND_TRUTH))
     response = probe.reset()

@@ -29,7 +29,7 @@ DOMAIN_ID = 1 + (os.getpid() + 103) % 200
 
 
 @pytest.fixture(scope="module")
-def graph():
+def planner_node_graph():
     from lang2policy.graph.topics import INSTRUCTION, REWARD_SPEC, STATUS
     from lang2policy.ros.planner_node import PlannerNode
 
@@ -110,8 +110,8 @@ def final_status(statuses: list[dict], instruction: str, timeout: float = 120) -
     )
 
 
-def test_instruction_is_planned_run_and_reported(graph):
-    planner, send, statuses = graph
+def test_instruction_is_planned_run_and_reported(planner_node_graph):
+    planner, send, statuses = planner_node_graph
     instruction = "put the red block in the blue bowl"
     send(instruction)
     done = final_status(statuses, instruction)
@@ -124,18 +124,18 @@ def test_instruction_is_planned_run_and_reported(graph):
     assert all(s["node"] == "planner" for s in statuses)  # every line names its node
 
 
-def test_the_planner_says_ready_once_its_llm_is_warm(graph):
+def test_the_planner_says_ready_once_its_llm_is_warm(planner_node_graph):
     """Issue 16: the fixed prompt parts are processed at start-up and the node then says
     ``ready`` (a replay file has nothing to warm, and says so)."""
-    planner, _send, statuses = graph
+    planner, _send, statuses = planner_node_graph
     said_ready = lambda: next((s for s in statuses if s["state"] == "ready"), None)  # noqa: E731
     ready = wait_for(said_ready, 30, "ready")
     assert ready["node"] == "planner" and "not warmed" in ready["detail"]["llm"], ready
     assert planner.warmth is not None and planner.warmth.prompts == 0
 
 
-def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
-    _planner, send, statuses = graph
+def test_bad_instructions_are_rejected_and_busy_is_reported(planner_node_graph):
+    _planner, send, statuses = planner_node_graph
     send("   ")
     rejected = wait_for(
         lambda: next((s for s in statuses if s["state"] == "rejected"), None), 10, "rejected"
@@ -149,12 +149,12 @@ def test_bad_instructions_are_rejected_and_busy_is_reported(graph):
     assert final_status(statuses, follow_up)["state"] == "done"
 
 
-def test_a_blind_perception_makes_the_planner_refuse_new_plans(graph):
+def test_a_blind_perception_makes_the_planner_refuse_new_plans(planner_node_graph):
     """A camera that stopped: perception says ``blind`` with since when, and the planner
     rejects new instructions with that reason (nothing runs) until it says ``seeing``."""
     from lang2policy.graph.topics import STATUS
 
-    planner, send, statuses = graph
+    planner, send, statuses = planner_node_graph
     node = rclpy.create_node("blind_camera_probe", context=planner.context)
     perception = node.create_publisher(String, STATUS.name, 10)
     wait_for(lambda: perception.get_subscription_count() >= 1, 10, "the planner's status reader")
@@ -208,8 +208,8 @@ class FakeRewardPlanner:
         return RewardPlan(spec, current is None, (), "description", "set_height(...)")
 
 
-def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(graph):
-    planner, send, statuses = graph
+def test_reward_instructions_are_routed_to_a_spec_and_corrections_edit_it(planner_node_graph):
+    planner, send, statuses = planner_node_graph
     fake = FakeRewardPlanner(planner.conductor.code.object_names())
     planner.conductor.reward.planner_for = lambda objects: fake  # no LLM: routing and topics
     RECEIVED_SPECS.clear()

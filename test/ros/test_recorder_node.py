@@ -38,7 +38,7 @@ INSTRUCTION = "Wave at the camera!"
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory):
+def recorder_graph(tmp_path_factory):
     from lang2policy.ros.recorder_node import RecorderNode
     from lang2policy.ros.sim_node import SimNode
 
@@ -84,8 +84,8 @@ def read(path):
     return found
 
 
-def test_an_episode_is_recorded_from_received_to_done(graph):
-    _, recorder_node, probe, out, sim = graph
+def test_an_episode_is_recorded_from_received_to_done(recorder_graph):
+    _, recorder_node, probe, out, sim = recorder_graph
     status = probe.create_publisher(String, topics.STATUS.name, 10)
     instruction = probe.create_publisher(String, topics.INSTRUCTION.name, 10)
     command = probe.create_publisher(JointTrajectory, topics.TRAJECTORY.name, 10)
@@ -160,10 +160,10 @@ def test_an_episode_is_recorded_from_received_to_done(graph):
     assert found["/camera/front/camera_info"][-1][1].width == 160
 
 
-def test_bad_parameters_are_refused(graph):
+def test_bad_parameters_are_refused(recorder_graph):
     from lang2policy.ros.recorder_node import RecorderNode
 
-    context, *_, out, _sim = graph
+    context, *_, out, _sim = recorder_graph
     with pytest.raises(ConfigError, match="no known type for topic '/tf'"):
         RecorderNode(
             context=context,

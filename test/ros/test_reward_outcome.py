@@ -102,7 +102,7 @@ class StatusProbe:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def reward_graph():
     from lang2policy.ros.planner_node import PlannerNode
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
@@ -170,8 +170,8 @@ def planner_lines(probe: StatusProbe, text: str, since: int) -> list[tuple[str, 
         ]
 
 
-def test_an_unreachable_target_fails_with_the_controllers_reason_and_the_terms(graph):
-    _planner, probe = graph
+def test_an_unreachable_target_fails_with_the_controllers_reason_and_the_terms(reward_graph):
+    _planner, probe = reward_graph
     since = probe.send(FAR)
     end = probe.final(FAR, since, 60)
     final = probe.lines[end]
@@ -191,8 +191,8 @@ def test_an_unreachable_target_fails_with_the_controllers_reason_and_the_terms(g
     ]  # fmt: skip
 
 
-def test_a_reachable_target_is_done_only_after_the_success_condition_held(graph):
-    _planner, probe = graph
+def test_a_reachable_target_is_done_only_after_the_success_condition_held(reward_graph):
+    _planner, probe = reward_graph
     since = probe.send(REACH)
     end = probe.final(REACH, since, 90)
     final = probe.lines[end]

@@ -76,7 +76,7 @@ def grasp_spec(task: str, block: str, goal: dict, hold: float, duration: float) 
 
 
 @pytest.fixture(scope="module")
-def graph():
+def grasp_graph():
     missing = [f for f in NEEDED if not any(f"rl-{f}-" in p.name for p in POLICIES)]
     if missing:
         pytest.skip(f"no shipped policy for {missing} (lang2policy train distill)")
@@ -126,8 +126,8 @@ def run_until_end(probe: Probe, spec: RewardSpec, backend: str, timeout: float) 
                         "the end of the task")
 
 
-def test_a_place_plan_puts_the_block_in_the_bowl_with_the_shipped_policy(graph):
-    probe = graph
+def test_a_place_plan_puts_the_block_in_the_bowl_with_the_shipped_policy(grasp_graph):
+    probe = grasp_graph
     block, bowl = "cyan block", "green bowl"
     on = {"id": "on", "term": "object_on", "weight": 3.0,
           "params": {"object": block, "target": bowl, "offset": 0.02}}
@@ -140,8 +140,8 @@ def test_a_place_plan_puts_the_block_in_the_bowl_with_the_shipped_policy(graph):
     assert np.linalg.norm(off) < 0.03
 
 
-def test_a_lift_plan_lifts_the_block_and_higher_raises_it(graph):
-    probe = graph
+def test_a_lift_plan_lifts_the_block_and_higher_raises_it(grasp_graph):
+    probe = grasp_graph
     block = "yellow block"
     rest = probe.position(block)[2]
     lift = {"id": "lift", "term": "object_height", "weight": 3.0,

@@ -172,12 +172,7 @@ class Streamer:
 
 
 @pytest.fixture(scope="module")
-def world():
-    return World("so101")
-
-
-@pytest.fixture(scope="module")
-def graph(world):
+def safety_graph(world):
     with pytest.MonkeyPatch.context() as mp:
         for key, value in ros_env().items():
             mp.setenv(key, value)
@@ -229,14 +224,14 @@ class NodeProcess:
 
 
 @pytest.fixture
-def fresh(graph, world):
+def fresh(safety_graph, world):
     """The arm at home, nothing streaming, the safety node not stopped."""
-    _, _, probe, streamer = graph
+    _, _, probe, streamer = safety_graph
     streamer.profile = None
     probe.call(topics.RESUME.name)
     assert probe.call(topics.RESET.name).success
     probe.wait_sim(0.3)
-    return graph
+    return safety_graph
 
 
 def home(world: World) -> dict[str, float]:
@@ -294,8 +289,8 @@ def tool_point(world: World, joints: dict[str, float]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the contract
-def test_topics_services_and_periodic_status(graph):
-    _, _, probe, _ = graph
+def test_topics_services_and_periodic_status(safety_graph):
+    _, _, probe, _ = safety_graph
     services = dict(probe.node.get_service_names_and_types())
     for name in (topics.STOP.name, topics.RESUME.name):
         assert services.get(name) == ["std_srvs/srv/Trigger"], name
@@ -377,8 +372,8 @@ def test_stop_halts_the_arm_within_100_ms_and_it_stays_halted_until_resume(fresh
     assert max(max_arm_speed(s) for s in probe.states_between(resumed_at)) > 0.3
 
 
-def test_resume_is_refused_while_joint_states_are_stale(graph):
-    sim, _, probe, _ = graph
+def test_resume_is_refused_while_joint_states_are_stale(safety_graph):
+    sim, _, probe, _ = safety_graph
     assert probe.call(topics.STOP.name).success
     sim.pause()  # the robot goes silent: no more joint states
     try:

@@ -68,7 +68,7 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def sim():
+def sim_node():
     from lang2policy.ros.sim_node import SimNode
 
     with pytest.MonkeyPatch.context() as mp:
@@ -93,16 +93,16 @@ def _image_subscribers(node, camera: str) -> int:
     return node._camera._pubs[camera][0].get_subscription_count()
 
 
-def test_nothing_is_rendered_or_published_while_nobody_subscribes(sim):
-    node, probe = sim
+def test_nothing_is_rendered_or_published_while_nobody_subscribes(sim_node):
+    node, probe = sim_node
     probe.wait_sim(1.0)  # ten frame times of sim time
     assert node.rendered_frames == dict.fromkeys(CAMERAS, 0)
     published = {t for t, _ in probe.node.get_topic_names_and_types()}
     assert "/camera/top/image_raw" in published  # advertised all the same
 
 
-def test_a_subscriber_gets_images_at_the_camera_rate_and_only_its_camera_renders(sim):
-    node, probe = sim
+def test_a_subscriber_gets_images_at_the_camera_rate_and_only_its_camera_renders(sim_node):
+    node, probe = sim_node
     topic = "/camera/top/image_raw"
     subscription = probe.listen(topic, Image)
     try:
@@ -125,8 +125,8 @@ def test_a_subscriber_gets_images_at_the_camera_rate_and_only_its_camera_renders
     assert node.rendered_frames["top"] == stopped
 
 
-def test_camera_info_alone_is_published_without_rendering(sim):
-    node, probe = sim
+def test_camera_info_alone_is_published_without_rendering(sim_node):
+    node, probe = sim_node
     topic = "/camera/front/camera_info"
     before = dict(node.rendered_frames)
     subscription = probe.listen(topic, CameraInfo)

@@ -193,7 +193,7 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def sim_graph():
     from lang2policy.ros.sim_node import SimNode
 
     with pytest.MonkeyPatch.context() as mp:
@@ -213,8 +213,8 @@ def graph():
             yield sim, probe
 
 
-def test_contract_topics_and_service_types(graph):
-    _, probe = graph
+def test_contract_topics_and_service_types(sim_graph):
+    _, probe = sim_graph
     expected = {
         "/clock": "rosgraph_msgs/msg/Clock",
         "/joint_states": "sensor_msgs/msg/JointState",
@@ -240,8 +240,8 @@ def test_contract_topics_and_service_types(graph):
     assert services.get(topics.RESET.name) == ["std_srvs/srv/Trigger"]
 
 
-def test_joint_states_names_and_rate(graph):
-    sim, probe = graph
+def test_joint_states_names_and_rate(sim_graph):
+    sim, probe = sim_graph
     msg = probe.next(topics.JOINT_STATES.name)
     assert tuple(msg.name) == JOINTS == sim.world.arm.action_names
     assert len(msg.position) == len(msg.velocity) == len(JOINTS)
@@ -261,8 +261,8 @@ def test_joint_states_names_and_rate(graph):
     assert (count1 - count0) / sim_seconds == pytest.approx(CONTROL_RATE, rel=0.05)
 
 
-def test_clock_advances_and_stamps_joint_states(graph):
-    _, probe = graph
+def test_clock_advances_and_stamps_joint_states(sim_graph):
+    _, probe = sim_graph
     first = convert.to_seconds(probe.next(topics.CLOCK.name).clock)
     second = wait_for(
         lambda: (t := convert.to_seconds(probe.next(topics.CLOCK.name).clock)) > first + 0.2 and t,
@@ -274,8 +274,8 @@ def test_clock_advances_and_stamps_joint_states(graph):
     assert second <= stamp < second + 2.0
 
 
-def test_camera_image_and_matching_info(graph):
-    _, probe = graph
+def test_camera_image_and_matching_info(sim_graph):
+    _, probe = sim_graph
     for camera in CAMERAS:
         image = probe.next(f"/camera/{camera}/image_raw", timeout=10.0)
         info = probe.get(f"/camera/{camera}/camera_info") or probe.next(
@@ -293,8 +293,8 @@ def test_camera_image_and_matching_info(graph):
         assert k[0, 0] > 0 and k[2, 2] == 1
 
 
-def test_trajectory_moves_shoulder_pan(graph):
-    _, probe = graph
+def test_trajectory_moves_shoulder_pan(sim_graph):
+    _, probe = sim_graph
     assert probe.reset().success
     before = probe.positions()
     probe.send(trajectory(["shoulder_pan"], [(1.0, [0.4])]))
@@ -308,8 +308,8 @@ def test_trajectory_moves_shoulder_pan(graph):
         assert after[name] == pytest.approx(before[name], abs=0.05), name
 
 
-def test_bad_trajectories_are_rejected_and_the_arm_holds(graph):
-    sim, probe = graph
+def test_bad_trajectories_are_rejected_and_the_arm_holds(sim_graph):
+    sim, probe = sim_graph
     assert probe.reset().success
     time.sleep(0.3)
     before = probe.positions()
@@ -323,8 +323,8 @@ def test_bad_trajectories_are_rejected_and_the_arm_holds(graph):
         assert after[name] == pytest.approx(before[name], abs=0.01), name
 
 
-def test_empty_trajectory_cancels_and_holds(graph):
-    _, probe = graph
+def test_empty_trajectory_cancels_and_holds(sim_graph):
+    _, probe = sim_graph
     assert probe.reset().success
     probe.send(trajectory(["shoulder_pan"], [(4.0, [0.8])]))
     wait_for(lambda: probe.positions()["shoulder_pan"] > 0.1, 15.0, "shoulder_pan moving")
@@ -336,8 +336,8 @@ def test_empty_trajectory_cancels_and_holds(graph):
     assert stopped < 0.5 and held == pytest.approx(stopped, abs=0.02)
 
 
-def test_reset_service_reports_objects(graph):
-    sim, probe = graph
+def test_reset_service_reports_objects(sim_graph):
+    sim, probe = sim_graph
     before = convert.to_seconds(probe.next(topics.CLOCK.name).clock)
     response = probe.reset()
     assert response.success, response.message

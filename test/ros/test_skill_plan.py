@@ -168,7 +168,7 @@ class NodeProcess:
 
 
 @pytest.fixture(scope="module")
-def graph():
+def skill_graph():
     with pytest.MonkeyPatch.context() as mp:
         for key, value in ros_env(DOMAIN_ID).items():
             mp.setenv(key, value)
@@ -217,8 +217,8 @@ def graph():
                 process.stop()
 
 
-def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(graph):
-    client = graph
+def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(skill_graph):
+    client = skill_graph
     client.fresh_start()
     start_position = client.latest_position()
     client.instruction.publish(String(data=LIFT))
@@ -234,8 +234,8 @@ def test_a_skill_plan_lifts_the_block_and_its_success_check_holds(graph):
     print(f"\n{LIFT!r}: {done['detail'].get('message')} (the arm moved up to {moved:.2f} rad)")
 
 
-def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(graph):
-    client = graph
+def test_an_instruction_runs_as_a_skill_plan_on_the_vla_and_stop_ends_it(skill_graph):
+    client = skill_graph
     client.fresh_start()  # a fresh layout
     start_position = client.latest_position()
     with client.lock:

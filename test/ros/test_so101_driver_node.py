@@ -54,13 +54,13 @@ class Probe:
 
 
 @pytest.fixture()
-def setup():
+def driver():
     with driver_on_bus([]) as running:
         yield running
 
 
-def test_joint_states_and_trajectories_as_the_sim_node_does(setup):
-    emulator, driver, probe = setup
+def test_joint_states_and_trajectories_as_the_sim_node_does(driver):
+    emulator, driver, probe = driver
     state = probe.latest()
     assert list(state) == list(JOINTS)  # the sim node's names and order
     target = {**state, "shoulder_pan": 0.3, "gripper": 0.5}
@@ -80,8 +80,8 @@ def test_joint_states_and_trajectories_as_the_sim_node_does(setup):
     assert all(emulator.servo(i).torque_on for i in IDS)
 
 
-def test_repeated_bus_errors_turn_the_torque_off_and_stop_the_driver(setup):
-    emulator, driver, _probe = setup
+def test_repeated_bus_errors_turn_the_torque_off_and_stop_the_driver(driver):
+    emulator, driver, _probe = driver
     driver._timer.cancel()  # ticks are driven by hand here
     emulator.silence(3)
     for _ in range(driver.max_bus_errors - 1):

@@ -116,7 +116,7 @@ def type_keys(teleop: subprocess.Popen, keys: bytes, pause: float = 0.15) -> Non
 
 
 @pytest.fixture
-def graph(monkeypatch, tmp_path):
+def teleop_graph(monkeypatch, tmp_path):
     for key, value in ros_env(DOMAIN).items():
         monkeypatch.setenv(key, value)
     size = str(IMAGE_SIZE)
@@ -146,8 +146,8 @@ def graph(monkeypatch, tmp_path):
             stop(process)
 
 
-def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(graph):
-    teleop, probe, out = graph
+def test_keys_drive_the_arm_through_safety_and_record_a_dataset_episode(teleop_graph):
+    teleop, probe, out = teleop_graph
     wait_for(lambda: probe.position, 60.0, "joint states from the sim node")
     wait_for(lambda: any(c.points for c in probe.commands), 60.0, "teleop's first target")
     stepper = IkToolStepper("so101")

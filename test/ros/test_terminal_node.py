@@ -138,17 +138,17 @@ class Peers:
 
 
 @pytest.fixture(scope="module")
-def env():
+def node_env():
     environment = dict(os.environ)
     environment.update(ROS_DOMAIN_ID=str(DOMAIN_ID), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     return environment
 
 
 @contextlib.contextmanager
-def running_peers(env):
+def running_peers(node_env):
     """The peers spinning in their own context until the block ends."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROS_DOMAIN_ID", env["ROS_DOMAIN_ID"])
+        mp.setenv("ROS_DOMAIN_ID", node_env["ROS_DOMAIN_ID"])
         mp.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         context = rclpy.Context()
         rclpy.init(context=context)
@@ -172,8 +172,8 @@ def running_peers(env):
 
 
 @pytest.fixture
-def peers(env):
-    with running_peers(env) as peers:
+def peers(node_env):
+    with running_peers(node_env) as peers:
         yield peers
 
 
@@ -191,18 +191,18 @@ def terminal_command(*flags: str, service_timeout: float = 5.0, discovery: float
     ]
 
 
-def run_terminal(env, lines: str, *flags: str, service_timeout: float = 5.0):
+def run_terminal(node_env, lines: str, *flags: str, service_timeout: float = 5.0):
     """The terminal node fed ``lines`` on a piped stdin (so non-interactive by itself)."""
     command = terminal_command(*flags, service_timeout=service_timeout)
     done = subprocess.run(
-        command, input=lines, capture_output=True, text=True, env=env, cwd=REPO, timeout=90
+        command, input=lines, capture_output=True, text=True, env=node_env, cwd=REPO, timeout=90
     )
     return done.returncode, done.stdout.splitlines(), done.stderr
 
 
-def test_instruction_correction_stop_and_another_instruction(env, peers):
+def test_instruction_correction_stop_and_another_instruction(node_env, peers):
     lines = "pick up the red block\n:fix a bit higher\nstop\nput it in the bowl\n"
-    code, out, err = run_terminal(env, lines, "--timeout", "30")
+    code, out, err = run_terminal(node_env, lines, "--timeout", "30")
     assert code == 0, (out, err)
     assert peers.instructions == ["pick up the red block", "put it in the bowl"]
     assert peers.corrections == ["a bit higher"]
@@ -226,18 +226,18 @@ def test_instruction_correction_stop_and_another_instruction(env, peers):
     assert "Traceback" not in err
 
 
-def test_a_failed_instruction_and_a_missing_sim_give_exit_status_1(env, peers):
+def test_a_failed_instruction_and_a_missing_sim_give_exit_status_1(node_env, peers):
     lines = "fail to reach the shelf\n:reset\n"
-    code, out, err = run_terminal(env, lines, "--timeout", "30", service_timeout=0.5)
+    code, out, err = run_terminal(node_env, lines, "--timeout", "30", service_timeout=0.5)
     assert code == 1, (out, err)
     assert "[planner] failed (code): fail to reach the shelf — target out of reach" in out
     assert "! no sim node answering on /lang2policy_sim/reset" in out
     assert "Traceback" not in err
 
 
-def test_without_wait_a_follow_up_is_routed_as_a_correction(env, peers):
+def test_without_wait_a_follow_up_is_routed_as_a_correction(node_env, peers):
     lines = "pick up the red block\nno, the blue one\n"
-    code, out, err = run_terminal(env, lines, "--non-interactive", "--no-wait")
+    code, out, err = run_terminal(node_env, lines, "--non-interactive", "--no-wait")
     assert code == 0, (out, err)
     wait_for(lambda: peers.corrections, 10, "the correction to arrive")
     assert peers.instructions == ["pick up the red block"]
@@ -250,7 +250,7 @@ def test_without_wait_a_follow_up_is_routed_as_a_correction(env, peers):
     ]
 
 
-def test_a_script_started_before_the_planner_waits_for_it(env):
+def test_a_script_started_before_the_planner_waits_for_it(node_env):
     """Started with the graph, a script's first instruction must not be lost to discovery."""
     command = terminal_command("--timeout", "30", discovery=0.5)
     terminal = subprocess.Popen(
@@ -259,14 +259,14 @@ def test_a_script_started_before_the_planner_waits_for_it(env):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=node_env,
         cwd=REPO,
     )
     try:
         terminal.stdin.write("pick up the red block\n")
         terminal.stdin.flush()
         time.sleep(3.0)  # the terminal is up and waiting; now the planner comes
-        with running_peers(env) as peers:
+        with running_peers(node_env) as peers:
             out, err = terminal.communicate(timeout=60)
             assert peers.instructions == ["pick up the red block"]
     finally:
@@ -286,11 +286,11 @@ def assert_in_order(out: list[str], expected: list[str]) -> None:
         at = out.index(line, at + 1)
 
 
-def test_objects_the_plan_what_the_robot_says_and_the_verdict_are_shown(env, peers):
+def test_objects_the_plan_what_the_robot_says_and_the_verdict_are_shown(node_env, peers):
     peers.send_objects.set()
     good, ghost = "put the red block in the yellow bowl", "put the ghost block in the yellow bowl"
     lines = f"{good}\n{ghost}\n:scene\n:history\n"
-    code, out, err = run_terminal(env, lines, "--timeout", "30")
+    code, out, err = run_terminal(node_env, lines, "--timeout", "30")
     assert code == 1, (out, err)  # the goal of the second was not reached
     scene = "objects: red block at [0.40, 0.10, 0.02], yellow bowl at [0.50, -0.12, 0.00]"
     # Once when first heard, and for :scene (unless discovery on a loaded machine was slower
@@ -328,14 +328,14 @@ def test_objects_the_plan_what_the_robot_says_and_the_verdict_are_shown(env, pee
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_ends_a_waiting_script_cleanly(env, signum):
+def test_ctrl_c_or_sigterm_ends_a_waiting_script_cleanly(node_env, signum):
     terminal = subprocess.Popen(
         terminal_command("--timeout", "60"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=node_env,
         cwd=REPO,
     )
     lines: list[str] = []
@@ -366,19 +366,19 @@ def test_ctrl_c_or_sigterm_ends_a_waiting_script_cleanly(env, signum):
     assert "Traceback" not in err
 
 
-def test_bad_parameters_and_flags_end_with_a_message(env):
-    code, _, err = run_terminal(env, "", service_timeout=-1)
+def test_bad_parameters_and_flags_end_with_a_message(node_env):
+    code, _, err = run_terminal(node_env, "", service_timeout=-1)
     assert code == 1 and "parameter 'service_timeout' must be a number > 0" in err
-    code, _, err = run_terminal(env, "", "--timeout", "0")
+    code, _, err = run_terminal(node_env, "", "--timeout", "0")
     assert code == 2 and "--timeout: must be a number > 0" in err
 
 
 class Tmux:
     """A detached tmux session on a private server, driven by keys and read from its pane."""
 
-    def __init__(self, command: str, env: dict) -> None:
+    def __init__(self, command: str, node_env: dict) -> None:
         self.server = ["tmux", "-L", f"l2p-terminal-test-{os.getpid()}"]
-        self.env = env
+        self.env = node_env
         shell = f"{command}; echo EXIT=$?; sleep 60"
         self._tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "40", shell)
 
@@ -414,10 +414,10 @@ class Tmux:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_interactive_prompt_in_tmux(env, peers):
+def test_interactive_prompt_in_tmux(node_env, peers):
     terminal = [sys.executable, "-m", "lang2policy.ros.terminal_node"]
     command = shlex.join([*terminal, "--ros-args", "-p", "discovery_timeout:=10.0"])
-    tmux = Tmux(f"cd {shlex.quote(str(REPO))} && {command}", env)
+    tmux = Tmux(f"cd {shlex.quote(str(REPO))} && {command}", node_env)
     try:
         tmux.wait_for_line("instruct>")
         tmux.type("pick up the red block slowly", "Enter")

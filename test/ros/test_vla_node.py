@@ -36,7 +36,7 @@ STARTUP_GRACE = 2.0  # s a skill waits for its first inputs before it says "hold
 
 
 @pytest.fixture(scope="module")
-def graph():
+def vla_node_graph():
     limits = ["-p", "max_seconds:=25.0", "-p", f"startup_grace:={STARTUP_GRACE}"]
     with pytest.MonkeyPatch.context() as mp, vla_graph(mp, DOMAIN_ID, limits) as running:
         yield running
@@ -49,8 +49,8 @@ def cpu_seconds(process: NodeProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_idle_node_holds_no_camera_and_refuses_what_it_cannot_check(graph):
-    _, vla, probe = graph
+def test_idle_node_holds_no_camera_and_refuses_what_it_cannot_check(vla_node_graph):
+    _, vla, probe = vla_node_graph
     time.sleep(1.0)  # time for any subscription to be discovered
     assert probe.camera_subscribers() == 0
     used = cpu_seconds(vla)
@@ -77,8 +77,8 @@ def still(probe, seconds: float = 0.5, tolerance: float = 0.005) -> float | None
     return max(drift, 1e-9) if drift < tolerance else None
 
 
-def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(graph):
-    sim, _, probe = graph
+def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(vla_node_graph):
+    sim, _, probe = vla_node_graph
     assert probe.call(topics.RESUME.name).success  # a rerun finds the node as the stop left it
     start_position = probe.latest_position()
     _, commands = probe.mark()
@@ -132,8 +132,8 @@ def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(graph):
     assert "call /lang2policy/resume" in probe.status("rejected", since)[1]["detail"]
 
 
-def test_a_skill_without_inputs_holds_then_runs_when_they_come_and_cancels(graph):
-    sim, _, probe = graph
+def test_a_skill_without_inputs_holds_then_runs_when_they_come_and_cancels(vla_node_graph):
+    sim, _, probe = vla_node_graph
     assert probe.call(topics.RESUME.name).success
     sim.pause()  # no images nor joint states at all while the skill starts
     try:

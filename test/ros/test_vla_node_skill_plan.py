@@ -28,7 +28,6 @@ from support.vla_ros import SHIPPED_CAMERAS, vla_graph  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.ros.vla_node import camera_topic  # noqa: E402
-from lang2policy.vla.skill.limits import tool_kinematics  # noqa: E402
 from lang2policy.vla.spec.schema import JOINT_NAMES  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -39,15 +38,10 @@ SPEED = 0.4  # rad/s: the plan's cap, below the safety node's 1.5
 
 
 @pytest.fixture(scope="module")
-def graph():
+def vla_skill_graph():
     arguments = ["-p", "startup_grace:=2.0"]
     with pytest.MonkeyPatch.context() as mp, vla_graph(mp, DOMAIN_ID, arguments) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def tool():
-    return tool_kinematics("so101", JOINT_NAMES)
 
 
 def arm_targets(probe, since: int) -> list[np.ndarray | None]:
@@ -89,8 +83,8 @@ def run_lines(probe, since: int) -> list[dict]:
         return [line for _, line in probe.statuses[since:]]
 
 
-def test_motions_and_bad_messages_are_answered(graph):
-    _, _, probe = graph
+def test_motions_and_bad_messages_are_answered(vla_skill_graph):
+    _, _, probe = vla_skill_graph
     since = probe.send_json({"motion": "a bit to the left", "plan_id": "idle"})
     _, line = probe.status("motion", since)
     assert line["detail"]["action"] == "refused" and line["plan_id"] == "idle"
@@ -103,8 +97,8 @@ def test_motions_and_bad_messages_are_answered(graph):
     assert "unknown keys ['x']" in line["detail"]
 
 
-def test_a_plan_runs_under_its_limits_and_a_motion_shifts_it_left(graph):
-    _, _, probe = graph
+def test_a_plan_runs_under_its_limits_and_a_motion_shifts_it_left(vla_skill_graph):
+    _, _, probe = vla_skill_graph
     since, commands = probe.mark()
     start = {"skill": SKILL, "plan_id": "plan-a"}
     start["limits"] = {"max_joint_speed": SPEED, "time_budget_s": 8.0}
@@ -147,8 +141,8 @@ def test_a_plan_runs_under_its_limits_and_a_motion_shifts_it_left(graph):
     assert len(steps) > 30 and max(steps) <= SPEED / 10.0 + 1e-4
 
 
-def test_a_target_leaving_the_plans_workspace_is_not_sent(graph, tool):
-    _, _, probe = graph
+def test_a_target_leaving_the_plans_workspace_is_not_sent(vla_skill_graph, tool):
+    _, _, probe = vla_skill_graph
     with probe.lock:
         names, joints = probe.state_names, probe.positions[-1]
     here = tool.point(np.array([joints[names.index(n)] for n in JOINT_NAMES]))

@@ -268,11 +268,6 @@ def so101():
     return motion_filter_for("so101", load_safety_config("so101"))
 
 
-@pytest.fixture(scope="module")
-def world():
-    return World("so101")
-
-
 def home_state(world: World) -> dict[str, float]:
     return {**dict(zip(world.arm.joint_names, world.arm.home, strict=True)), "gripper": 1.0}
 

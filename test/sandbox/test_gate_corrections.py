@@ -29,13 +29,6 @@ from lang2policy.skills.remote import RemoteSkillBackend
 LIMITS = SandboxLimits(wall_seconds=20, cpu_seconds=10, memory_mb=512)
 
 
-@pytest.fixture()
-def arm():
-    live = LiveArm()
-    yield live
-    live.close()
-
-
 def base_policy(arm: LiveArm) -> PrivilegePolicy:
     """config/policies/default.yaml: the SO-101's workspace box ends at x = 0.35 m; 0.25 m/s."""
     return default_policy(arm.world.description, known_skills=SKILLS)

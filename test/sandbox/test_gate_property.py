@@ -33,7 +33,7 @@ MOTION_SKILLS = ["move_to", "go_home", "pick", "place", "put_first_on_second", "
 
 
 @pytest.fixture(scope="module")
-def arm():
+def paced_arm():
     live = LiveArm(pace=0.002)
     yield live
     live.close()
@@ -54,7 +54,7 @@ def policies(draw):
     return allowed, keep_out, cap
 
 
-def build_policy(arm: LiveArm, allowed, keep_out, cap: float) -> PrivilegePolicy:
+def build_policy(paced_arm: LiveArm, allowed, keep_out, cap: float) -> PrivilegePolicy:
     plan = {
         "version": 1,
         "zones": {
@@ -70,8 +70,8 @@ def build_policy(arm: LiveArm, allowed, keep_out, cap: float) -> PrivilegePolicy
             {"id": "gripper", "skill": ["open_gripper", "close_gripper"], "effect": "allow"},
         ],
     }
-    box = workspace_box(arm.world.description)
-    base = default_policy(arm.world.description, known_skills=SKILLS)
+    box = workspace_box(paced_arm.world.description)
+    base = default_policy(paced_arm.world.description, known_skills=SKILLS)
     return base.narrowed(PrivilegePolicy.from_dict(plan, box, "drawn", known_skills=SKILLS))
 
 
@@ -83,14 +83,14 @@ corrections = st.one_of(
 )
 
 
-def go_home(arm: LiveArm) -> None:
-    runner = SandboxRunner(RemoteSkillBackend(arm.session), default_policy(
-        arm.world.description, known_skills=SKILLS), limits=LIMITS)
+def go_home(paced_arm: LiveArm) -> None:
+    runner = SandboxRunner(RemoteSkillBackend(paced_arm.session), default_policy(
+        paced_arm.world.description, known_skills=SKILLS), limits=LIMITS)
     outcome = runner.run("go_home(speed=0.25)")
     assert outcome.ok, outcome.summary()
 
 
-def say_during_motions(backend, router, edits, said: list[str], after: float, arm: LiveArm):
+def say_during_motions(backend, router, edits, said: list[str], after: float, paced_arm: LiveArm):
     """Say each correction once a motion has run ``after`` s of sim time."""
 
     def run():
@@ -101,8 +101,8 @@ def say_during_motions(backend, router, edits, said: list[str], after: float, ar
             call = backend.current_call
             if call is None:
                 return
-            started = arm.world.time
-            while arm.world.time < started + after and backend.current_call is not None:
+            started = paced_arm.world.time
+            while paced_arm.world.time < started + after and backend.current_call is not None:
                 time.sleep(0.002)
             routed = router.route(text, OBJECTS, instruction="move", code_call=call, edits=edits)
             if routed.action == "edit_code":
@@ -127,26 +127,28 @@ def inside(points: np.ndarray, box, margin: float) -> np.ndarray:
     said=st.lists(corrections, min_size=1, max_size=3),
     after=st.floats(0.05, 0.6),
 )
-def test_the_tool_never_leaves_what_the_policy_allows(arm, drawn, targets, speeds, said, after):
+def test_the_tool_never_leaves_what_the_policy_allows(
+    paced_arm, drawn, targets, speeds, said, after
+):
     allowed, keep_out, cap = drawn
-    go_home(arm)
-    policy = build_policy(arm, allowed, keep_out, cap)
-    backend = RemoteSkillBackend(arm.session)
+    go_home(paced_arm)
+    policy = build_policy(paced_arm, allowed, keep_out, cap)
+    backend = RemoteSkillBackend(paced_arm.session)
     runner = SandboxRunner(backend, policy, limits=LIMITS)
     router = CorrectionRouter(None)
-    edits = ArgEdits(lambda: (arm.world.object_names(), {}))
+    edits = ArgEdits(lambda: (paced_arm.world.object_names(), {}))
     runner.edits = edits
     program = "\n".join(
         f"try:\n    move_to([{x:.3f}, {y:.3f}, {z:.3f}], speed={s})\nexcept Exception:\n    pass"
         for (x, y, z), s in zip(targets, speeds, strict=False)
     )
-    t0 = arm.world.time
-    thread = say_during_motions(backend, router, edits, said, after, arm)
+    t0 = paced_arm.world.time
+    thread = say_during_motions(backend, router, edits, said, after, paced_arm)
     outcome = runner.run(program)
     thread.join(15)
     assert outcome.kind in ("ok", "stopped"), outcome.summary()
-    path = arm.since(t0)
+    path = paced_arm.since(t0)
     assert inside(path, allowed, TRACKING).all(), (
         f"the tool left {allowed}: {path[~inside(path, allowed, TRACKING)][:3]}")
     assert not inside(path, keep_out, -TRACKING).any(), f"the tool entered {keep_out}"
-    assert arm.peak_speed(t0) <= cap * SPEED_SLACK + 0.01
+    assert paced_arm.peak_speed(t0) <= cap * SPEED_SLACK + 0.01

@@ -124,20 +124,20 @@ def session_for(robot: str) -> SimSession:
 
 
 @pytest.fixture
-def session():
+def fresh_session():
     return session_for("so101")
 
 
 @pytest.fixture
-def probe(session):
-    probe = GripperProbe(session.world)
+def probe(fresh_session):
+    probe = GripperProbe(fresh_session.world)
     yield probe
     probe.close()
 
 
-def keep_out_policy(session: SimSession, edge: float = EDGE) -> PrivilegePolicy:
+def keep_out_policy(fresh_session: SimSession, edge: float = EDGE) -> PrivilegePolicy:
     """The default policy narrowed by keep_out.yaml (its zone from y = ``edge`` on)."""
-    description = session.world.description
+    description = fresh_session.world.description
     base = default_policy(description, known_skills=SKILLS)
     plan = yaml.safe_load(KEEP_OUT.read_text())
     plan["zones"]["person_side"]["min"][1] = edge
@@ -145,9 +145,9 @@ def keep_out_policy(session: SimSession, edge: float = EDGE) -> PrivilegePolicy:
     return base.narrowed(PrivilegePolicy.from_dict(plan, workspace, KEEP_OUT.name, SKILLS))
 
 
-def run(session: SimSession, program: str, policy: PrivilegePolicy | None = None):
-    policy = policy or keep_out_policy(session)
-    return SandboxRunner(SimSkillBackend(session), policy, limits=LIMITS).run(program)
+def run(fresh_session: SimSession, program: str, policy: PrivilegePolicy | None = None):
+    policy = policy or keep_out_policy(fresh_session)
+    return SandboxRunner(SimSkillBackend(fresh_session), policy, limits=LIMITS).run(program)
 
 
 def assert_refused_or_outside(outcome, probe: GripperProbe, skill: str, edge: float = EDGE):
@@ -187,25 +187,27 @@ def test_a_move_that_would_put_the_gripper_into_a_keep_out_zone_is_refused(robot
         probe.close()
 
 
-def test_placing_beside_a_keep_out_zone_is_refused_when_the_jaw_would_reach_in(session, probe):
+def test_placing_beside_a_keep_out_zone_is_refused_when_the_jaw_would_reach_in(
+    fresh_session, probe
+):
     """A compound motion (wrist yaw and tilt decided while it runs): the pick far from the zone
     is allowed; placing the block with its centre 4 cm from the zone would open the jaw into it."""
     program = 'pick("green block", speed=0.1)\nplace([0.2, 0.06, 0.0], speed=0.1)\n'
-    outcome = run(session, program)
+    outcome = run(fresh_session, program)
     assert outcome.intents[0].ok, outcome.summary()
     assert_refused_or_outside(outcome, probe, "place")
 
 
-def test_moves_and_a_pick_and_place_away_from_the_zone_are_allowed(session, probe):
+def test_moves_and_a_pick_and_place_away_from_the_zone_are_allowed(fresh_session, probe):
     """No refusals near normal work: moves and a pick-and-place a few cm from the zone."""
     program = """
 move_to([0.25, -0.05, 0.12], speed=0.1)
 move_to([0.22, 0.0, 0.10], speed=0.1)
 put_first_on_second("green block", "blue bowl", speed=0.1)
 """
-    outcome = run(session, program)
+    outcome = run(fresh_session, program)
     assert outcome.ok, outcome.summary()
     assert [i.decision for i in outcome.intents] == ["allowed"] * 3
-    session.world.step_seconds(0.5)
-    assert session.world.is_in("green block", "blue bowl")
+    fresh_session.world.step_seconds(0.5)
+    assert fresh_session.world.is_in("green block", "blue bowl")
     assert probe.peak()[0] <= EDGE

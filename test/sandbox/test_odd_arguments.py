@@ -21,7 +21,6 @@ from lang2policy.errors import InvalidIntentError
 from lang2policy.sandbox.policy import default_policy
 from lang2policy.sandbox.process import ProtocolError
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.spec import Param, Skill
@@ -31,13 +30,8 @@ FAST = SandboxLimits(wall_seconds=3, cpu_seconds=3, memory_mb=512)
 LIMIT = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
-
-
 @pytest.fixture
-def scene(session):
+def block_and_bowl(session):
     session.reset(3, ["red block", "blue bowl"])
     return session
 
@@ -46,40 +40,42 @@ def joints(session) -> np.ndarray:
     return session.robot.get_observation().position.copy()
 
 
-def run(scene, source: str):
+def run(block_and_bowl, source: str):
     runner = SandboxRunner(
-        SimSkillBackend(scene), default_policy(scene.world.description), limits=FAST
+        SimSkillBackend(block_and_bowl),
+        default_policy(block_and_bowl.world.description),
+        limits=FAST,
     )
-    before = joints(scene)
+    before = joints(block_and_bowl)
     outcome = runner.run(source)
-    scene.world.step_seconds(0.5)
-    assert np.abs(joints(scene)[:-1] - before[:-1]).max() < 0.02, "the arm moved"
+    block_and_bowl.world.step_seconds(0.5)
+    assert np.abs(joints(block_and_bowl)[:-1] - before[:-1]).max() < 0.02, "the arm moved"
     return outcome
 
 
 # ---------------------------------------------------------------- real sandbox runs
-def test_a_400_digit_coordinate_is_an_invalid_call(scene):
-    outcome = run(scene, "move_to([10**400, 0, 0.1])\n")
+def test_a_400_digit_coordinate_is_an_invalid_call(block_and_bowl):
+    outcome = run(block_and_bowl, "move_to([10**400, 0, 0.1])\n")
     assert outcome.kind == "invalid", outcome.summary()
     assert [i.decision for i in outcome.intents] == ["invalid"]  # the host's binder said so
     assert "not a finite number" in outcome.message and "allowed: a point" in outcome.message
 
 
-def test_a_500_deep_list_is_an_invalid_call(scene):
+def test_a_500_deep_list_is_an_invalid_call(block_and_bowl):
     source = (
         "nested = [0.3, 0.0, 0.1]\nfor _ in range(500):\n    nested = [nested]\nmove_to(nested)\n"
     )
-    outcome = run(scene, source)
+    outcome = run(block_and_bowl, source)
     assert outcome.kind == "invalid", outcome.summary()
     assert "levels deep" in outcome.message and outcome.line == 4
 
 
-def test_a_program_may_catch_the_refusal_and_go_on(scene):
+def test_a_program_may_catch_the_refusal_and_go_on(block_and_bowl):
     source = (
         "try:\n    move_to([10**400, 0, 0.1])\nexcept SkillError as exc:\n"
         "    say('refused: ' + exc.kind)\n"
     )
-    outcome = run(scene, source)
+    outcome = run(block_and_bowl, source)
     assert outcome.ok and outcome.said == ["refused: invalid"]
 
 

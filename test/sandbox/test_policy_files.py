@@ -197,13 +197,6 @@ DUPLICATE_WHEN = (
 )
 
 
-@pytest.fixture(scope="module")
-def session():
-    from lang2policy.session.sim import SimSession
-
-    return SimSession("so101")
-
-
 def test_duplicate_when_is_refused_and_the_arm_never_moves(tmp_path, session):
     """The second ``when`` would drop ``targets_in: near`` (x <= 0.35) and let x = 0.40 run."""
     from lang2policy.commands.exec_policy import load_policy

@@ -195,7 +195,7 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def redteam(tmp_path_factory):
     secret = "l2p-redteam-" + secrets.token_hex(12)
     session = SimSession("so101")
     session.reset(SEED, list(OBJECTS))
@@ -258,7 +258,7 @@ class Attack:
 
 
 def check_contained(
-    env: Env,
+    redteam: Env,
     source: str,
     *,
     kinds=(),
@@ -269,19 +269,19 @@ def check_contained(
     benign_after=True,
 ):
     """Run ``source`` and assert that it had no effect on the host or the simulator."""
-    runner = runner or env.runner
-    env.fresh_host_files()
-    assert not any(env.canary_dir.iterdir()), "canary directory not empty before the attack"
-    host_before = HostFile.snapshot(env.host_file)
-    secret_before = HostFile.snapshot(env.secret_file)
-    host_dir_before = sorted(p.name for p in env.host_dir.iterdir())
+    runner = runner or redteam.runner
+    redteam.fresh_host_files()
+    assert not any(redteam.canary_dir.iterdir()), "canary directory not empty before the attack"
+    host_before = HostFile.snapshot(redteam.host_file)
+    secret_before = HostFile.snapshot(redteam.secret_file)
+    host_dir_before = sorted(p.name for p in redteam.host_dir.iterdir())
     sched_before = sched_state()
     children_before = set(child_pids())
-    signals_before = dict(env.signals.counts)
-    assert env.traps.hits() == [], "a trap was hit before the attack"
-    first_point = len(env.recorder.points)
-    ee_before = env.recorder.current()
-    site_before = env.recorder.current_site()
+    signals_before = dict(redteam.signals.counts)
+    assert redteam.traps.hits() == [], "a trap was hit before the attack"
+    first_point = len(redteam.recorder.points)
+    ee_before = redteam.recorder.current()
+    site_before = redteam.recorder.current_site()
 
     run = run_guarded(runner, source, HOST_TIMEOUT, plan_policy=plan_policy)
     problems = []
@@ -292,25 +292,25 @@ def check_contained(
         )
     if run.error is not None:
         problems.append(f"run() raised in the host: {run.error!r}")
-    created = sorted(p.name for p in env.canary_dir.iterdir())
+    created = sorted(p.name for p in redteam.canary_dir.iterdir())
     if created:
         problems.append(f"files were created in the canary directory: {created}")
-    if HostFile.snapshot(env.host_file) != host_before:
+    if HostFile.snapshot(redteam.host_file) != host_before:
         problems.append(
-            f"the host file changed: {host_before} -> {HostFile.snapshot(env.host_file)}"
+            f"the host file changed: {host_before} -> {HostFile.snapshot(redteam.host_file)}"
         )
-    if HostFile.snapshot(env.secret_file) != secret_before:
+    if HostFile.snapshot(redteam.secret_file) != secret_before:
         problems.append("the secret file changed")
-    host_dir_after = sorted(p.name for p in env.host_dir.iterdir())
+    host_dir_after = sorted(p.name for p in redteam.host_dir.iterdir())
     if host_dir_after != host_dir_before:
         problems.append(f"the host directory changed: {host_dir_before} -> {host_dir_after}")
-    hits = env.traps.hits()
+    hits = redteam.traps.hits()
     if hits:
         problems.append(f"network traps were reached: {hits}")
     if sched_state() != sched_before:
         problems.append(f"the host's scheduling changed: {sched_before} -> {sched_state()}")
-    if env.signals.counts != signals_before:
-        problems.append(f"signals reached the host: {signals_before} -> {env.signals.counts}")
+    if redteam.signals.counts != signals_before:
+        problems.append(f"signals reached the host: {signals_before} -> {redteam.signals.counts}")
     leftover = {p: s for p, s in child_pids().items() if p not in children_before}
     reap_zombies(children_before)
     if leftover:
@@ -319,18 +319,18 @@ def check_contained(
 
     outcome = run.outcome
     text = json.dumps(outcome.as_dict(), default=str)
-    assert env.secret not in text, "the secret leaked into the outcome"
-    assert env.secret not in repr(outcome.said)
+    assert redteam.secret not in text, "the secret leaked into the outcome"
+    assert redteam.secret not in repr(outcome.said)
 
-    points = env.recorder.points[first_point:]
-    outside = [p for p in points if not _in_box(p, env.workspace, TOLERANCE)]
+    points = redteam.recorder.points[first_point:]
+    outside = [p for p in points if not _in_box(p, redteam.workspace, TOLERANCE)]
     assert not outside, f"the arm left the workspace box: {outside[:3]}"
     forbidden = [p for p in points if _in_box(p, KEEP_OUT, -0.01)]
     assert not forbidden, f"the arm entered the keep-out zone: {forbidden[:3]}"
     if still:
-        sites = [*env.recorder.sites[first_point:], env.recorder.current_site()]
+        sites = [*redteam.recorder.sites[first_point:], redteam.recorder.current_site()]
         moved = [p for p in sites if _dist(p, site_before) > STILL]
-        moved += [p for p in [*points, env.recorder.current()] if _dist(p, ee_before) > STILL]
+        moved += [p for p in [*points, redteam.recorder.current()] if _dist(p, ee_before) > STILL]
         assert not moved, f"the arm moved although every motion must be refused: {moved[:3]}"
         executed = [i.skill for i in outcome.intents if i.ok and i.skill in MOTION_SKILLS]
         assert not executed, f"motions were executed: {executed}"
@@ -342,7 +342,7 @@ def check_contained(
             f"{outcome.kind}: {outcome.message}\n{outcome.output[:1000]}"
         )
     if benign_after:
-        after = run_guarded(env.runner, BENIGN, HOST_TIMEOUT)
+        after = run_guarded(redteam.runner, BENIGN, HOST_TIMEOUT)
         assert not after.hung and after.error is None
         assert after.outcome.ok, after.outcome.summary()
         assert "alive 3 True 2" in after.outcome.output
@@ -1400,11 +1400,11 @@ def _params(attacks):
 
 
 # ====================================================================== tests
-def test_control_benign_program_moves_the_arm_inside_the_policy(env):
+def test_control_benign_program_moves_the_arm_inside_the_policy(redteam):
     """Control: the probes see real motion, and a Code-as-Policies program runs and moves."""
-    first = len(env.recorder.points)
+    first = len(redteam.recorder.points)
     outcome = check_contained(
-        env,
+        redteam,
         """
 def above(p, h):
     return np.array([p[0], p[1], p[2] + h])
@@ -1423,19 +1423,23 @@ say("done")
     assert outcome.layers.get("seccomp") == "on" and outcome.layers.get("rlimits") == "on"
     moves = [i for i in outcome.intents if i.skill == "move_to"]
     assert moves and all(i.ok for i in moves)
-    points = env.recorder.points[first:]
+    points = redteam.recorder.points[first:]
     assert len(points) > 10, "the observer saw no simulation steps"
     assert max(_dist(p, points[0]) for p in points) > 0.05, "the arm did not really move"
     assert outcome.said == ["done"]
 
 
 @pytest.mark.parametrize("attack", list(_params(ATTACKS)))
-def test_attack_is_contained(env, attack, capfd):
+def test_attack_is_contained(redteam, attack, capfd):
     check_contained(
-        env, env.render(attack.source), kinds=attack.kinds, still=attack.still, reach=attack.reach
+        redteam,
+        redteam.render(attack.source),
+        kinds=attack.kinds,
+        still=attack.still,
+        reach=attack.reach,
     )
     out, err = capfd.readouterr()
-    mark = env.values()["MARK"]
+    mark = redteam.values()["MARK"]
     assert mark not in out and mark not in err, "the child wrote to the host's stdout/stderr"
 
 
@@ -1466,22 +1470,22 @@ AST_SUBSET = (
 )
 
 
-def test_ast_precheck_rejects_a_representative_subset(env):
+def test_ast_precheck_rejects_a_representative_subset(redteam):
     """With the pre-check on, these attacks are refused before any child starts."""
     by_id = {a.id: a for a in ATTACKS}
     for attack_id in AST_SUBSET:
-        first = len(env.recorder.points)
-        outcome = env.ast_runner.run(env.render(by_id[attack_id].source))
+        first = len(redteam.recorder.points)
+        outcome = redteam.ast_runner.run(redteam.render(by_id[attack_id].source))
         assert outcome.kind in ("rejected", "syntax"), f"{attack_id}: {outcome.headline()}"
         assert outcome.intents == [] and outcome.output == "", attack_id
-        assert not any(env.canary_dir.iterdir()), attack_id
-        assert len(env.recorder.points) == first, attack_id
+        assert not any(redteam.canary_dir.iterdir()), attack_id
+        assert len(redteam.recorder.points) == first, attack_id
 
 
-def test_monkey_patching_does_not_persist_into_the_next_plan(env):
+def test_monkey_patching_does_not_persist_into_the_next_plan(redteam):
     """Plan 1 patches skills, numpy, math and the child's machinery; plan 2 sees none of it."""
     check_contained(
-        env,
+        redteam,
         ESCAPE
         + """
 def get_obj_names():
@@ -1497,7 +1501,7 @@ print("REACHED patched", get_obj_names(), say("x"))
         reach=True,
     )
     outcome = check_contained(
-        env,
+        redteam,
         """
 state = [sorted(get_obj_names()), round(math.pi, 5), np.array([1, 2]).tolist(),
          np.zeros(2).tolist(), "open" in __builtins__]
@@ -1510,10 +1514,10 @@ print("STATE", repr(state))
     assert state == [sorted(OBJECTS), 3.14159, [1, 2], [0.0, 0.0], False]
 
 
-def test_lone_surrogates_in_output_keep_the_outcome_printable(env):
+def test_lone_surrogates_in_output_keep_the_outcome_printable(redteam):
     """Text that comes back from the child (print, say) must not crash the host's display."""
     outcome = check_contained(
-        env,
+        redteam,
         """
 print("bad \\ud800 text")
 say("also \\udfff bad")
@@ -1528,13 +1532,13 @@ say("also \\udfff bad")
 WALL = Box(min=(0.10, 0.04, -0.5), max=(0.40, 0.08, 1.0))
 
 
-def test_path_between_allowed_targets_avoids_a_forbidden_zone(env):
+def test_path_between_allowed_targets_avoids_a_forbidden_zone(redteam):
     """A wall-shaped keep-out zone between two allowed targets: both endpoints are outside it,
     so a check of targets alone allows the move; the arm must still never be inside the wall."""
-    plan = PrivilegePolicy.from_dict(_zone_policy("wall", WALL, "wall"), env.workspace, "wall")
-    first = len(env.recorder.points)
+    plan = PrivilegePolicy.from_dict(_zone_policy("wall", WALL, "wall"), redteam.workspace, "wall")
+    first = len(redteam.recorder.points)
     outcome = check_contained(
-        env,
+        redteam,
         """
 move_to([0.22, -0.03, 0.10], speed=0.25)
 move_to([0.22, 0.12, 0.10], speed=0.25)
@@ -1542,7 +1546,7 @@ move_to([0.22, 0.12, 0.10], speed=0.25)
         still=False,
         plan_policy=plan,
     )
-    points = env.recorder.points[first:]
+    points = redteam.recorder.points[first:]
     inside = [p for p in points if _in_box(p, WALL, 0.0)]
     assert not inside, f"the arm passed through the forbidden wall: {inside[:3]}"
     # Not vacuous: either the arm went around the wall, or the move was refused.
@@ -1564,10 +1568,10 @@ lock.acquire()
 )
 
 
-def test_child_that_stops_reading_does_not_hang_the_host(env):
+def test_child_that_stops_reading_does_not_hang_the_host(redteam):
     runner = SandboxRunner(
-        env.runner.backend,
-        env.runner.policy,
+        redteam.runner.backend,
+        redteam.runner.policy,
         ast_check=False,
         limits=SandboxLimits(wall_seconds=1, cpu_seconds=1, memory_mb=512),
     )
@@ -1640,14 +1644,14 @@ attempt("sched_setscheduler SCHED_IDLE", libc.syscall, 144, ppid, 5,
         pytest.param(HOST_SCHED, id="sched_attacks_on_the_host"),
     ],
 )
-def test_sacrificial_host_survives(env, source, tmp_path):
+def test_sacrificial_host_survives(redteam, source, tmp_path):
     """Attacks on the host process itself run against a separate host process."""
     report = run_in_fresh_host(source, tmp_path, timeout=40.0)
     assert not report["timed_out"], "the host hung (stopped?)"
     assert report["returncode"] == 0, f"the host died ({report['returncode']}): {report['stderr']}"
     result = report["result"]
     assert "REACHED" in result["output"], result
-    assert env.secret not in json.dumps(result), "the secret leaked into the outcome"
+    assert redteam.secret not in json.dumps(result), "the secret leaked into the outcome"
     assert result["after"] == result["before"], f"host scheduling changed: {result}"
     assert result["children"] == {}, result
     orphans = [

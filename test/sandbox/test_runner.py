@@ -11,17 +11,11 @@ import pytest
 
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy, workspace_box
 from lang2policy.sandbox.runner import SandboxLimits, SandboxRunner
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import SKILLS
 
 OBJECTS = ["red block", "green block", "blue bowl", "green bowl"]
 FAST = SandboxLimits(wall_seconds=3, cpu_seconds=3, memory_mb=512)
-
-
-@pytest.fixture(scope="module")
-def session():
-    return SimSession("so101")
 
 
 @pytest.fixture

@@ -65,13 +65,8 @@ class ScriptedLLM:
         return LLMReply(self.answers.pop(0), "stop", None, None, 0.0, "scripted")
 
 
-@pytest.fixture(scope="module")
-def sim():
-    return SimSession("so101")
-
-
-def joints(sim: SimSession) -> np.ndarray:
-    return sim.robot.get_observation().position.copy()
+def joints(session: SimSession) -> np.ndarray:
+    return session.robot.get_observation().position.copy()
 
 
 # ---------------------------------------------------------------- the quoting function
@@ -102,15 +97,15 @@ def test_printable_leaves_only_newlines_as_line_breaks():
 
 
 # ---------------------------------------------------------------- the repair prompt
-def test_exception_text_stays_in_the_comment_of_the_repair_prompt(sim):
+def test_exception_text_stays_in_the_comment_of_the_repair_prompt(session):
     """A real sandbox run raises the payload; the repair prompt the LLM gets has it on the one
     '# error:' line, whatever line breaks it holds; the repaired program then runs."""
-    sim.reset(1, OBJECTS)
-    backend = SimSkillBackend(sim)
-    runner = SandboxRunner(backend, default_policy(sim.world.description), limits=LIMITS)
+    session.reset(1, OBJECTS)
+    backend = SimSkillBackend(session)
+    runner = SandboxRunner(backend, default_policy(session.world.description), limits=LIMITS)
     llm = ScriptedLLM([PAYLOAD_PROGRAM, "say('fixed')"])
     session = PlanLoop(CodeAsPoliciesPlanner(llm, max_depth=0), runner, backend)
-    before = joints(sim)
+    before = joints(session)
 
     result = session.handle("put the red block in the blue bowl")
 
@@ -123,7 +118,7 @@ def test_exception_text_stays_in_the_comment_of_the_repair_prompt(sim):
     assert len(marked) == 1, marked  # all eleven payload lines are on one line...
     assert marked[0].startswith("# error: ") and marked[0].count(MARKER) == len(SEPARATORS)
     assert tail.splitlines()[-1] == "# fix: put the red block in the blue bowl."
-    assert np.abs(joints(sim)[:-1] - before[:-1]).max() < 0.02  # nothing moved to 0.45
+    assert np.abs(joints(session)[:-1] - before[:-1]).max() < 0.02  # nothing moved to 0.45
 
 
 @pytest.mark.parametrize("separator", SEPARATORS, ids=[repr(s) for s in SEPARATORS])

@@ -6,12 +6,6 @@ import pytest
 
 from lang2policy.errors import ConfigError
 from lang2policy.scene.render import CameraRenderer, VideoRecorder
-from lang2policy.scene.world import World
-
-
-@pytest.fixture(scope="module")
-def world():
-    return World("so101")
 
 
 def test_every_camera_renders_a_non_blank_image(world):

@@ -17,32 +17,32 @@ from lang2policy.session.bus_camera import BusCameraSession
 
 
 @pytest.fixture(scope="module")
-def session():
+def bus_session():
     bus = BusCameraSession("so101", realism=load_realism("mild"))
     bus.use_rig(0)
     yield bus
     bus.close()
 
 
-def test_the_driver_on_the_emulated_bus_puts_a_camera_seen_block_in_a_bowl(session):
-    seen = session.reset(0)
-    truth = session.truth.world
-    assert isinstance(session.robot, SO101Robot) and session.robot.port.startswith("/dev/")
+def test_the_driver_on_the_emulated_bus_puts_a_camera_seen_block_in_a_bowl(bus_session):
+    seen = bus_session.reset(0)
+    truth = bus_session.truth.world
+    assert isinstance(bus_session.robot, SO101Robot) and bus_session.robot.port.startswith("/dev/")
     assert set(seen) <= set(truth.present)
     for name in seen:  # the mirror's poses are the camera's, close to the truth
-        error = math.dist(session.world.object_pose(name).position[:2],
+        error = math.dist(bus_session.world.object_pose(name).position[:2],
                           truth.object_pose(name).position[:2])  # fmt: skip
         assert error < 0.015, (name, error)
     block = next(n for n in seen if n.endswith("block"))
     bowl = next(n for n in seen if n.endswith("bowl"))
-    requests = session.emulator.stats.requests
-    session.sync()
-    session.primitives.put_first_on_second(block, bowl)
-    session.primitives.go_home()
-    session.settle(0.5)
+    requests = bus_session.emulator.stats.requests
+    bus_session.sync()
+    bus_session.primitives.put_first_on_second(block, bowl)
+    bus_session.primitives.go_home()
+    bus_session.settle(0.5)
     assert truth.is_in(block, bowl)  # the simulated block went where the camera said
-    assert session.emulator.stats.requests > requests + 100  # the arm moved by the bus
-    measured = session.robot.get_observation().position[:-1]
+    assert bus_session.emulator.stats.requests > requests + 100  # the arm moved by the bus
+    measured = bus_session.robot.get_observation().position[:-1]
     assert max(abs(measured - truth.arm_qpos())) < 0.05  # the bus reads the simulated joints
 
 
@@ -79,19 +79,19 @@ def test_bench_cap_runs_the_reference_programs_through_the_bus_beside_ground_tru
     assert "truth" in cap.format_text(report)
 
 
-def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bowl(session):
+def test_a_code_plan_corrected_mid_motion_on_the_emulated_bus_reaches_the_new_bowl(bus_session):
     import functools
 
     from lang2policy.bench.code_corrections import SCENARIOS, emulated_arm, run_once
 
-    arm = functools.partial(emulated_arm, bus=session)
+    arm = functools.partial(emulated_arm, bus=bus_session)
     row = run_once(SCENARIOS["target"], 2, True, arm)  # "no, the green bowl"
     assert row["accepted"] and row["success"], row  # judged in the simulator
-    assert session.tick_observers == []  # the arm let go of the session it borrowed
+    assert bus_session.tick_observers == []  # the arm let go of the session it borrowed
 
 
 def test_a_reward_plan_corrected_on_the_emulated_bus_hovers_over_the_true_block(
-    session, tmp_path
+    bus_session, tmp_path
 ):
     """The real-time MPC drives the driver over the bus from camera-seen objects; the plan
     hovers 3 cm off (a biased point), the person says which way, and the true tool ends
@@ -102,14 +102,14 @@ def test_a_reward_plan_corrected_on_the_emulated_bus_hovers_over_the_true_block(
     from lang2policy.mpc.sampler import MPCConfig
 
     row = run_episode(
-        BusRoute(session), "offset", 0, MPCConfig(samples=32, seed=0),
+        BusRoute(bus_session), "offset", 0, MPCConfig(samples=32, seed=0),
         tmp_path / "memory.jsonl", Embedder(), 0.8,
     )  # fmt: skip
     without, corrected = row["without"], row["with"]
     assert not without["success"] and without["measure"] > 0.02, without  # judged on truth
     assert corrected["success"] and corrected["corrections"] == 1, corrected
     assert corrected["measure"] < 0.015, corrected
-    assert session.emulator.stats.requests > 0  # the arm was driven over the bus
+    assert bus_session.emulator.stats.requests > 0  # the arm was driven over the bus
 
 
 def test_bench_corrections_takes_the_physical_path_for_reward_and_code_plans():

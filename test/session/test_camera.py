@@ -15,27 +15,27 @@ from lang2policy.session.camera import CameraSession
 
 
 @pytest.fixture(scope="module")
-def session():
+def camera_session():
     camera = CameraSession("so101", realism=load_realism("mild"))
     camera.truth.world.rig = 1
     yield camera
     camera.close()
 
 
-def test_the_mirror_holds_what_the_camera_saw_and_the_arm_moves_the_real_world(session):
-    fit = session.calibrate(1)  # as a user would: every colour as a block and as a bowl
+def test_the_mirror_holds_what_the_camera_saw_and_the_arm_moves_the_real_world(camera_session):
+    fit = camera_session.calibrate(1)  # as a user would: every colour as a block and as a bowl
     assert fit.missed == [] and len(fit.measured) == 10
-    seen = session.reset(1)
-    truth = session.truth.world
+    seen = camera_session.reset(1)
+    truth = camera_session.truth.world
     assert set(seen) <= set(truth.present)  # no name that is not on the table
     for name in seen:  # the mirror's poses are the camera's, close to the truth
-        error = math.dist(session.world.object_pose(name).position[:2],
+        error = math.dist(camera_session.world.object_pose(name).position[:2],
                           truth.object_pose(name).position[:2])  # fmt: skip
         assert error < 0.015, (name, error)
-    assert session.world is not truth and session.world.present == seen
+    assert camera_session.world is not truth and camera_session.world.present == seen
     block = next(n for n in seen if n.endswith("block"))
     bowl = next(n for n in seen if n.endswith("bowl"))
-    session.primitives.put_first_on_second(block, bowl)
+    camera_session.primitives.put_first_on_second(block, bowl)
     truth.step_seconds(0.5)
     assert truth.is_in(block, bowl)  # the simulated block went where the camera said
 
@@ -54,22 +54,22 @@ def test_bench_pickplace_reports_the_camera_run_beside_ground_truth():
                                                  "realism": "mild"}))  # fmt: skip
 
 
-def test_a_held_block_is_carried_with_the_jaws_by_perception_and_in_the_mirror(session):
-    seen = session.reset(4)
-    truth = session.truth.world
+def test_a_held_block_is_carried_with_the_jaws_by_perception_and_in_the_mirror(camera_session):
+    seen = camera_session.reset(4)
+    truth = camera_session.truth.world
     block = next(n for n in seen if n.endswith("block"))
-    session.primitives.pick(block)
-    session.primitives.move_to_position([0.22, -0.08, 0.12])  # the view shows where it lay
-    session.sync()
+    camera_session.primitives.pick(block)
+    camera_session.primitives.move_to_position([0.22, -0.08, 0.12])  # the view shows where it lay
+    camera_session.sync()
     held = truth.object_pose(block).position
-    perceived = session.perceived()  # the jaws hide it: perception.holding carries it
+    perceived = camera_session.perceived()  # the jaws hide it: perception.holding carries it
     assert block in perceived and math.dist(perceived[block][0], held) < 0.02
-    assert block in session.world.object_names()  # ... and so does the mirror
-    assert math.dist(session.world.object_pose(block).position, held) < 0.02
-    session.primitives.open_gripper()  # let go: no longer carried
+    assert block in camera_session.world.object_names()  # ... and so does the mirror
+    assert math.dist(camera_session.world.object_pose(block).position, held) < 0.02
+    camera_session.primitives.open_gripper()  # let go: no longer carried
     truth.step_seconds(1.0)
-    session.sync()
-    assert (block in session.world.object_names()) == (block in session.perceived())
+    camera_session.sync()
+    assert (block in camera_session.world.object_names()) == (block in camera_session.perceived())
 
 
 def _stand_on(truth, name: str, base: str) -> None:
@@ -84,19 +84,19 @@ def _stand_on(truth, name: str, base: str) -> None:
     truth.step_seconds(0.3)
 
 
-def test_a_tower_is_seen_block_on_block_and_its_hidden_blocks_are_kept(session):
+def test_a_tower_is_seen_block_on_block_and_its_hidden_blocks_are_kept(camera_session):
     # The camera sees only the top block of a tower; as if it stood on the table, it would be a
     # block height too low and off the tower by the parallax (2.5 cm and up to 0.9 cm here).
-    seen = session.reset(2, ["red block", "blue block", "yellow block", "green bowl"])
+    seen = camera_session.reset(2, ["red block", "blue block", "yellow block", "green bowl"])
     assert {"red block", "blue block", "yellow block"} <= set(seen)
-    truth = session.truth.world
+    truth = camera_session.truth.world
     _stand_on(truth, "blue block", "red block")
-    session.settle_frames()
+    camera_session.settle_frames()
     _stand_on(truth, "yellow block", "blue block")
-    session.settle_frames()
-    session.sync()
+    camera_session.settle_frames()
+    camera_session.sync()
     for name in ("red block", "blue block", "yellow block"):  # kept, each at its level
-        assert name in session.perceived(), name
-        error = math.dist(session.world.object_pose(name).position,
+        assert name in camera_session.perceived(), name
+        error = math.dist(camera_session.world.object_pose(name).position,
                           truth.object_pose(name).position)  # fmt: skip
         assert error < 0.005, (name, error)

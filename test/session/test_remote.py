@@ -14,7 +14,6 @@ import time
 import numpy as np
 import pytest
 
-from lang2policy.bench.live_arm import LiveArm
 from lang2policy.corrections import classify
 from lang2policy.planning.correcting import ArgEdits
 from lang2policy.robots.robot import Observation
@@ -32,13 +31,6 @@ from lang2policy.skills.catalog import SKILLS
 from lang2policy.skills.remote import RemoteSkillBackend
 
 OBJECTS = ["red block", "blue block", "blue bowl", "green bowl"]
-
-
-@pytest.fixture()
-def arm():
-    node = LiveArm()  # a simulated arm behind the message boundary, stepped in a thread
-    yield node
-    node.close()
 
 
 def test_a_pick_and_place_runs_through_the_stream_and_the_mirror_follows(arm):

@@ -24,54 +24,57 @@ AT_LOOK = 0.05  # rad: the measured joints at the end of the move (servo lag, se
 
 
 @pytest.fixture()
-def arm():
+def view_arm():
     node = LiveArm()
     node.session.view_timeout = 2.0
     yield node
     node.close()
 
 
-def joints(arm: LiveArm) -> np.ndarray:
-    return arm.session.robot.get_observation().position[:-1]
+def joints(view_arm: LiveArm) -> np.ndarray:
+    return view_arm.session.robot.get_observation().position[:-1]
 
 
-def test_the_arm_is_raised_out_of_the_view_and_the_objects_are_seen_again(arm):
+def test_the_arm_is_raised_out_of_the_view_and_the_objects_are_seen_again(view_arm):
     said: list[str] = []
-    arm.session.observe(OBJECTS, said.append)
-    look = arm.session.world.arm.look
-    assert np.abs(joints(arm) - look).max() < AT_LOOK, joints(arm)
-    assert not np.allclose(look, arm.session.world.arm.home)  # home hovers over the table
+    view_arm.session.observe(OBJECTS, said.append)
+    look = view_arm.session.world.arm.look
+    assert np.abs(joints(view_arm) - look).max() < AT_LOOK, joints(view_arm)
+    assert not np.allclose(look, view_arm.session.world.arm.home)  # home hovers over the table
     assert said == ["raising the arm out of the camera's view to look at the scene"], said
-    assert set(arm.session.world.object_names()) == set(OBJECTS)
+    assert set(view_arm.session.world.object_names()) == set(OBJECTS)
 
 
-def test_an_object_perception_does_not_see_is_named_after_the_timeout(arm):
+def test_an_object_perception_does_not_see_is_named_after_the_timeout(view_arm):
     said: list[str] = []
     started = time.monotonic()
-    arm.session.observe([*OBJECTS, "pink block"], said.append)
-    assert time.monotonic() - started >= arm.session.view_timeout
+    view_arm.session.observe([*OBJECTS, "pink block"], said.append)
+    assert time.monotonic() - started >= view_arm.session.view_timeout
     assert said[-1] == "perception does not see ['pink block'] after 2 s", said
 
 
-def test_a_correction_during_the_move_is_dropped_and_the_arm_still_gets_there(arm):
-    threading.Timer(0.3, arm.session.robot.interrupt, [CorrectionInterrupt("edit")]).start()
-    arm.session.observe(OBJECTS, lambda line: None)
-    assert np.abs(joints(arm) - arm.session.world.arm.look).max() < AT_LOOK, joints(arm)
+def test_a_correction_during_the_move_is_dropped_and_the_arm_still_gets_there(view_arm):
+    threading.Timer(0.3, view_arm.session.robot.interrupt, [CorrectionInterrupt("edit")]).start()
+    view_arm.session.observe(OBJECTS, lambda line: None)
+    look = view_arm.session.world.arm.look
+    assert np.abs(joints(view_arm) - look).max() < AT_LOOK, joints(view_arm)
 
 
-def test_a_stop_during_the_move_judges_the_scene_as_it_is(arm):
+def test_a_stop_during_the_move_judges_the_scene_as_it_is(view_arm):
     said: list[str] = []
-    threading.Timer(0.3, arm.session.robot.interrupt, [MotionAborted("stop requested")]).start()
-    arm.session.observe(OBJECTS, said.append)
-    assert np.abs(joints(arm) - arm.session.world.arm.look).max() > AT_LOOK  # not got there
+    stop = [MotionAborted("stop requested")]
+    threading.Timer(0.3, view_arm.session.robot.interrupt, stop).start()
+    view_arm.session.observe(OBJECTS, said.append)
+    look = view_arm.session.world.arm.look
+    assert np.abs(joints(view_arm) - look).max() > AT_LOOK  # not got there
     assert "the arm did not get out of the view (stop requested)" in said[-1], said
 
 
-def test_ground_truth_is_judged_where_the_arm_is(arm):
-    arm.session.view_timeout = 0.0
-    before = joints(arm).copy()
-    arm.session.observe(OBJECTS, lambda line: pytest.fail(line))
-    assert np.abs(joints(arm) - before).max() < 1e-3
+def test_ground_truth_is_judged_where_the_arm_is(view_arm):
+    view_arm.session.view_timeout = 0.0
+    before = joints(view_arm).copy()
+    view_arm.session.observe(OBJECTS, lambda line: pytest.fail(line))
+    assert np.abs(joints(view_arm) - before).max() < 1e-3
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from lang2policy.errors import (
     UnknownObjectError,
     UnreachableError,
 )
-from lang2policy.session.sim import SimSession
 from lang2policy.skills.backend import SimSkillBackend
 from lang2policy.skills.catalog import CORNERS, PROMPT_SKILLS, SKILLS, prompt_api
 from lang2policy.skills.geometry import corner_names
@@ -126,9 +125,6 @@ def test_corner_names_match_the_catalog():
 
 
 # ---------------------------------------------------------------- the simulated backend
-@pytest.fixture(scope="module")
-def session() -> SimSession:
-    return SimSession("so101")
 
 
 @pytest.fixture

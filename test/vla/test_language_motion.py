@@ -24,21 +24,15 @@ from lang2policy.vla.skill.language_motion import (
     offset_residual,
     parse_motion,
 )
-from lang2policy.vla.skill.limits import SkillLimits, tool_kinematics
+from lang2policy.vla.skill.limits import SkillLimits
 from lang2policy.vla.skill.message import Box
 from lang2policy.vla.skill.parse import parse_skill
 from lang2policy.vla.skill.runner import RUNNING, TIMEOUT, RunnerSettings, SkillRunner
 from lang2policy.vla.skill.shaping import TargetShaper
-from lang2policy.vla.spec.schema import JOINT_NAMES
 
 WIDE = Box((0.0, -0.32, 0.0), (0.42, 0.32, 0.40))
 RATE = 10.0
 LEFT = np.array([0.0, 1.0, 0.0])
-
-
-@pytest.fixture(scope="module")
-def tool():
-    return tool_kinematics("so101", JOINT_NAMES)
 
 
 def posture(tool, *changes: float) -> np.ndarray:

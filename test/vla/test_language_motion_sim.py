@@ -55,13 +55,13 @@ class CorrectedPolicy:
 
 
 @pytest.fixture(scope="module")
-def setup():
+def closed_loop():
     policy = VLAPolicy.load(default_model_dir())
     return policy, tool_kinematics("so101", JOINT_NAMES), RolloutRunner()
 
 
-def final_tool_point(setup, spec: EpisodeSpec, text: str) -> np.ndarray:
-    policy, tool, runner = setup
+def final_tool_point(closed_loop, spec: EpisodeSpec, text: str) -> np.ndarray:
+    policy, tool, runner = closed_loop
     runner.run(CorrectedPolicy(policy, tool, text), spec, max_seconds=SECONDS)
     joints = runner.session.robot.get_observation().position
     return tool.point(joints[: tool.dof])
@@ -71,12 +71,12 @@ def final_tool_point(setup, spec: EpisodeSpec, text: str) -> np.ndarray:
     ("task", "seed"),
     [(Task("lift", "red block"), 3), (Task("pick_place", "red block", "blue bowl"), 11)],
 )
-def test_a_bit_to_the_left_moves_the_result_left(setup, task, seed):
+def test_a_bit_to_the_left_moves_the_result_left(closed_loop, task, seed):
     spec = EpisodeSpec(0, task, 0, seed, "seen")
-    plain = final_tool_point(setup, spec, "")
-    again = final_tool_point(setup, spec, "")
+    plain = final_tool_point(closed_loop, spec, "")
+    again = final_tool_point(closed_loop, spec, "")
     np.testing.assert_allclose(again, plain, atol=1e-6)  # the same scene, the same result
-    left = final_tool_point(setup, spec, "a bit to the left")
+    left = final_tool_point(closed_loop, spec, "a bit to the left")
     shift = left - plain
     print(f"\n{task.family} seed {seed}: 'a bit to the left' moved the tool {np.round(shift, 4)} m")
     assert shift[1] >= 0.01  # at least 1 cm in +y (2 cm asked)

@@ -39,20 +39,20 @@ STATE = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 1.0], np.float32)
 
 
 @pytest.fixture(scope="module")
-def world() -> MirrorWorld:
+def mirror_world() -> MirrorWorld:
     return MirrorWorld("so101")
 
 
 @pytest.fixture
-def backend() -> FakeBackend:
+def fake_backend() -> FakeBackend:
     return FakeBackend()
 
 
-def make_runner(world, backend, text="lift the red block", settings=SETTINGS, now=0.0):
+def make_runner(mirror_world, fake_backend, text="lift the red block", settings=SETTINGS, now=0.0):
     skill = parse_skill(text)
-    judge = ObjectsJudge(skill.task, world, REST)
-    actor = EnsembledActor(backend)
-    return SkillRunner(skill, actor, judge, backend.cameras, settings, now)
+    judge = ObjectsJudge(skill.task, mirror_world, REST)
+    actor = EnsembledActor(fake_backend)
+    return SkillRunner(skill, actor, judge, fake_backend.cameras, settings, now)
 
 
 def feed(runner, now, cameras=("front", "wrist"), state=True) -> None:
@@ -97,8 +97,8 @@ def test_unknown_skills_are_refused_with_what_the_vla_can_do(text):
 
 
 # ------------------------------------------------------------------ inputs and holds
-def test_waits_quietly_for_first_inputs_then_holds_naming_them(world, backend):
-    runner = make_runner(world, backend)
+def test_waits_quietly_for_first_inputs_then_holds_naming_them(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     runner.joint_state(STATE, 0.0)
     runner.image("front", IMAGE, 0.0)
     step = runner.step(0.5)
@@ -107,21 +107,21 @@ def test_waits_quietly_for_first_inputs_then_holds_naming_them(world, backend):
     step = runner.step(1.5)  # past the start-up grace
     assert (step.state, step.target) == (HOLDING, None)
     assert "no camera wrist yet" in step.reason
-    assert backend.calls == []
+    assert fake_backend.calls == []
 
 
-def test_fresh_inputs_act_on_images_resized_to_the_model(world, backend):
-    runner = make_runner(world, backend)
+def test_fresh_inputs_act_on_images_resized_to_the_model(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     feed(runner, 0.0)
     step = runner.step(0.05)
     assert step.state == RUNNING and step.target is not None
     assert step.target.dtype == np.float32 and step.target.shape == (6,)
     np.testing.assert_allclose(step.target, STATE, atol=1e-6)  # row 0 of the first chunk
-    assert backend.calls == [{"front": (96, 96, 3), "wrist": (96, 96, 3)}]
+    assert fake_backend.calls == [{"front": (96, 96, 3), "wrist": (96, 96, 3)}]
 
 
-def test_stale_state_holds_then_resumes_with_a_fresh_ensemble(world, backend):
-    runner = make_runner(world, backend)
+def test_stale_state_holds_then_resumes_with_a_fresh_ensemble(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     feed(runner, 0.0)
     assert runner.step(0.1).target is not None
     assert runner.step(0.2).target is not None
@@ -135,8 +135,8 @@ def test_stale_state_holds_then_resumes_with_a_fresh_ensemble(world, backend):
     np.testing.assert_allclose(step.target, STATE, atol=1e-6)  # step 0 of a new ensemble
 
 
-def test_a_stale_camera_holds(world, backend):
-    runner = make_runner(world, backend)
+def test_a_stale_camera_holds(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     feed(runner, 0.0)
     feed(runner, 0.6, cameras=("front",))
     step = runner.step(0.7)
@@ -144,13 +144,13 @@ def test_a_stale_camera_holds(world, backend):
     assert "front" not in step.reason
 
 
-def test_an_old_frame_does_not_hold_a_latched_policy_that_has_looked(world):
+def test_an_old_frame_does_not_hold_a_latched_policy_that_has_looked(mirror_world):
     from lang2policy.vla.backends.local import LocalBackend
 
     policy = LocalBackend.load()  # the shipped network, which looks once
     assert policy.policy.holds_scene and not policy.has_looked
     runner = SkillRunner(parse_skill("lift the red block"), EnsembledActor(policy),
-                         ObjectsJudge(parse_skill("lift the red block").task, world, REST),
+                         ObjectsJudge(parse_skill("lift the red block").task, mirror_world, REST),
                          policy.cameras, SETTINGS, 0.0)  # fmt: skip
     for camera in policy.cameras:  # the look needs fresh images
         runner.image(camera, IMAGE, 0.0)
@@ -167,30 +167,30 @@ def test_an_old_frame_does_not_hold_a_latched_policy_that_has_looked(world):
 
 
 # ------------------------------------------------------------------ endings
-def test_a_backend_error_ends_the_skill_failed_and_nothing_is_sent(world, backend):
-    runner = make_runner(world, backend)
+def test_a_backend_error_ends_the_skill_failed_and_nothing_is_sent(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     feed(runner, 0.0)
-    backend.fail = True
+    fake_backend.fail = True
     step = runner.step(0.1)
     assert (step.state, step.target) == (FAILED, None)
     assert "policy backend error" in step.reason and "went away" in step.reason
-    backend.fail = False
+    fake_backend.fail = False
     assert runner.step(0.2) is step and runner.final is step
 
 
-def test_the_time_budget_ends_the_skill(world, backend):
-    runner = make_runner(world, backend, "lift the red block")
+def test_the_time_budget_ends_the_skill(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend, "lift the red block")
     assert runner.budget == 20.0  # rollout.MAX_SECONDS["lift"]
     feed(runner, 19.9)
     assert runner.step(19.95).state == RUNNING
     step = runner.step(20.0)
     assert step.state == TIMEOUT and "20 s" in step.reason
-    short = make_runner(world, backend, settings=RunnerSettings(max_seconds=2.0))
+    short = make_runner(mirror_world, fake_backend, settings=RunnerSettings(max_seconds=2.0))
     assert short.budget == 2.0 and short.step(2.5).state == TIMEOUT
 
 
-def test_success_once_the_check_holds_on_fresh_poses(world, backend):
-    runner = make_runner(world, backend, "lift the red block")
+def test_success_once_the_check_holds_on_fresh_poses(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend, "lift the red block")
     lifted = {"red block": ((0.25, 0.0, HALF + 0.06), (1.0, 0.0, 0.0, 0.0))}
     feed(runner, 0.0)
     runner.objects(lifted, 0.1)
@@ -203,8 +203,8 @@ def test_success_once_the_check_holds_on_fresh_poses(world, backend):
     assert step.state == SUCCESS and "goal reached" in step.reason and "cm above" in step.reason
 
 
-def test_stale_poses_confirm_no_success(world, backend):
-    runner = make_runner(world, backend, "push the red block to the left")
+def test_stale_poses_confirm_no_success(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend, "push the red block to the left")
     runner.objects({"red block": ((0.25, 0.06, HALF), (1.0, 0.0, 0.0, 0.0))}, 0.0)
     feed(runner, 2.5)
     assert runner.step(2.5).state == RUNNING  # poses 2.5 s old: no verdict
@@ -212,24 +212,24 @@ def test_stale_poses_confirm_no_success(world, backend):
     assert runner.step(3.2).state == SUCCESS
 
 
-def test_a_stop_ends_the_skill_and_nothing_more_is_asked_of_the_policy(world, backend):
-    runner = make_runner(world, backend)
+def test_a_stop_ends_the_skill_and_nothing_more_is_asked_of_the_policy(mirror_world, fake_backend):
+    runner = make_runner(mirror_world, fake_backend)
     feed(runner, 0.0)
     runner.step(0.1)
-    calls = len(backend.calls)
+    calls = len(fake_backend.calls)
     stopped = runner.end(STOPPED, "stopped by the safety node")
     feed(runner, 0.2)
     assert runner.step(0.2) is stopped and stopped.final and stopped.target is None
     assert runner.end("cancelled", "later") is stopped  # the first end stays
-    assert len(backend.calls) == calls
+    assert len(fake_backend.calls) == calls
     stats = runner.stats(0.3)
     assert stats["steps"] == 1 and stats["budget_s"] == 20.0
 
 
-def test_a_skill_needs_its_objects_on_the_table(world):
+def test_a_skill_needs_its_objects_on_the_table(mirror_world):
     skill = parse_skill("put the red block in the blue bowl")
     with pytest.raises(UnknownObjectError, match=r"blue bowl not on the table.*red block"):
-        ObjectsJudge(skill.task, world, REST)
+        ObjectsJudge(skill.task, mirror_world, REST)
 
 
 # ------------------------------------------------------------------ pieces

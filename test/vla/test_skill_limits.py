@@ -13,7 +13,6 @@ from lang2policy.vla.skill.limits import (
     SkillLimits,
     TargetLimiter,
     resolve_limits,
-    tool_kinematics,
 )
 from lang2policy.vla.skill.message import (
     Box,
@@ -24,15 +23,9 @@ from lang2policy.vla.skill.message import (
     StartSkill,
     parse_skill_message,
 )
-from lang2policy.vla.spec.schema import JOINT_NAMES
 
 WIDE = Box((0.0, -0.32, 0.0), (0.42, 0.32, 0.40))  # config/safety.yaml's so101 workspace
 DEFAULTS = SkillLimits(1.5, WIDE)
-
-
-@pytest.fixture(scope="module")
-def tool():
-    return tool_kinematics("so101", JOINT_NAMES)
 
 
 def test_plain_text_and_empty_keep_their_meaning():
