@@ -87,16 +87,16 @@ def push_target(session: SimSession, name: str, distance: float) -> np.ndarray:
 
 @pytest.mark.parametrize("robot", ["so101", "panda"])
 def test_push_slides_a_block_to_the_target(robot, session):
-    session = session if robot == "so101" else SimSession("panda")
-    session.reset(0, ["red block", "blue bowl"])
-    target = push_target(session, "red block", 0.06)
-    session.primitives.push("red block", target)
-    session.world.step_seconds(0.3)
-    pose = session.world.object_pose("red block")
+    pushed = session if robot == "so101" else SimSession("panda")
+    pushed.reset(0, ["red block", "blue bowl"])
+    target = push_target(pushed, "red block", 0.06)
+    pushed.primitives.push("red block", target)
+    pushed.world.step_seconds(0.3)
+    pose = pushed.world.object_pose("red block")
     assert np.linalg.norm(pose.position[:2] - target) < 0.02
-    half = session.world.description.objects.block_half
+    half = pushed.world.description.objects.block_half
     assert pose.position[2] == pytest.approx(half, abs=0.003)  # still resting, not tipped
-    assert session.primitives.tool_point()[2] > 2 * half + 0.02  # lifted clear afterwards
+    assert pushed.primitives.tool_point()[2] > 2 * half + 0.02  # lifted clear afterwards
 
 
 def test_push_plan_is_made_before_moving_and_matches_the_push(session):

@@ -183,20 +183,20 @@ def test_a_parser_function_refuses_descriptions_it_was_not_planned_for():
 
 # ---------------------------------------------------------------- replayed end to end
 def test_replayed_plan_puts_the_block_in_the_bowl_and_a_follow_up_uses_history(session):
-    session = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
+    planned = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
     start = xy(session, "red block")
     statuses: list[str] = []
-    first = session.handle("put the red block in the blue bowl", on_status=statuses.append)
+    first = planned.handle("put the red block in the blue bowl", on_status=statuses.append)
     settle(session)
     assert first.ok and first.attempts == 1, first.outcome.summary()
     assert session.world.is_in("red block", "blue bowl")
     assert first.program.main == "put_first_on_second('red block', 'blue bowl')"
     assert first.program.llm_calls == 1 and first.first_outcome is None
     assert statuses[0].startswith("planning") and statuses[-1].startswith("done")
-    assert session.history[0][0] == "put the red block in the blue bowl"
-    assert "# (the red block was at [" in session.history[0][1]
+    assert planned.history[0][0] == "put the red block in the blue bowl"
+    assert "# (the red block was at [" in planned.history[0][1]
 
-    second = session.handle("now put it back")
+    second = planned.handle("now put it back")
     settle(session)
     assert second.ok, second.outcome.summary()
     follow_up_prompt = recorded_prompts("cap_session")[1]
@@ -206,7 +206,7 @@ def test_replayed_plan_puts_the_block_in_the_bowl_and_a_follow_up_uses_history(s
     assert "# (the red block was at [" in tail and tail.endswith("# now put it back.\n")
     assert not session.world.is_in("red block", "blue bowl")
     assert np.linalg.norm(xy(session, "red block") - start) < 0.03
-    assert len(session.history) == 2
+    assert len(planned.history) == 2
     json.dumps(second.as_dict())  # reports are JSON-able
 
 
@@ -214,10 +214,10 @@ def test_the_hierarchical_generator_writes_the_function_the_program_left_undefin
     # The planner itself: the plan loop's instruction reader plans matching colours without
     # the LLM now (test_instruction_reader), so the generator is asked directly.
     scenario = SCENARIOS["cap_hierarchical"]
-    session = planning_session(session, scenario, replay("cap_hierarchical"))
+    planned = planning_session(session, scenario, replay("cap_hierarchical"))
     objects = list(session.world.object_names())
-    program = session.planner.generate(scenario.instructions[0], objects, [])
-    outcome = session.runner.run(program.code)
+    program = planned.planner.generate(scenario.instructions[0], objects, [])
+    outcome = planned.runner.run(program.code)
     settle(session)
     assert "get_block_names" in program.functions, program.code
     assert "def get_block_names" not in program.main
@@ -229,11 +229,11 @@ def test_the_hierarchical_generator_writes_the_function_the_program_left_undefin
 
 def test_functions_are_generated_recursively_up_to_the_depth_limit(session):
     scenario = SCENARIOS["cap_nested"]
-    session = planning_session(session, scenario, replay("cap_nested"))
+    planned = planning_session(session, scenario, replay("cap_nested"))
     world = session.world
     green = world.object_pose("green bowl").position[:2]
     closest = min(("red block", "blue block"), key=lambda b: np.linalg.norm(xy(session, b) - green))
-    result = session.handle(scenario.instructions[0])
+    result = planned.handle(scenario.instructions[0])
     settle(session)
     program = result.program
     assert list(program.functions) == ["place_gently", "parse_obj_name", "gentle_speed"]
@@ -255,22 +255,22 @@ def test_functions_are_generated_recursively_up_to_the_depth_limit(session):
 )
 def test_a_bad_answer_gives_a_clear_outcome_and_a_still_arm(session, index, first_kind, final_kind):
     scenario = SCENARIOS["cap_bad_answers"]
-    session = planning_session(session, scenario, replay("cap_bad_answers"))
+    planned = planning_session(session, scenario, replay("cap_bad_answers"))
     before, block = joints(session), xy(session, "red block")
-    result = session.handle(scenario.instructions[index])
+    result = planned.handle(scenario.instructions[index])
     settle(session)
     assert (result.first_outcome.kind, result.outcome.kind) == (first_kind, final_kind)
     assert result.attempts == 2 and not result.ok
     assert result.outcome.message and result.outcome.feedback()
     assert np.abs(joints(session)[:-1] - before[:-1]).max() < 0.02
     assert np.linalg.norm(xy(session, "red block") - block) < 0.005
-    assert session.history == []
+    assert planned.history == []
 
 
 def test_the_repair_attempt_quotes_the_feedback_and_fixes_the_program(session):
     scenario = SCENARIOS["cap_repair"]
-    session = planning_session(session, scenario, replay("cap_repair"))
-    result = session.handle(scenario.instructions[0])
+    planned = planning_session(session, scenario, replay("cap_repair"))
+    result = planned.handle(scenario.instructions[0])
     settle(session)
     assert result.attempts == 2 and result.first_outcome.kind == "denied"
     assert result.ok, result.outcome.summary()
@@ -282,9 +282,9 @@ def test_the_repair_attempt_quotes_the_feedback_and_fixes_the_program(session):
 
 
 def test_an_llm_failure_is_an_outcome_and_nothing_moves(session):
-    session = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
+    planned = planning_session(session, SCENARIOS["cap_session"], replay("cap_session"))
     before = joints(session)
-    result = session.handle("juggle the bowls")
+    result = planned.handle("juggle the bowls")
     settle(session)
     assert result.program is None and result.attempts == 1
     assert result.outcome.kind == "rejected" and not result.outcome.intents
@@ -297,8 +297,8 @@ def test_an_llm_failure_during_the_repair_keeps_the_first_outcome(session, tmp_p
     (tmp_path / "first_only.jsonl").write_text(first_exchange + "\n")
     scenario = SCENARIOS["cap_bad_answers"]
     client = make_client(f"replay:{tmp_path}/first_only.jsonl")
-    session = planning_session(session, scenario, client)
-    result = session.handle(scenario.instructions[0])
+    planned = planning_session(session, scenario, client)
+    result = planned.handle(scenario.instructions[0])
     assert result.attempts == 2 and result.first_outcome.kind == "syntax"
     assert result.outcome.kind == "rejected" and result.program is not None
     assert result.outcome.message.startswith("no repair was run after: syntax at line 1")
@@ -308,8 +308,8 @@ def test_an_llm_failure_during_the_repair_keeps_the_first_outcome(session, tmp_p
 @pytest.mark.llm
 @pytest.mark.slow
 def test_the_local_model_plans_and_the_block_ends_in_the_bowl(session):
-    session = planning_session(session, SCENARIOS["cap_session"], make_client("local"))
-    result = session.handle("put the red block in the blue bowl")
+    planned = planning_session(session, SCENARIOS["cap_session"], make_client("local"))
+    result = planned.handle("put the red block in the blue bowl")
     settle(session)
     print(f"\n{result.program.code}\n{result.program.llm_seconds:.1f} s in the LLM")
     assert result.ok, result.outcome.summary()

@@ -104,10 +104,10 @@ def test_exception_text_stays_in_the_comment_of_the_repair_prompt(session):
     backend = SimSkillBackend(session)
     runner = SandboxRunner(backend, default_policy(session.world.description), limits=LIMITS)
     llm = ScriptedLLM([PAYLOAD_PROGRAM, "say('fixed')"])
-    session = PlanLoop(CodeAsPoliciesPlanner(llm, max_depth=0), runner, backend)
+    loop = PlanLoop(CodeAsPoliciesPlanner(llm, max_depth=0), runner, backend)
     before = joints(session)
 
-    result = session.handle("put the red block in the blue bowl")
+    result = loop.handle("put the red block in the blue bowl")
 
     assert result.first_outcome.kind == "runtime" and result.attempts == 2
     assert result.outcome.ok and result.outcome.said == ["fixed"]  # the repair ran
