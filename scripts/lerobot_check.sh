@@ -4,7 +4,7 @@
 #   bash scripts/lerobot_check.sh
 #
 # Builds LeRobot's environment once (scripts/lerobot_env.sh: .venv-lerobot, Python 3.12,
-# LeRobot 0.6.1, about 2 minutes and 5 GB), then runs test/test_lerobot_live.py: LeRobot loads
+# LeRobot 0.6.1, about 2 minutes and 5 GB), then runs test/vla/test_lerobot_live.py: LeRobot loads
 # `record demos` and `dataset from-mcap` output; an ACT trained by lerobot-train takes no
 # simulator-only input; LeRobot's writer makes a dataset our reader converts to the simulator's
 # radians; LeRobot's real policy server answers our lerobot:// backend and drives the simulated
@@ -18,5 +18,5 @@ bash scripts/setup.sh
 bash scripts/lerobot_env.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
-.venv/bin/python -m pytest -q -p no:cacheprovider test/test_lerobot_live.py "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider test/vla/test_lerobot_live.py "$@"
 echo "[lerobot-check] passed in $(( $(date +%s) - start )) s"

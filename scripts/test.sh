@@ -3,7 +3,7 @@
 #
 #   bash scripts/test.sh                 # everything
 #   bash scripts/test.sh -m "not slow"   # extra arguments go to pytest
-#   bash scripts/test.sh test/test_colcon_build.py -x
+#   bash scripts/test.sh test/project/test_colcon_build.py -x
 #
 # Then scripts/check_py312.sh: the core package on Python 3.12 (.venv-py312, no ROS/torch),
 # scripts/check_docs.sh: the docs site built with mkdocs --strict, the README's length and links,

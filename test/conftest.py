@@ -1,6 +1,14 @@
-"""Shared test setup: headless rendering must be chosen before anything imports mujoco."""
+"""Shared test setup: headless rendering must be chosen before anything imports mujoco; markers
+given by folder; the fixtures that tests in more than one folder use.
+
+The tree mirrors the package (docs/testing.md): ``test/<package>/test_<module>.py``. A fixture
+is defined once, in the nearest ``conftest.py`` that covers every test using it
+(test/project/test_test_tree.py checks), and shared helpers live in ``test/support/``."""
 
 import os
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
@@ -26,9 +34,52 @@ if "LANG2POLICY_LLM_PREFIX_ROOT" not in os.environ:
 ROS_RERUNS = 2
 
 
-def pytest_collection_modifyitems(config, items):
-    import pytest
+# Every test under test/ros/ runs ROS 2 nodes: marked ``ros`` by folder (tests elsewhere that start
+# nodes carry the marker themselves).
+ROS_FOLDERS = ("ros",)
 
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(__file__).parent
     for item in items:
+        path = Path(str(item.path))
+        if path.is_relative_to(root) and path.relative_to(root).parts[0] in ROS_FOLDERS:
+            item.add_marker(pytest.mark.ros)
         if item.get_closest_marker("ros") and not item.get_closest_marker("flaky"):
             item.add_marker(pytest.mark.flaky(reruns=ROS_RERUNS))
+
+
+# ---------------------------------------------------------------- fixtures of several folders
+@pytest.fixture(scope="module")
+def world():
+    """The SO-101 tabletop scene, freshly loaded (one per test module)."""
+    from lang2policy.scene.world import World
+
+    return World("so101")
+
+
+@pytest.fixture(scope="module")
+def session():
+    """An in-process simulated SO-101 session (one per test module)."""
+    from lang2policy.session.sim import SimSession
+
+    return SimSession("so101")
+
+
+@pytest.fixture()
+def arm():
+    """A simulated arm stepped by a thread behind a message boundary (the robot node's part)."""
+    from lang2policy.bench.live_arm import LiveArm
+
+    live = LiveArm()
+    yield live
+    live.close()
+
+
+@pytest.fixture(scope="module")
+def tool():
+    """The SO-101's tool kinematics in the VLA's joint order."""
+    from lang2policy.vla.skill.limits import tool_kinematics
+    from lang2policy.vla.spec.schema import JOINT_NAMES
+
+    return tool_kinematics("so101", JOINT_NAMES)

@@ -3,7 +3,7 @@
 
 The package is split into wings, one subpackage per job, listed lowest first; a wing imports
 only from itself and the wings before it (the table in docs/architecture.md, checked by
-test/test_import_boundaries.py):
+test/project/test_import_boundaries.py):
 
 - ``spec``: what a frame holds, the task families and words, image fitting, loader limits;
 - ``dataset``: the LeRobotDataset v3 layout, written and read (``lang2policy dataset ...``);

@@ -1,11 +1,11 @@
 """Decoding the few ROS 2 messages a demonstration needs from their CDR bytes, in pure Python.
 
 The core may not import ROS (rclpy, the message packages, ``mcap_ros2``: see
-test/test_import_boundaries.py), so the bytes an MCAP file holds are read here, by the rules of
-plain CDR as ROS 2's rmw writes it (Fast-CDR, XCDR1): a 4-byte encapsulation header (byte 1:
-0 big-endian, 1 little-endian), then every primitive aligned to its size counted from the end of
-that header; a string is a uint32 length (with its NUL) and the bytes; a sequence a uint32
-count and its elements, aligned to the element size only when there is one (an empty
+test/project/test_import_boundaries.py), so the bytes an MCAP file holds are read here, by the
+rules of plain CDR as ROS 2's rmw writes it (Fast-CDR, XCDR1): a 4-byte encapsulation header
+(byte 1: 0 big-endian, 1 little-endian), then every primitive aligned to its size counted from
+the end of that header; a string is a uint32 length (with its NUL) and the bytes; a sequence a
+uint32 count and its elements, aligned to the element size only when there is one (an empty
 ``float64[]`` adds no padding). Trailing bytes are ignored.
 
 Messages: std_msgs/String, sensor_msgs/JointState, sensor_msgs/Image and
