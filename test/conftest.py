@@ -45,8 +45,10 @@ def pytest_collection_modifyitems(config, items):
         path = Path(str(item.path))
         if path.is_relative_to(root) and path.relative_to(root).parts[0] in ROS_FOLDERS:
             item.add_marker(pytest.mark.ros)
-        if item.get_closest_marker("ros") and not item.get_closest_marker("flaky"):
-            item.add_marker(pytest.mark.flaky(reruns=ROS_RERUNS))
+        if item.get_closest_marker("ros"):
+            item.add_marker(pytest.mark.slow)  # nodes in processes: seconds each
+            if not item.get_closest_marker("flaky"):
+                item.add_marker(pytest.mark.flaky(reruns=ROS_RERUNS))
 
 
 # ---------------------------------------------------------------- fixtures of several folders
