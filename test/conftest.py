@@ -37,14 +37,29 @@ ROS_RERUNS = 2
 # Every test under test/ros/ runs ROS 2 nodes: marked ``ros`` by folder (tests elsewhere that start
 # nodes carry the marker themselves).
 ROS_FOLDERS = ("ros",)
+# Files marked ``slow`` here: the longest outside the ROS tests, measured with
+# ``pytest -m "not slow" --durations=150`` (seconds, all of a file's tests together). Without
+# them and the ROS tests, ``scripts/test.sh -m "not slow"`` is the fast loop (docs/testing.md).
+SLOW_FILES = {
+    "session/test_bus_camera.py": 146, "vla/test_checkpoint.py": 62,
+    "session/test_camera.py": 50, "sandbox/test_gate_property.py": 42,
+    "sandbox/test_redteam.py": 37, "vla/test_dataset.py": 35, "test_cli.py": 35,
+    "rl/test_train.py": 27, "bench/test_cap.py": 24, "vla/test_lerobot_backend.py": 16,
+    "bench/test_vla_bus.py": 13, "vla/test_demos.py": 11, "bench/test_perception.py": 11,
+    "vla/test_train.py": 10, "rl/test_distill.py": 9, "conductor/test_reward_outcome.py": 9,
+    "mpc/test_process.py": 7, "session/test_remote.py": 7, "sandbox/test_gate_corrections.py": 7,
+}  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
     for item in items:
         path = Path(str(item.path))
-        if path.is_relative_to(root) and path.relative_to(root).parts[0] in ROS_FOLDERS:
+        where = path.relative_to(root) if path.is_relative_to(root) else None
+        if where is not None and where.parts[0] in ROS_FOLDERS:
             item.add_marker(pytest.mark.ros)
+        if where is not None and where.as_posix() in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("ros"):
             item.add_marker(pytest.mark.slow)  # nodes in processes: seconds each
             if not item.get_closest_marker("flaky"):

@@ -75,3 +75,12 @@ def test_test_files_sit_in_the_mirror():
         if len(parts) > 2 or (len(parts) == 2 and parts[0] not in allowed):
             misplaced.append(str(path.relative_to(TEST)))
     assert not misplaced, f"test files outside the mirror of lang2policy/: {misplaced}"
+
+
+def test_the_slow_files_conftest_names_exist():
+    """``SLOW_FILES`` in test/conftest.py names files by path: a moved or renamed file would
+    silently fall back into the fast loop."""
+    text = (TEST / "conftest.py").read_text()
+    table = text.split("SLOW_FILES = {", 1)[1].split("}", 1)[0]
+    names = [part.split('"')[1] for part in table.split(",") if '"' in part]
+    assert names and [n for n in names if not (TEST / n).is_file()] == []

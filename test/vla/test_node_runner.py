@@ -305,8 +305,10 @@ def run_looking(world, backend, text, seen_after_look=None, limit=40.0):
     return steps, runner
 
 
-def test_a_finished_placement_not_seen_done_is_checked_from_the_look_pose(world, backend):
-    steps, runner = run_looking(world, backend, "put the red block in the blue bowl")
+def test_a_finished_placement_not_seen_done_is_checked_from_the_look_pose(
+    mirror_world, fake_backend
+):
+    steps, runner = run_looking(mirror_world, fake_backend, "put the red block in the blue bowl")
     looking = [i for i, s in enumerate(steps) if s.reason.startswith("looking")]
     assert looking, "the arm went to look"
     first, last = steps[looking[0]], steps[looking[-1]]
@@ -320,15 +322,16 @@ def test_a_finished_placement_not_seen_done_is_checked_from_the_look_pose(world,
     assert "red block not in the blue bowl" in end.reason
 
 
-def test_a_placement_seen_done_from_the_look_pose_succeeds(world, backend):
-    steps, _ = run_looking(world, backend, "put the red block in the blue bowl", IN_BOWL)
+def test_a_placement_seen_done_from_the_look_pose_succeeds(mirror_world, fake_backend):
+    text = "put the red block in the blue bowl"
+    steps, _ = run_looking(mirror_world, fake_backend, text, IN_BOWL)
     assert any(s.reason.startswith("looking") for s in steps)
     assert steps[-1].state == SUCCESS and "red block in the blue bowl" in steps[-1].reason
 
 
-def test_a_lift_never_looks(world, backend):
+def test_a_lift_never_looks(mirror_world, fake_backend):
     settings = RunnerSettings(startup_grace=1.0, success_hold=0.5, look_pose=LOOK_POSE)
-    runner = make_runner(world, backend, settings=settings)
+    runner = make_runner(mirror_world, fake_backend, settings=settings)
     for tick in range(60):
         feed(runner, tick * 0.1)
         runner.objects(REST, tick * 0.1)
@@ -340,7 +343,10 @@ def test_a_look_pose_must_be_finite():
         RunnerSettings(look_pose=(0.0, float("nan")))
 
 
-def test_a_policy_still_moving_near_the_end_of_its_budget_looks_before_it(world, backend):
+def test_a_policy_still_moving_near_the_end_of_its_budget_looks_before_it(
+    mirror_world, fake_backend
+):
+    world, backend = mirror_world, fake_backend
     settings = RunnerSettings(startup_grace=1.0, success_hold=0.5, look_pose=LOOK_POSE)
     skill = parse_skill("put the red block in the blue bowl")
     objects = {**REST, **BOWL}
