@@ -39,7 +39,8 @@ SPEED = 0.4  # rad/s: the plan's cap, below the safety node's 1.5
 
 @pytest.fixture(scope="module")
 def vla_skill_graph():
-    arguments = ["-p", "startup_grace:=2.0"]
+    # the plans here end at their time budget: no look before judging (test_node_runner's)
+    arguments = ["-p", "startup_grace:=2.0", "-p", "look_to_confirm:=false"]
     with pytest.MonkeyPatch.context() as mp, vla_graph(mp, DOMAIN_ID, arguments) as running:
         yield running
 
