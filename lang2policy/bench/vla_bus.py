@@ -82,6 +82,7 @@ class BusRollouts:
             state, now = self._joints(), world.time
             if look is not None and look.looking:  # the node drives the arm, not the policy
                 target = look.target(now).astype(float)
+                look.sent(target, now)
             else:
                 clock = time.perf_counter()
                 target = np.asarray(policy.act(images, state, spec.instruction), float)
@@ -171,7 +172,8 @@ def _look(task) -> LookToConfirm | None:
 
 def _looked(look: LookToConfirm, now: float) -> bool:
     """The node has watched from the look pose long enough to end the skill."""
-    return now >= look.watched_since() + WATCH_S
+    arrived = look.watched_since()
+    return arrived is not None and now >= arrived + WATCH_S
 
 
 def run_bus_episodes(model: str, specs: list, level: str, standalone: list[dict], say) -> list:

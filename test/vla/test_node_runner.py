@@ -366,3 +366,33 @@ def test_a_policy_still_moving_near_the_end_of_its_budget_looks_before_it(
     first = next(i for i, s in enumerate(steps) if s.reason.startswith("looking"))
     assert runner.budget - first * 0.1 == pytest.approx(LOOK_S, abs=0.15)
     assert steps[-1].state == FAILED and "look pose" in steps[-1].reason  # not a timeout
+
+
+def test_the_way_to_the_look_pose_obeys_the_plans_speed_cap(mirror_world, fake_backend, tool):
+    from lang2policy.vla.skill.limits import SkillLimits
+    from lang2policy.vla.skill.message import Box
+    from lang2policy.vla.skill.shaping import TargetShaper
+
+    cap, rate = 0.4, 10.0
+    shaper = TargetShaper(tool, SkillLimits(cap, Box((-0.5, -0.5, -0.1), (0.6, 0.5, 0.6))), rate)
+    settings = RunnerSettings(startup_grace=1.0, success_hold=0.5, look_pose=LOOK_POSE)
+    skill = parse_skill("put the red block in the blue bowl")
+    objects = {**REST, **BOWL}
+    judge = ObjectsJudge(skill.task, mirror_world, objects)
+    actor = EnsembledActor(fake_backend)
+    runner = SkillRunner(skill, actor, judge, fake_backend.cameras, settings, 0.0, shaper)
+    looks = []
+    for tick in range(400):
+        now = tick * 0.1
+        feed(runner, now)
+        runner.objects(objects, now)
+        step = runner.step(now)
+        if step.reason.startswith("looking"):
+            looks.append((now, step.target))
+        if step.final:
+            break
+    steps = np.abs(np.diff([target[:5] for _, target in looks], axis=0)).max()
+    assert steps <= cap / rate + 1e-4  # 0.04 rad per step, not the unlimited way's 0.13
+    assert looks[-1][1][:5] == pytest.approx(LOOK_POSE, abs=1e-3)  # it got there, slowly
+    span = looks[-1][0] - looks[0][0]
+    assert span > 4.0 and step.state == FAILED  # 1.9 rad at 0.4 rad/s, then the 1 s watch

@@ -11,7 +11,9 @@ the arm moves to the robot's
 ``look`` pose (folded up over its base: the top camera sees every object of the workspace),
 the jaws as they are, and the check is made again on what perception reports from there.
 Lifts are left out: a lifted block is known from the arm's own state
-(``perception.holding``), and folding up would carry it away.
+(``perception.holding``), and folding up would carry it away. The way there obeys the
+plan's limits (``TargetShaper.limited``): under a joint speed cap it takes longer, and the
+view counts from when the arm got there.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class LookToConfirm:
         self._still_since: float | None = None
         self._from: np.ndarray | None = None
         self.started: float | None = None
+        self.arrived: float | None = None
 
     @property
     def looking(self) -> bool:
@@ -76,10 +79,17 @@ class LookToConfirm:
         arm = self._from[:-1] + blend * (self.pose - self._from[:-1])
         return np.append(arm, self._from[-1]).astype(np.float32)
 
-    def watched_since(self) -> float:
-        """When the arm reached the pose and the view began to count."""
-        assert self.started is not None
-        return self.started + MOVE_S
+    def sent(self, target: np.ndarray, now: float) -> None:
+        """The target actually sent now (the plan's speed cap may slow the way): the arm has
+        arrived once the way's end was sent."""
+        if self.arrived is not None or self.started is None or now < self.started + MOVE_S:
+            return
+        if np.abs(np.asarray(target) - self.target(now)).max() < 1e-3:
+            self.arrived = now
+
+    def watched_since(self) -> float | None:
+        """When the arm reached the pose and the view began to count (None: not yet)."""
+        return self.arrived
 
 
 def look_pose(robot: str = ROBOT_TYPE) -> tuple[float, ...]:

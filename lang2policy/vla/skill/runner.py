@@ -195,10 +195,20 @@ class SkillRunner:
         """On the way to the look pose, or there: ``failed`` once fresh poses seen from there
         for ``WATCH_S`` have not said done."""
         assert self.look is not None
-        watched = self.look.watched_since() + WATCH_S
+        arrived = self.look.watched_since()
+        watched = math.inf if arrived is None else arrived + WATCH_S
         if now >= watched and self._objects_at >= watched and self._done_since is None:
             return self.end(FAILED, f"goal not reached, as seen from the look pose: {self.judged}")
-        return Step(RUNNING, self.look.target(now), LOOKING)
+        return Step(RUNNING, self._look_target(now), LOOKING)
+
+    def _look_target(self, now: float) -> np.ndarray:
+        """The look's target now, under the plan's limits."""
+        assert self.look is not None and self._state is not None
+        target = self.look.target(now)
+        if self.shaper is not None:
+            target = self.shaper.limited(target, self._state[0])
+        self.look.sent(target, now)
+        return target
 
     def _act(self, now: float) -> Step:
         if self._held:
@@ -224,7 +234,7 @@ class SkillRunner:
         due = look is not None and look.due(target, now, now - self.started, self.budget)
         if look is not None and due and self._done_since is None:
             look.start(self._state[0], now)
-            return Step(RUNNING, look.target(now), LOOKING)
+            return Step(RUNNING, self._look_target(now), LOOKING)
         if self.shaper is not None:
             target = self.shaper.shape(target, self._state[0])
         return Step(RUNNING, target, "")

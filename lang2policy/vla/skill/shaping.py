@@ -102,6 +102,16 @@ class TargetShaper:
         self._previous = sent
         return sent
 
+    def limited(self, target: np.ndarray, measured: np.ndarray) -> np.ndarray:
+        """``target`` of the node's own (the look before judging) under the plan's limits
+        alone: its joint speed cap (with the motions' speed scale) and workspace box."""
+        previous = np.asarray(measured, np.float32) if self._previous is None else self._previous
+        limited = self.limiter.limit(
+            np.asarray(target, np.float32), previous, self.motions.speed_scale
+        )
+        self._previous = limited.target
+        return limited.target
+
     def stats(self) -> dict:
         """Steps the limits changed, and the motions' effect on the tool point (m)."""
         shift = np.mean(self._shifts, axis=0) if self._shifts else np.zeros(3)
