@@ -31,7 +31,7 @@ from lang2policy.graph import topics  # noqa: E402
 from lang2policy.ros.entry import make_executor  # noqa: E402
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "llm" / "cap_session.jsonl"
-DOMAIN_ID = 1 + (os.getpid() + 57) % 200
+DOMAIN_ID = 1 + (os.getpid() + 59) % 200  # an offset no other module uses
 REACH = "move the tool to the point"
 FAR = "move the tool far out"
 SPECS = {
