@@ -28,9 +28,9 @@ import numpy as np
 from lang2policy.errors import UnknownObjectError
 from lang2policy.robots.feetech.bus_errors import FeetechError
 from lang2policy.scene.mirror import MirrorWorld
-from lang2policy.vla.eval.rollout import MAX_SECONDS, SUCCESS_HOLD, sensor_frame
+from lang2policy.vla.eval.rollout import MAX_SECONDS, SUCCESS_HOLD
 from lang2policy.vla.sim.episodes import EpisodeSpec, set_up_scene
-from lang2policy.vla.sim.frames import frame_renderer
+from lang2policy.vla.sim.frames import frame_renderer, sensor_frame
 from lang2policy.vla.sim.judge import judge, start_positions
 from lang2policy.vla.skill.judge import ObjectsJudge
 from lang2policy.vla.skill.look import FAMILIES as LOOK_FAMILIES

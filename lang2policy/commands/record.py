@@ -18,7 +18,7 @@ from pathlib import Path
 from lang2policy.errors import ConfigError
 
 EPISODE_COLUMNS = (
-    "success", "family", "split", "seed", "phrasing", "combination", "detail", "view",
+    "success", "family", "split", "seed", "phrasing", "combination", "detail", "view", "realism",
 )  # fmt: skip
 
 
@@ -47,6 +47,12 @@ def add_parser(commands) -> None:
     demos.add_argument("--views", type=int, default=0,
                        help="scene views per family: one-frame layouts for the scene head")
     demos.add_argument("--seed", type=int, default=0, help="seed of the draw")  # fmt: skip
+    demos.add_argument(
+        "--realism", default="off",
+        help="off | mild | hard | a realism YAML file: the world's light, shades and camera, "
+        "the frames' sensor effects (each episode's seed draws its look; written into every "
+        "episode)",
+    )  # fmt: skip
     fixes = kinds.add_parser(
         "corrections", help="the VLA in closed loop, corrected in words by a scripted person"
     )
@@ -103,6 +109,7 @@ def run_corrections(args: argparse.Namespace) -> int:
 def run_demos(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from lang2policy.realism import load_realism
     from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
     from lang2policy.vla.sim.demos import generate, training_specs
     from lang2policy.vla.sim.environment_state import ENV_NAMES
@@ -113,6 +120,7 @@ def run_demos(args: argparse.Namespace) -> int:
             f"--episodes and --views must be at least 0 and not both 0, got {args.episodes}, "
             f"{args.views}"
         )
+    load_realism(args.realism)  # a bad level or file is refused before any worker starts
     specs = training_specs(args.task_family, args.episodes, args.seed)
     specs += view_specs(args.task_family, args.views, args.seed, first_index=len(specs))
     started, outcomes = time.monotonic(), Counter()
@@ -122,14 +130,14 @@ def run_demos(args: argparse.Namespace) -> int:
     )
     with writer:
         bar = tqdm(total=len(specs), unit="episode", file=sys.stderr, desc="demos")
-        for episode in generate(specs, workers=args.workers):
+        for episode in generate(specs, workers=args.workers, realism=args.realism):
             spec = episode.spec
             writer.add_episode(EpisodeRecord(
                 spec.instruction, episode.images, episode.state, episode.action,
                 {"success": episode.success, "family": spec.task.family, "split": spec.split,
                  "seed": spec.seed, "phrasing": spec.phrasing,
                  "combination": spec.task.combination, "detail": episode.detail,
-                 "view": spec.view},
+                 "view": spec.view, "realism": args.realism},
                 episode.environment,
             ))  # fmt: skip
             outcomes[("view" if spec.view else spec.task.family, episode.success)] += 1

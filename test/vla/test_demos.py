@@ -165,3 +165,33 @@ def test_the_render_twin_redraws_a_new_layout_reset_to_the_same_time(runner):
         fresh.close()
         appearance.restore(session.world)
         assert np.array_equal(seen, expected), spec
+
+
+def test_a_demonstration_under_a_realism_profile_is_recorded_as_its_sensor_sees_it():
+    # The same layout, oracle and seed: under `mild` the world's look (light, shades, camera)
+    # and the sensor's effects change the frames; the scene view gets the same treatment.
+    specs = training_specs(["lift"], 1, seed=5)
+    plain = next(generate(specs, workers=0))
+    mild = next(generate(specs, workers=0, realism="mild"))
+    assert plain.success and mild.success, (plain.detail, mild.detail)
+    for camera in CAMERAS:
+        first = (plain.images[camera][0].astype(int), mild.images[camera][0].astype(int))
+        assert np.abs(first[0] - first[1]).mean() > 2.0, camera  # another light, another look
+    again = next(generate(specs, workers=0, realism="mild"))
+    for camera in CAMERAS:  # seeded: the same look and noise again
+        np.testing.assert_array_equal(again.images[camera], mild.images[camera])
+
+
+def test_record_demos_writes_the_realism_into_every_episode_and_refuses_a_bad_one(
+    tmp_path, capsys
+):
+    from lang2policy.cli import main
+    from lang2policy.vla.dataset import load_dataset
+
+    out = tmp_path / "mild"
+    argv = ["record", "demos", "--task-family", "lift", "--episodes", "1", "--workers", "0"]
+    assert main([*argv, "--out", str(out), "--realism", "mild"]) == 0
+    assert [e["realism"] for e in load_dataset(out).episodes] == ["mild"]
+    assert main([*argv, "--out", str(tmp_path / "bad"), "--realism", "sunny"]) == 2
+    assert "sunny" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()  # refused before anything was written

@@ -17,13 +17,12 @@ from typing import Protocol
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
-from lang2policy.realism.image_effects import apply_image_effects
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.eval.start_pose import check_start, move_to_start
 from lang2policy.vla.model.grounding import draw_grounding
 from lang2policy.vla.sim.environment_state import environment_state, task_goal
 from lang2policy.vla.sim.episodes import EpisodeSpec, set_up_scene
-from lang2policy.vla.sim.frames import frame_renderer
+from lang2policy.vla.sim.frames import frame_renderer, sensor_frame
 from lang2policy.vla.sim.judge import judge, start_positions
 from lang2policy.vla.sim.oracle import run_oracle
 from lang2policy.vla.spec.schema import CAMERAS, FPS
@@ -159,15 +158,6 @@ class RolloutRunner:
         finally:
             appearance.restore(session.world)
             session.robot.forget_last_command()
-
-
-def sensor_frame(world, rgb: np.ndarray, frame: int) -> np.ndarray:
-    """A rendered frame of ``world`` as the realism look's sensor records it (exposure, blur,
-    noise; seeded by the layout and the frame)."""
-    if world.look is None:
-        return rgb
-    rng = np.random.default_rng([world.seed or 0, frame, 11])
-    return apply_image_effects(rgb, world.look.image, rng)
 
 
 # ----------------------------------------------------------------- evaluation episodes

@@ -86,8 +86,15 @@ def record(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
 
 
 # ----------------------------------------------------------------- worker processes
-def _worker(jobs, results) -> None:
-    session = SimSession("so101")
+def _session(realism: str) -> SimSession:
+    """The simulated SO-101 under the realism level or file ``realism`` ("off": as modelled)."""
+    from lang2policy.realism import load_realism
+
+    return SimSession("so101", realism=load_realism(realism))
+
+
+def _worker(jobs, results, realism: str) -> None:
+    session = _session(realism)
     renderer = frame_renderer(session.world)
     for spec in iter(jobs.get, None):
         try:
@@ -99,23 +106,29 @@ def _worker(jobs, results) -> None:
 def generate(
     specs: Sequence[EpisodeSpec],
     workers: int = 2,
+    realism: str = "off",
 ) -> Iterator[Episode]:
     """Record every spec (in ``workers`` processes; 0 = in this process) and yield the
-    episodes in ``specs``' order. An episode that raised is an error naming it."""
+    episodes in ``specs``' order, the world and the cameras' frames under ``realism`` (a
+    level or a realism file: each episode's seed draws its look). An episode that raised is an
+    error naming it."""
     if workers <= 0:
-        session = SimSession("so101")
+        session = _session(realism)
         renderer = frame_renderer(session.world)
         for spec in specs:
             yield record(session, renderer, spec)
         return
-    yield from _generate_in_workers(specs, workers)
+    yield from _generate_in_workers(specs, workers, realism)
 
 
-def _generate_in_workers(specs: Sequence[EpisodeSpec], workers: int) -> Iterator[Episode]:
+def _generate_in_workers(
+    specs: Sequence[EpisodeSpec], workers: int, realism: str
+) -> Iterator[Episode]:
     context = multiprocessing.get_context("spawn")  # no forked GL contexts
     jobs, results = context.Queue(), context.Queue()
     processes = [
-        context.Process(target=_worker, args=(jobs, results), daemon=True) for _ in range(workers)
+        context.Process(target=_worker, args=(jobs, results, realism), daemon=True)
+        for _ in range(workers)
     ]
     for process in processes:
         process.start()

@@ -19,6 +19,17 @@ from lang2policy.vla.sim.render_twin import RenderTwin
 from lang2policy.vla.spec.schema import CAMERAS, FPS, IMAGE_SIZE
 
 
+def sensor_frame(world, rgb: np.ndarray, frame: int) -> np.ndarray:
+    """A rendered frame of ``world`` as the realism look's sensor records it (exposure, blur,
+    noise; seeded by the layout and the frame). The frame as rendered without a look."""
+    if world.look is None:
+        return rgb
+    from lang2policy.realism.image_effects import apply_image_effects
+
+    rng = np.random.default_rng([world.seed or 0, frame, 11])
+    return apply_image_effects(rgb, world.look.image, rng)
+
+
 class FrameRecorder:
     """Collects frames from ``robot``'s world; ``arrays()`` hands them over."""
 
@@ -50,8 +61,10 @@ class FrameRecorder:
     def take(self) -> None:
         """Take a frame now (the next one is due one period later)."""
         world = self.robot.world
+        frame = len(self.states)
         for camera in self.cameras:
-            self.images[camera].append(self.renderer.render(world.data, camera))
+            rgb = self.renderer.render(world.data, camera)
+            self.images[camera].append(sensor_frame(world, rgb, frame))
         state = self.robot.get_observation().position.astype(np.float32)
         command = self.robot.last_command
         self.states.append(state)
@@ -70,7 +83,6 @@ class FrameRecorder:
         commands = np.stack(self.commands)
         action = np.concatenate([commands[1:], commands[-1:]])
         return images, state, action
-
 
     def environment_array(self) -> np.ndarray | None:
         """The scene state of every frame ``float32 (T, dim)``, or None if none was asked for."""

@@ -23,6 +23,7 @@ from lang2policy.errors import UnreachableError
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.sim.environment_state import environment_state, task_goal
 from lang2policy.vla.sim.episodes import Episode, EpisodeSpec, check_families, set_up_scene
+from lang2policy.vla.sim.frames import sensor_frame
 from lang2policy.vla.sim.scenes import Appearance
 from lang2policy.vla.spec.schema import CAMERAS
 from lang2policy.vla.spec.tasks import sample_task, seen_phrasings
@@ -69,7 +70,7 @@ def record_view(session: SimSession, renderer, spec: EpisodeSpec) -> Episode:
         if hasattr(renderer, "sync_look"):
             renderer.sync_look()
         world = session.world
-        images = {c: renderer.render(world.data, c)[None] for c in CAMERAS}
+        images = {c: sensor_frame(world, renderer.render(world.data, c), 0)[None] for c in CAMERAS}
         state = session.robot.get_observation().position.astype(np.float32)[None]
         scene = environment_state(world, spec.task, task_goal(world, spec.task))[None]
     finally:
