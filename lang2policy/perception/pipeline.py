@@ -103,7 +103,8 @@ class CameraPerception:
         detections, under = restack(
             detections, self.tracker.objects, camera, self.geometry.block_half
         )
-        under.add(self.holding.name or "")  # in the jaws: kept, wherever the camera sees it
+        if self.holding.name:  # in the jaws: kept, wherever the camera sees it
+            under.add(self.holding.name)
         update = self.tracker.update(
             detections, lambda obj: obj.name in under or self._hidden(obj, ignore)
         )
