@@ -13,7 +13,8 @@ samples, as the robot will follow them:
   zone with ``geometry: tool``, the robot's own base, on the tool centre point alone).
 
 As in the filter, a sample may be outside the workspace or inside a zone only while it gets no
-deeper than the one before it (an arm that starts there can come out). At the first sample
+deeper than the one before it or than the arm already is, at its target or its measured
+position (an arm that starts there can come out; ``zones.first_deeper``). At the first sample
 that gets deeper, the guard keeps the samples up to the latest one from which braking at full
 deceleration is safe (checked the same way) and ends with that braking: the target comes to
 rest at the zone's edge rather than stopping dead on it, so the servo does not run into it.
@@ -27,9 +28,8 @@ import numpy as np
 
 from lang2policy.safety.config import BoxConfig, shifted
 from lang2policy.safety.shaper import Shaped, ShaperLimits, braking
-from lang2policy.safety.zones import Zones, fmt_point
+from lang2policy.safety.zones import Zones, first_deeper, fmt_point
 
-_DEPTH_TOLERANCE = 1e-6  # m
 # Points (world, rows) of the guarded geometry at each arm configuration: (S, P, 3) from
 # (S, dof) joint rows and the jaw openings (lo, hi) the motion has.
 GeometryPoints = Callable[[np.ndarray, tuple[float, float]], np.ndarray]
@@ -90,10 +90,6 @@ class ZoneGuard:
             depths[:, gripper] = np.maximum(depths[:, gripper], flat.max(axis=1)[:, gripper])
         return depths
 
-    def _first_deeper(self, depths: np.ndarray) -> int | None:
-        worse = np.flatnonzero((depths[1:] > depths[:-1] + _DEPTH_TOLERANCE).any(axis=1))
-        return int(worse[0]) + 1 if worse.size else None
-
     def _openings(self, start: np.ndarray, shaped: Shaped) -> tuple[float, float]:
         if self.gripper is None:
             return (0.0, 1.0)
@@ -102,32 +98,42 @@ class ZoneGuard:
 
     # ------------------------------------------------------------------ the guard
     def guard(
-        self, start: np.ndarray, velocity: np.ndarray, shaped: Shaped, limits: ShaperLimits
+        self,
+        start: np.ndarray,
+        velocity: np.ndarray,
+        shaped: Shaped,
+        limits: ShaperLimits,
+        measured: np.ndarray | None = None,
     ) -> tuple[Shaped, str | None, str]:
         """``shaped`` if every sample is safe, else cut to a safe stop: (samples, the rule that
-        cut -- "keep_out" or "workspace" -- or None, a message saying where and why)."""
+        cut -- "keep_out" or "workspace" -- or None, a message saying where and why).
+        ``start`` is the robot's target; ``measured``, where the arm is (a servo that sags
+        past a target at a box's edge leaves the arm that much deeper than its target)."""
         openings = self._openings(start, shaped)
         rows = np.vstack([start[None, :], shaped.positions])
         depths = self.depths(rows, openings)
-        bad = self._first_deeper(depths)
-        if bad is None:
+        floor = None if measured is None else self.depths(measured[None, :], openings)[0]
+        found = first_deeper(depths, self.zones.keep_out, floor)
+        if found is None:
             return shaped, None, ""
-        zone = int(np.flatnonzero(depths[bad] > depths[bad - 1] + _DEPTH_TOLERANCE)[0])
-        kept = self._last_safe_stop(start, velocity, shaped, limits, bad, openings)
+        bad, zone = found
+        kept = self._last_safe_stop(start, velocity, shaped, limits, bad, (openings, floor))
         rule = "keep_out" if self.zones.keep_out[zone] else "workspace"
         message = self._message(rule, zone, rows[bad], shaped.times[bad - 1], kept)
         return kept, rule, message
 
-    def _last_safe_stop(self, start, velocity, shaped, limits, bad, openings) -> Shaped:
+    def _last_safe_stop(self, start, velocity, shaped, limits, bad, check) -> Shaped:
         """The samples before ``bad`` up to the latest one from which braking stays safe,
-        followed by that braking (from the start if none is safe: the best there is)."""
+        followed by that braking (from the start if none is safe: the best there is).
+        ``check``: the jaw openings and the depth floor the samples were checked with."""
+        openings, floor = check
         dt = limits.period
         for keep in range(bad - 1, -1, -1):
             q = shaped.positions[keep - 1] if keep else start
             v = shaped.velocities[keep - 1] if keep else velocity
             rows, speeds = braking(q, v, limits)
             depths = self.depths(np.vstack([q[None, :], rows]), openings)
-            if self._first_deeper(depths) is None or keep == 0:
+            if first_deeper(depths, self.zones.keep_out, floor) is None or keep == 0:
                 head = shaped.head(keep)
                 t0 = float(head.times[-1]) if keep else 0.0
                 times = t0 + dt * np.arange(1, len(rows) + 1)

@@ -13,7 +13,8 @@ Rules, in the order they apply (each one that changes or drops the command says 
    starting at the measured position). The trajectory is cut before the first sample that
    leaves the workspace box or enters a keep-out box: it ends at the last safe sample, so the
    arm stops there. A sample may be outside only while it gets no deeper than the one before
-   it, so an arm that is already outside can be brought back, never pushed further out.
+   it (or, for the workspace box, than the measured position already is), so an arm that is
+   already outside can be brought back, never pushed further out (``zones.first_deeper``).
 4. **Joint speed** — segments (the robot's position target -> point 0, then point to point)
    that would need more than ``max_joint_speed`` are *retimed* (stretched), never clipped: the
    path stays the one checked above, only slower. The robot starts a trajectory from its
@@ -41,13 +42,12 @@ from lang2policy.errors import ConfigError
 from lang2policy.robots.safety import JointLimits
 from lang2policy.safety.config import RobotSafetyConfig
 from lang2policy.safety.trajectory import Trajectory
-from lang2policy.safety.zones import Zones, fmt_point
+from lang2policy.safety.zones import Zones, first_deeper, fmt_point
 from lang2policy.scene.arm import GRIPPER
 
 # Largest joint change (rad) between two path samples whose tool point is checked: about 8 mm
 # of tool motion on the SO-101 (reach 0.4 m), 15 mm on the Panda.
 CHECK_STEP = 0.02
-_DEPTH_TOLERANCE = 1e-6  # m: numerical noise when a path runs along a box face
 _TIME_TOLERANCE = 1e-9
 
 ToolPoint = Callable[[np.ndarray], np.ndarray]  # arm joint positions -> tool point (world, m)
@@ -228,16 +228,17 @@ class MotionFilter:
         return np.array(rows), owner, fraction
 
     def _cut(self, times, positions, start, cols):
-        """Cut the path before the first sample that violates a zone more than the one before."""
+        """Cut the path before the first sample that violates a zone more than the one before
+        and more than the measured position does."""
         full = np.repeat(start[None, :], len(times), axis=0)
         full[:, cols] = positions
         samples, owner, fraction = self._samples(start, full)
         points = np.array([self.tool_point(q) for q in samples])
         depths = self.zones.depths(points)
-        worse = np.flatnonzero((depths[1:] > depths[:-1] + _DEPTH_TOLERANCE).any(axis=1))
-        if not worse.size:
+        found = first_deeper(depths, self.zones.keep_out)
+        if found is None:
             return times, positions, []
-        bad = int(worse[0]) + 1
+        bad, zone = found
         k = owner[bad]
         kept_t, kept_p = list(times[:k]), list(positions[:k])
         if owner[bad - 1] == k:  # the last safe sample lies inside segment k: end there
@@ -246,7 +247,6 @@ class MotionFilter:
             f = fraction[bad - 1]
             kept_t.append(prev_t + (times[k] - prev_t) * f)
             kept_p.append(prev_p + (positions[k] - prev_p) * f)
-        zone = int(np.flatnonzero(depths[bad] > depths[bad - 1] + _DEPTH_TOLERANCE)[0])
         note = self._cut_note(zone, points[bad], k, times[k], kept_t)
         return np.array(kept_t), np.array(kept_p).reshape(-1, len(cols)), [note]
 

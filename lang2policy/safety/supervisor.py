@@ -251,7 +251,9 @@ class SafetySupervisor:
         shaped = self._bridged(shaped)
         note = ""
         if self.guard is not None:
-            shaped, rule, note = self.guard.guard(start, velocity, shaped, self.shaper)
+            assert self._measured is not None  # as in _bridged
+            measured = self.filter.measured_vector(self._measured)
+            shaped, rule, note = self.guard.guard(start, velocity, shaped, self.shaper, measured)
             if rule is not None:
                 self.cuts[rule] += 1
         keep = [i for i, n in enumerate(names) if n != GRIPPER or n in trajectory.names]

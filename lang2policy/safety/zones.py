@@ -1,10 +1,15 @@
 """Boxes for the tool centre point: the workspace it must stay in, keep-out zones it must avoid.
 
 Each zone measures a *depth of violation* (metres): how far a point is outside the workspace, or
-how deep inside a keep-out box. Zero means the point is fine. The motion filter lets a path go
-on only while no depth grows, so an arm that is already outside (after start-up or a manual
-move) can be brought back but never pushed further in the wrong direction. Depths of many
-points against all zones are computed at once (numpy), since every command checks a path.
+how deep inside a keep-out box. Zero means the point is fine. The motion filter and the guard
+let a path go on only while no depth grows beyond the sample before it and, for the workspace
+box, beyond the depth where the arm already is (``first_deeper``'s floor). So an arm that is
+already outside (after start-up, a manual move, or a servo that sags a few millimetres past its
+target at the box's edge) can be brought back, along a path that may wander as deep as it
+already is, but never further out. Without the floor an arm resting 1 mm outside was held for
+good: every path whose first millimetres arced outward by a fraction of a millimetre was cut
+at its start. Depths of many points against all zones are computed at once (numpy), since
+every command checks a path.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from lang2policy.safety.config import BoxConfig
+
+DEPTH_TOLERANCE = 1e-6  # m: numerical noise when a path runs along a box face
 
 
 def fmt_point(point) -> str:
@@ -43,3 +50,21 @@ class Zones:
         if self.keep_out[index]:
             return f"keep-out zone '{self.names[index]}' {box}"
         return f"the workspace box {box}"
+
+
+def first_deeper(
+    depths: np.ndarray, keep_out: np.ndarray, floor: np.ndarray | None = None
+) -> tuple[int, int] | None:
+    """(sample, zone) of the first path sample (rows of ``depths``; row 0 is where the path
+    starts) that is deeper in a zone than the sample before it and, for the workspace box,
+    than ``floor`` (per zone: how deep the arm already is; row 0 when not given), or None
+    when the path is allowed. Inside a keep-out zone every sample must get shallower: the
+    way out, never a stroll at the depth the arm reached."""
+    allowed = depths[0] if floor is None else np.maximum(floor, depths[0])
+    allowed = np.where(keep_out, 0.0, allowed)
+    limit = np.maximum(depths[:-1], allowed) + DEPTH_TOLERANCE
+    worse = np.flatnonzero((depths[1:] > limit).any(axis=1))
+    if not worse.size:
+        return None
+    bad = int(worse[0]) + 1
+    return bad, int(np.flatnonzero(depths[bad] > limit[bad - 1])[0])

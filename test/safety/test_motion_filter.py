@@ -189,6 +189,26 @@ def test_an_arm_outside_may_come_back_but_not_go_further_out():
     assert further.trajectory.is_hold and further.rules() == {"workspace"}
 
 
+def test_an_arm_outside_may_take_a_path_as_deep_as_it_already_is_but_no_deeper():
+    # A servo that sags 3 cm past the box (b <= 1.0) at its edge: the way back may arc
+    # outward a little, as an MPC's first millimetres do, while it stays within 3 cm.
+    sagged = {"a": 0.0, "b": 1.03, "gripper": 1.0}
+    arc = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.025, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    assert planar_filter().filter(arc, sagged).trajectory == arc
+    deeper = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.035, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    result = planar_filter().filter(deeper, sagged)
+    assert result.rules() == {"workspace"} and len(result.trajectory.points) < 3
+
+
+def test_inside_a_keep_out_zone_every_sample_must_get_shallower():
+    # The post spans b in -0.1..0.1: at b = 0.05 the arm is 0.05 deep; stepping to 0.07 (0.03
+    # deep) and back to 0.06 (0.04, still shallower than the start) is a stroll inside: cut.
+    inside_post = {"a": 0.5, "b": 0.05, "gripper": 1.0}
+    stroll = command([(0.5, (0.5, 0.07, 1.0)), (1.0, (0.5, 0.06, 1.0))])
+    result = planar_filter().filter(stroll, inside_post)
+    assert result.rules() == {"keep_out"} and len(result.trajectory.points) == 1
+
+
 def test_joints_a_command_does_not_name_keep_their_measured_position():
     measured = {"a": 0.5, "b": 0.5, "gripper": 1.0}  # b = 0.5: clear of the post (y <= 0.1)
     only_a = command([(1.0, (0.3,)), (2.0, (0.7,))], names=("a",))
