@@ -21,6 +21,11 @@ import numpy as np
 from lang2policy.safety.config import BoxConfig
 
 DEPTH_TOLERANCE = 1e-6  # m: numerical noise when a path runs along a box face
+# The most (m) a path may wander outside the workspace box because the arm already is that far
+# out: the servo's sag and overshoot at the box's edge (1-4 mm seen on the SO-101 at full
+# reach). Capped so that repeated overshoot cannot ratchet the arm outward; an arm further out
+# must come back monotonically until it is within this depth.
+RECOVERY_DEPTH = 0.005
 
 
 def fmt_point(point) -> str:
@@ -57,11 +62,12 @@ def first_deeper(
 ) -> tuple[int, int] | None:
     """(sample, zone) of the first path sample (rows of ``depths``; row 0 is where the path
     starts) that is deeper in a zone than the sample before it and, for the workspace box,
-    than ``floor`` (per zone: how deep the arm already is; row 0 when not given), or None
+    than ``floor`` (per zone: how deep the arm already is; row 0 when not given; at most
+    ``RECOVERY_DEPTH``), or None
     when the path is allowed. Inside a keep-out zone every sample must get shallower: the
     way out, never a stroll at the depth the arm reached."""
     allowed = depths[0] if floor is None else np.maximum(floor, depths[0])
-    allowed = np.where(keep_out, 0.0, allowed)
+    allowed = np.where(keep_out, 0.0, np.minimum(allowed, RECOVERY_DEPTH))
     limit = np.maximum(depths[:-1], allowed) + DEPTH_TOLERANCE
     worse = np.flatnonzero((depths[1:] > limit).any(axis=1))
     if not worse.size:

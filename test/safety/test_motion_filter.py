@@ -190,14 +190,24 @@ def test_an_arm_outside_may_come_back_but_not_go_further_out():
 
 
 def test_an_arm_outside_may_take_a_path_as_deep_as_it_already_is_but_no_deeper():
-    # A servo that sags 3 cm past the box (b <= 1.0) at its edge: the way back may arc
-    # outward a little, as an MPC's first millimetres do, while it stays within 3 cm.
-    sagged = {"a": 0.0, "b": 1.03, "gripper": 1.0}
-    arc = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.025, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    # A servo that sags 3 mm past the box (b <= 1.0) at its edge: the way back may arc
+    # outward a little, as an MPC's first millimetres do, while it stays within 3 mm.
+    sagged = {"a": 0.0, "b": 1.003, "gripper": 1.0}
+    arc = command([(0.5, (0.0, 1.001, 1.0)), (1.0, (0.0, 1.0025, 1.0)), (2.0, (0.0, 0.5, 1.0))])
     assert planar_filter().filter(arc, sagged).trajectory == arc
-    deeper = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.035, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    deeper = command([(0.5, (0.0, 1.001, 1.0)), (1.0, (0.0, 1.0035, 1.0)), (2.0, (0.0, 0.5, 1.0))])
     result = planar_filter().filter(deeper, sagged)
     assert result.rules() == {"workspace"} and len(result.trajectory.points) < 3
+
+
+def test_far_outside_the_way_back_is_monotonic_until_within_the_recovery_depth():
+    # 3 cm out: no wandering at that depth (overshoot must not ratchet the arm outward); once
+    # within RECOVERY_DEPTH (5 mm) of the box, a path may wander that deep again.
+    far_out = {"a": 0.0, "b": 1.03, "gripper": 1.0}
+    wander = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.02, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    assert planar_filter().filter(wander, far_out).rules() == {"workspace"}
+    settle = command([(0.5, (0.0, 1.002, 1.0)), (1.0, (0.0, 1.004, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    assert planar_filter().filter(settle, far_out).trajectory == settle
 
 
 def test_inside_a_keep_out_zone_every_sample_must_get_shallower():
