@@ -1,7 +1,12 @@
-"""``lang2policy vla-serve --lerobot CKPT``: LeRobot's own policy server for a LeRobot policy.
+"""``lang2policy vla-serve``: a policy server the VLA node reaches by URL.
 
+    lang2policy vla-serve --checkpoint models/vla-so101-tiny      # our own model, openpi protocol
     lang2policy vla-serve --lerobot outputs/train/act_so101/checkpoints/last/pretrained_model
 
+``--checkpoint DIR`` serves one of our own VLA checkpoints over openpi's websocket protocol
+(``vla.backends.openpi_server``) in this process: the graph then drives the arm with
+``backend:=openpi://HOST:PORT``, the policy's torch running wherever the server runs (another
+host, a GPU). ``--lerobot CKPT``
 starts ``python -m lerobot.async_inference.policy_server`` in LeRobot's environment
 (``.venv-lerobot``, made by ``scripts/lerobot_env.sh``; or ``--lerobot-env DIR``), on loopback,
 and prints the VLA node parameters that make our graph drive the arm with that policy. The
@@ -30,10 +35,15 @@ def add_parser(commands) -> None:
     serve = commands.add_parser(
         "vla-serve", help="serve a LeRobot policy (ACT, Diffusion, SmolVLA, pi0) to the VLA node"
     )
-    serve.add_argument("--lerobot", type=Path, required=True, metavar="CKPT",
-                       help="the policy's pretrained_model directory (lerobot-train's output)")
+    served = serve.add_mutually_exclusive_group(required=True)
+    served.add_argument("--checkpoint", type=Path, metavar="DIR",
+                        help="one of our VLA model directories, served over openpi's protocol")
+    served.add_argument("--lerobot", type=Path, metavar="CKPT",
+                        help="the policy's pretrained_model directory (lerobot-train's output)")
     serve.add_argument("--host", default="127.0.0.1", help="listen address (loopback)")
-    serve.add_argument("--port", type=int, default=8080, help="gRPC port (LeRobot's default)")
+    serve.add_argument("--port", type=int, default=None,
+                       help="port (default: 8000 for --checkpoint, openpi's; 8080 for "
+                       "--lerobot, LeRobot's gRPC default)")
     serve.add_argument("--fps", type=int, default=None,
                        help="the policy's control rate (default: its dataset's, else 30)")
     serve.add_argument("--lerobot-env", type=Path, default=None, metavar="DIR",
@@ -54,6 +64,7 @@ def server_command(args: argparse.Namespace) -> list[str]:
             f"--host {args.host}: LeRobot's policy server unpickles what clients send; it "
             "listens on loopback unless --allow-remote (better: an SSH tunnel)"
         )
+    args.port = 8080 if getattr(args, "port", None) is None else args.port
     if not 1 <= args.port <= 65535 or not 1 <= (args.fps or 30) <= 1000:
         raise ConfigError("--port must be 1..65535 and --fps 1..1000")
     spec = LeRobotPolicySpec.from_checkpoint(args.lerobot)  # its type is one LeRobot serves
@@ -89,6 +100,8 @@ def sim_command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "checkpoint", None) is not None:
+        return serve_checkpoint(args)
     command = server_command(args)
     print(f"LeRobot policy server: {shlex.join(command)}")
     print(f"VLA node parameters:  {node_parameters(args)}")
@@ -105,3 +118,43 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("vla-serve: stopped", file=sys.stderr)
         return 130
+
+
+def serve_checkpoint(args: argparse.Namespace) -> int:
+    """Serve our own checkpoint over openpi's protocol until interrupted."""
+    from lang2policy.vla.backends.local import LocalBackend
+    from lang2policy.vla.backends.openpi_server import PolicyServer, ServedModel
+
+    args.port = 8000 if args.port is None else args.port
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {args.port}")
+    backend = LocalBackend.load(args.checkpoint, threads=None)
+    model = ServedModel(backend, backend.image_size, Path(args.checkpoint).resolve().name)
+    warm_up(backend)
+    if args.dry_run:
+        print(f"would serve {model.name} ({backend.image_size} px, cameras "
+              f"{list(backend.cameras)}) on {args.host}:{args.port}")  # fmt: skip
+        return 0
+    server = PolicyServer(model, args.host, args.port, allow_remote=args.allow_remote)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"serving {model.name} over openpi's protocol on ws://{host}:{server.port} "
+          f"(GET /healthz); one client at a time")  # fmt: skip
+    print(f"VLA node parameters:  -p backend:=openpi://{host}:{server.port}")
+    print(f"or the whole graph:   lang2policy sim --vla --vla-backend openpi://{host}:{server.port}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("vla-serve: stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+def warm_up(backend) -> None:
+    """One chunk on a blank frame before the server says it is up: torch's first run and the
+    instruction encoder's load take seconds, longer than a client's request timeout (2 s)."""
+    import numpy as np
+
+    size = backend.image_size
+    images = {camera: np.zeros((size, size, 3), np.uint8) for camera in backend.cameras}
+    backend.act_chunk(images, np.zeros(6, np.float32), "put the red block in the blue bowl")
+    backend.reset()

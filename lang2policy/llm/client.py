@@ -37,6 +37,8 @@ log = logging.getLogger("lang2policy.llm")
 # Sent when the config names no key variable: the openai package insists on some key, and
 # local servers (llama.cpp, Ollama, vLLM) ignore it.
 _NO_KEY = "no-key-required"
+HEALTH_TIMEOUT_S = 5.0  # a server on another host that cannot list its models in 5 s is down
+MAX_LISTED_MODELS = 20
 
 
 class LLMClient:
@@ -102,6 +104,23 @@ class LLMClient:
             else:
                 return _parse(raw, request, time.monotonic() - start)
         raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def check_health(self, timeout_s: float = HEALTH_TIMEOUT_S) -> list[str]:
+        """The model ids the server lists (``GET {base_url}/models``, the OpenAI API's health
+        probe; no tokens spent), within ``timeout_s`` and without retries. Raises the
+        ``LLMError`` that a completion would (unreachable, timeout, bad key), naming the URL."""
+        try:
+            listing = self._openai.with_options(timeout=timeout_s, max_retries=0).models.list()
+            return [str(model.id) for model in listing.data][:MAX_LISTED_MODELS]
+        except openai.APITimeoutError as exc:
+            raise LLMTimeoutError(
+                f"the LLM server at {self.config.base_url} did not list its models within "
+                f"{timeout_s:g} s"
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise self._unavailable_error(exc, 1) from exc
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from exc
 
     def close(self) -> None:
         self._openai.close()

@@ -31,21 +31,42 @@ class Warmth:
     seconds: float = 0.0
     skipped: str = ""  # why nothing was sent (replay, chat endpoint)
     errors: list[str] = field(default_factory=list)
+    server: str = ""  # the live server's health check: what it lists, or why it is unreachable
+    reachable: bool | None = None  # None: no live server (a replay)
 
     def describe(self) -> str:
+        health = f"; {self.server}" if self.server else ""
         if self.skipped:
-            return f"LLM not warmed ({self.skipped})"
+            return f"LLM not warmed ({self.skipped}){health}"
         text = f"LLM warmed: {self.prompts} prompt prefixes processed in {self.seconds:.1f} s"
-        return text + (f"; failed: {'; '.join(self.errors)}" if self.errors else "")
+        return text + health + (f"; failed: {'; '.join(self.errors)}" if self.errors else "")
+
+
+def live_client(llm: LLM) -> LLMClient | None:
+    """The live client behind ``llm`` (any mode), or None (a replay)."""
+    if isinstance(llm, CachingClient):
+        llm = llm.live  # None when replaying
+    return llm if isinstance(llm, LLMClient) else None
+
+
+def check_server(client: LLMClient, warmth: Warmth) -> None:
+    """The server's health check, recorded in ``warmth`` (never raised: the first instruction
+    meets the same error with the planner's message; the status says it at start-up)."""
+    url = client.config.base_url
+    try:
+        models = client.check_health()
+    except LLMError as exc:
+        warmth.server, warmth.reachable = f"unreachable: {exc}", False
+        log.warning("%s", warmth.server)
+        return
+    listed = ", ".join(models[:5]) + (", ..." if len(models) > 5 else "")
+    warmth.server, warmth.reachable = f"the LLM server at {url} answers (models: {listed})", True
 
 
 def live_completion_client(llm: LLM) -> LLMClient | None:
     """The live completion-mode client behind ``llm``, or None (replay, chat, unknown)."""
-    if isinstance(llm, CachingClient):
-        llm = llm.live  # None when replaying
-    if isinstance(llm, LLMClient) and llm.config.mode == "completion":
-        return llm
-    return None
+    client = live_client(llm)
+    return client if client is not None and client.config.mode == "completion" else None
 
 
 def warm_up(llm: LLM, prompts: Sequence[str], on_progress: Progress | None = None) -> Warmth:
@@ -53,10 +74,18 @@ def warm_up(llm: LLM, prompts: Sequence[str], on_progress: Progress | None = Non
     unreachable server is reported in the result, not raised: the planner then meets the
     same error, with its own message, on the first instruction. ``on_progress(done, total,
     seconds)`` hears of each prompt before it is sent and once at the end."""
+    live = live_client(llm)
+    if live is None:
+        return Warmth(skipped="replay: nothing to warm")
+    warmth = Warmth()
+    check_server(live, warmth)
     client = live_completion_client(llm)
     if client is None:
-        return Warmth(skipped="replay or chat endpoint: nothing to warm")
-    warmth, started = Warmth(), time.monotonic()
+        warmth.skipped = "chat endpoint: its prompt caching is the provider's"
+        return warmth
+    if not warmth.reachable:
+        return warmth
+    started = time.monotonic()
     distinct = list(dict.fromkeys(p for p in prompts if p))
     report = on_progress or (lambda _done, _total, _seconds: None)
     for prompt in distinct:

@@ -30,11 +30,13 @@ def test_a_replay_client_has_nothing_to_warm():
     assert warmth.prompts == 0 and "not warmed" in warmth.describe()
 
 
-def test_an_unreachable_server_is_reported_not_raised():
-    config = local_config("http://127.0.0.1:9/v1").replace(timeout_s=2.0, max_retries=0)
+@pytest.mark.parametrize("mode", ["completion", "chat"])
+def test_an_unreachable_server_is_reported_by_its_url_not_raised(mode):
+    url = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+    config = local_config(url).replace(timeout_s=2.0, max_retries=0, mode=mode)
     warmth = warm_up(LLMClient(config), ["one prompt", "another"])
-    assert warmth.prompts == 0 and len(warmth.errors) == 1
-    assert "failed" in warmth.describe()
+    assert warmth.prompts == 0 and warmth.reachable is False
+    assert f"unreachable: cannot reach the LLM server at {url}" in warmth.describe()
 
 
 def test_the_planners_fixed_prompts_are_the_starts_of_what_they_send():
@@ -64,6 +66,7 @@ def test_two_warmed_prompts_are_both_kept_by_the_local_server():
     reward = RewardPrompts.load().coder_prompt()
     warmth = warm_up(llm, [cap, reward])
     assert warmth.prompts == 2 and not warmth.errors, warmth.describe()
+    assert warmth.reachable and f"the LLM server at {server.base_url} answers" in warmth.describe()
     before = server.log_tail(100000).count("cache hit")
     with pytest.raises(LLMResponseError):  # cut off at one token, as asked
         llm.complete(cap + "objects = ['red block']\n# put it down.\n", max_tokens=1)

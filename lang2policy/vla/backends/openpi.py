@@ -117,7 +117,10 @@ class OpenPIBackend:
         return self.metadata
 
     def reset(self) -> None:
-        """Nothing to do: openpi's protocol has no reset (its client's ``reset`` is empty)."""
+        """A new episode: the next request opens a new connection. openpi's protocol has no
+        reset message (its client's ``reset`` is empty); a server that keeps state per
+        episode (``openpi_server.PolicyServer``, our own policy) resets it per connection."""
+        self._drop()
 
     def close(self) -> None:
         self._drop()
