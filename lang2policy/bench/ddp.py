@@ -1,16 +1,19 @@
-"""``lang2policy bench ddp``: the same ``train vla`` run in one process and in several
+"""``lang2policy bench ddp``: the same ``train vla`` training in one process and in several
 (``torchrun``, gloo on the CPU, NCCL on GPUs), side by side.
 
-Both runs are the real command line (``python -m lang2policy.cli train vla --design plain``)
-on the same dataset, with the same seed, schedule and global batch (``--batch`` frames a step:
-``--batch`` in the one process, ``--batch / --processes`` in each of the others), so they
+Both runs are ``train_vla`` with the plain design's recipe on the same dataset (read as
+``train vla`` reads it), with the same seed, schedule and global batch (``--batch`` frames a
+step: ``--batch`` in the one process, ``--batch / --processes`` in each of the others), so they
 train on the same frames step by step (``vla.train.batches.batch_indices``) and their loss
-curves should agree within noise (the augmentation's random streams differ by process). The
-report: both curves (the logged loss: in the data-parallel run the mean over its processes),
-the train samples/s of each (optimiser steps only, not start-up or validation), the wall time
-of each command, and the share of step time that gathering the batches took (the data loader's
-share, rank 0's). Without ``--dataset`` a small one is recorded first (``record demos``: lift
-and push, 6 episodes each, about 20 s).
+curves should agree within noise (the augmentation's random streams differ by process). Each
+run is this module started as a program (``python -m lang2policy.bench.ddp``, through
+``python -m torch.distributed.run`` for the data-parallel one), which trains with the bench's
+short schedule (``--warmup-steps``, a log record every ``--log-every`` steps). The report: both
+curves (the logged loss: in the data-parallel run the mean over its processes), the train
+samples/s of each (optimiser steps only, not start-up or validation), the wall time of each
+command, and the share of step time that gathering the batches took (the data loader's share,
+rank 0's). Without ``--dataset`` a small one is recorded first (``record demos``: lift and push,
+6 episodes each, about 20 s).
 """
 
 from __future__ import annotations
@@ -46,18 +49,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def train_command(args: argparse.Namespace, dataset: Path, out: Path, processes: int) -> list:
-    """The ``train vla`` command line of one run: plain, or through ``torchrun``."""
+    """The command line of one run: this module as a program, plain or through ``torchrun``."""
     launcher = [sys.executable]
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone",
                      f"--nproc_per_node={processes}"]  # fmt: skip
     return [
-        *launcher, "-m", "lang2policy.cli", "train", "vla", "--design", "plain",
-        "--dataset", str(dataset), "--out", str(out), "--steps", str(args.steps),
-        "--batch-size", str(args.batch // processes), "--log-every", str(args.log_every),
-        "--lr", str(args.lr), "--warmup-steps", str(args.warmup_steps),
-        "--device", args.device, "--seed", str(args.seed),
+        *launcher, "-m", "lang2policy.bench.ddp", "--dataset", str(dataset), "--out", str(out),
+        "--steps", str(args.steps), "--batch-size", str(args.batch // processes),
+        "--log-every", str(args.log_every), "--lr", str(args.lr),
+        "--warmup-steps", str(args.warmup_steps), "--device", args.device,
+        "--seed", str(args.seed),
     ]  # fmt: skip
+
+
+def train(argv: list[str]) -> int:
+    """One run (``python -m lang2policy.bench.ddp ...``, in each process of a launcher): the
+    plain design's recipe with the bench's schedule, on a dataset read as ``train vla`` reads
+    it; validation and the checkpoint at the end only."""
+    from dataclasses import replace
+
+    from lang2policy.vla.dataset.combine import load_datasets
+    from lang2policy.vla.train.run import train_vla
+    from lang2policy.vla.train.settings import DESIGNS
+
+    parser = argparse.ArgumentParser(prog="python -m lang2policy.bench.ddp")
+    for name in ("--steps", "--batch-size", "--log-every", "--warmup-steps", "--seed"):
+        parser.add_argument(name, type=int, required=True)
+    parser.add_argument("--lr", type=float, required=True)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", required=True)
+    args = parser.parse_args(argv)
+    recipe = DESIGNS["plain"]
+    settings = replace(
+        recipe, steps=args.steps, batch_size=args.batch_size, log_every=args.log_every,
+        val_every=args.steps, checkpoint_every=args.steps, seed=args.seed, device=args.device,
+        progress=False, optim=replace(recipe.optim, lr=args.lr, warmup_steps=args.warmup_steps),
+    )  # fmt: skip
+    data = load_datasets([args.dataset], settings.model.cameras)
+    train_vla(data, args.out, settings)
+    return 0
 
 
 def run_training(command: list, out: Path, quiet: bool) -> dict:
@@ -128,7 +160,7 @@ def run_args(args: argparse.Namespace) -> dict:
 def format_text(report: dict) -> str:
     count = report["processes"]
     lines = [
-        f"train vla, plain design, {report['steps']} steps of {report['global_batch']} frames "
+        f"train_vla, plain design, {report['steps']} steps of {report['global_batch']} frames "
         f"on {report['device']}, dataset {report['dataset']}",
         f"{'step':>6} {'1 process':>10} {f'{count} processes':>12} {'gap':>8}",
     ]
@@ -144,3 +176,7 @@ def format_text(report: dict) -> str:
             f"{run['final_val_loss']:.4f}, command {run['wall_s']} s"
         )
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(train(sys.argv[1:]))

@@ -120,20 +120,11 @@ def add_parser(commands: Any) -> None:
                      "the processes; --resume keeps the saved run's frames a step")
     vla.add_argument("--lr", type=_rate, help=f"peak learning rate of AdamW ({recipe}; a "
                      "fine-tuning's is lower)")
-    vla.add_argument("--warmup-steps", type=_count, metavar="STEPS",
-                     help=f"steps of the learning rate's linear warm-up ({recipe})")
     vla.add_argument("--finetune", type=Path, metavar="MODEL",
                      help="start from this model directory's network, weights and normalisation")
     vla.add_argument("--resume", action="store_true",
                      help="continue OUT's checkpoint.pt (on any number of processes that divides "
-                     "its frames a step; pass the same --steps)")
-    vla.add_argument("--stop-at", type=_positive, metavar="STEP",
-                     help="save and stop at this step, to --resume later (the learning-rate "
-                     "schedule stays that of --steps)")
-    vla.add_argument("--checkpoint-every", type=_positive, metavar="STEPS",
-                     help=f"save checkpoint.pt and the model this often ({recipe})")
-    vla.add_argument("--log-every", type=_positive, metavar="STEPS",
-                     help=f"log the training loss this often ({recipe})")
+                     "its frames a step; --steps: where to end)")
     vla.add_argument(
         "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
     )
@@ -162,15 +153,10 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     if args.cameras:
         model = replace(model, cameras=args.cameras)
     optim = settings.optim if args.lr is None else replace(settings.optim, lr=args.lr)
-    if args.warmup_steps is not None:
-        optim = replace(optim, warmup_steps=args.warmup_steps)
     return replace(
         settings,
         steps=args.steps or settings.steps,
         batch_size=args.batch_size or settings.batch_size,
-        checkpoint_every=args.checkpoint_every or settings.checkpoint_every,
-        stop_at=args.stop_at,
-        log_every=args.log_every or settings.log_every,
         optim=optim,
         model=model,
         seed=args.seed,
@@ -254,17 +240,11 @@ def run(args: argparse.Namespace) -> int:
 def format_summary(summary: dict[str, Any], out: Path) -> str:
     """The end of a run in three lines."""
     loss, val = summary.get("final_train_loss"), summary.get("final_val_loss")
-    planned = (summary.get("settings") or {}).get("steps", summary["steps"])
-    stopped = (
-        f"; stopped at step {summary['steps']} of {planned}: continue with --resume"
-        if summary["steps"] < planned
-        else ""
-    )
     val_text = f", validation {val:.4f}" if val is not None else ""
     loss_text = f"{loss:.4f}" if loss is not None else "n/a"
     return (
         f"trained {summary['steps']} steps in {summary['wall_time_s']} s "
-        f"({summary['samples_per_s']} samples/s){stopped}\n"
+        f"({summary['samples_per_s']} samples/s)\n"
         f"final L1 loss: train {loss_text}{val_text}\n"
         f"model: {out} (config.json, model.safetensors, normalization.json)"
     )

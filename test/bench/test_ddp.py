@@ -16,7 +16,7 @@ def test_both_runs_train_the_same_global_batch_one_through_torchrun():
     args = parser("ddp").parse_args(["--processes", "4", "--batch", "32", "--steps", "10"])
     one = ddp.train_command(args, Path("d"), Path("o1"), 1)
     many = ddp.train_command(args, Path("d"), Path("o4"), 4)
-    assert one[1:3] == ["-m", "lang2policy.cli"] and "torch.distributed.run" not in one
+    assert one[1:3] == ["-m", "lang2policy.bench.ddp"] and "torch.distributed.run" not in one
     assert many[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
     batch = [words[words.index("--batch-size") + 1] for words in (one, many)]
     assert batch == ["32", "8"]  # frames per process
