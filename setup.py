@@ -94,6 +94,9 @@ setup(
     data_files=data_files(),
     # Runtime dependencies are pinned in requirements*.txt (pip) and package.xml (rosdep).
     install_requires=[],
+    # Optional, pinned: `pip install -e .[scale]` adds `accelerate launch` for `train vla`
+    # (docs/vla.md, training at scale); torchrun comes with torch.
+    extras_require={"scale": ["accelerate==1.15.0"]},
     zip_safe=False,
     entry_points={
         "console_scripts": [f"{name} = {target}" for name, target in CONSOLE_SCRIPTS.items()],

@@ -18,6 +18,7 @@ from lang2policy.bench import (
     cap,
     controller_rate,
     corrections,
+    ddp,
     graph_bench,
     graph_idle,
     ik_speed,
@@ -205,6 +206,14 @@ BENCHES: dict[str, Bench] = {
             perception.run_args,
             perception.format_text,
             perception.exit_code,
+        ),
+        Bench(
+            "ddp",
+            "train vla in one process and data-parallel (torchrun): loss curves side by side, "
+            "samples/s, the data loader's share of step time",
+            ddp.add_arguments,
+            ddp.run_args,
+            ddp.format_text,
         ),
         Bench(
             "parity",

@@ -5,6 +5,7 @@
     lang2policy train vla --finetune models/vla-so101-tiny --dataset data/corrections-lift \
         --out models/vla-corrected [--steps 300 --lr 1e-4]    # from a model, on corrections
     torchrun --nproc_per_node 4 -m lang2policy.cli train vla ...   # data-parallel on 4 GPUs
+    accelerate launch --multi_gpu --num_processes 4 -m lang2policy.cli train vla ...  # the same
     lang2policy train vla --design plain --dataset ~/.cache/huggingface/lerobot/me/so101_pick \
         --cameras front --out models/vla-from-lerobot \
         --calibration ~/.cache/huggingface/lerobot/calibration/robots/so_follower/arm.json
@@ -114,12 +115,16 @@ def add_parser(commands: Any) -> None:
     recipe = "default: the design's recipe (vla/train/settings.py)"
     vla.add_argument("--steps", type=_positive,
                      help=f"optimiser steps in all ({recipe}; a fine-tuning's is short)")
-    vla.add_argument("--batch-size", type=_positive, help=f"per process ({recipe})")
+    vla.add_argument("--batch-size", type=_positive,
+                     help=f"frames per process and step ({recipe}); a step trains on this times "
+                     "the processes; --resume keeps the saved run's frames a step")
     vla.add_argument("--lr", type=_rate, help=f"peak learning rate of AdamW ({recipe}; a "
                      "fine-tuning's is lower)")
     vla.add_argument("--finetune", type=Path, metavar="MODEL",
                      help="start from this model directory's network, weights and normalisation")
-    vla.add_argument("--resume", action="store_true", help="continue OUT's checkpoint.pt")
+    vla.add_argument("--resume", action="store_true",
+                     help="continue OUT's checkpoint.pt (on any number of processes that divides "
+                     "its frames a step; --steps: where to end)")
     vla.add_argument(
         "--threads", type=_positive, default=1, help="torch CPU threads (1: best on 2 busy cores)"
     )
@@ -198,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
         return train_rl.run(args)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch starts its thread pool
     settings = settings_from_args(args)
+    from lang2policy.vla.train.distributed import check_launcher
+
+    check_launcher(os.environ)
     try:
         from lang2policy.vla.dataset.combine import ForeignData, load_datasets
     except ImportError as exc:

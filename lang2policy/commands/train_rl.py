@@ -20,6 +20,7 @@ model card (``README.md``) into ``--out``. ``lang2policy.rl`` does the work.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -106,6 +107,13 @@ def _command(kind: str, out: Path, config: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Train (or distil), evaluate, write the model card; 130 when interrupted."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun, accelerate launch
+        raise Lang2PolicyError(
+            f"train {args.train_kind} runs in one process: its cost is stepping the "
+            "simulations, not the small network's gradients, so data-parallel processes would "
+            "each train a policy of their own into the same --out. Start it without torchrun "
+            "or accelerate launch (train rl steps --envs environments together)"
+        )
     trained = _train(args) if args.train_kind == "rl" else _distill(args)
     if trained is None:
         return 130

@@ -42,3 +42,36 @@ def _run_from_file(rank: int, path: str, name: str, args: tuple) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     getattr(module, name)(rank, *args)
+
+
+def write_demos(root, episodes: int = 8, length: int = 20):
+    """A recorded dataset on disk (``DatasetWriter``, real H.264) of ``synthetic_frames`` at
+    the recorded image size, for the command line under the real launchers; returns ``root``."""
+    from lang2policy.vla.dataset import DatasetWriter, EpisodeRecord
+    from lang2policy.vla.spec.schema import IMAGE_SIZE
+    from lang2policy.vla.train.synthetic import synthetic_frames
+
+    frames = synthetic_frames(episodes=episodes, length=length, image_size=IMAGE_SIZE)
+    with DatasetWriter(root, extra_episode_columns=("success", "split")) as writer:
+        for episode in frames.episodes:
+            rows = slice(episode["from"], episode["to"])
+            writer.add_episode(
+                EpisodeRecord(
+                    task=episode["task"],
+                    images={camera: images[rows] for camera, images in frames.images.items()},
+                    state=frames.state[rows],
+                    action=frames.action[rows],
+                    extra={"success": True, "split": "train"},
+                )
+            )
+    return root
+
+
+def launcher_environment() -> dict:
+    """The environment for a launcher started by a test: this checkout's package first (the
+    processes import ``lang2policy.cli`` by module name)."""
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": repo + (os.pathsep + path if path else "")}

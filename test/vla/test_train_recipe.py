@@ -25,6 +25,8 @@ DATASET_DERIVED = {"image_size", "state_dim", "action_dim", "aux_dim", "fps", "i
 MACHINE = {"threads", "device", "progress"}
 # settings removed since the shipped run, with the value it ran with (which turned them off)
 RETIRED = {"view_repeat": 1, "optim.scene_forcing_from": 0}
+# settings added since the shipped run, with the value that leaves them off (as it ran)
+ADDED = {"stop_at": None}
 MOST_OPTIONS = 15
 
 
@@ -71,7 +73,8 @@ def test_no_flags_train_as_the_shipped_checkpoint_was_trained():
         assert settings[name] == value, f"train vla's default {name} is not the shipped run's"
         checked += 1
     derived = {f"model.{name}" for name in DATASET_DERIVED}
-    assert set(settings) - set(ran) <= derived  # every setting is the shipped run's
+    assert all(settings[name] == value for name, value in ADDED.items())
+    assert set(settings) - set(ran) <= derived | set(ADDED)  # every setting is the shipped run's
     assert checked >= 40
 
 

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, DistributedSampler
 
 from lang2policy.errors import ConfigError
 from lang2policy.vla.model.normalize import Normalizer, images_to_float
@@ -242,24 +241,34 @@ class BatchMaker:
 def batch_indices(
     frames: np.ndarray, batch_size: int, rank: int, world_size: int, seed: int, start_step: int
 ) -> Iterator[np.ndarray]:
-    """Frame-index batches for this process from ``start_step`` on, epoch after epoch.
+    """Frame-index batches of ``batch_size`` for this process from ``start_step`` on, epoch
+    after epoch.
 
-    Each epoch is torch's ``DistributedSampler`` permutation (seeded by ``seed`` and the epoch)
-    split between the processes, so a resumed run sees the batches it would have seen."""
-    if len(frames) // world_size < batch_size:
+    The order is that of the global batch (``batch_size * world_size`` frames a step), whatever
+    the number of processes: each epoch is one permutation of the frames (seeded by ``seed``
+    and the epoch, as torch's ``DistributedSampler`` draws it), cut into global batches (an
+    incomplete last one is dropped), and rank ``r`` of ``W`` takes every ``W``-th frame of
+    each from the ``r``-th. So a run resumed at ``start_step`` sees the batches it would have
+    seen, and one on 2 processes with ``batch_size`` 16 trains on the same frames, step by
+    step, as one on a single process with 32."""
+    size = batch_size * world_size
+    if len(frames) < size:
         raise ConfigError(
             f"{len(frames)} training frames cannot fill one batch of {batch_size} in each of "
             f"{world_size} processes: lower --batch-size or record more episodes"
         )
-    sampler = DistributedSampler(
-        range(len(frames)), num_replicas=world_size, rank=rank, shuffle=True, seed=seed
-    )
-    batches = BatchSampler(sampler, batch_size, drop_last=True)
-    per_epoch = len(batches)
+    if not 0 <= rank < world_size:
+        raise ConfigError(f"rank {rank} is not one of {world_size} processes")
+    per_epoch = len(frames) // size
     epoch, skip = divmod(start_step, per_epoch)
     while True:
-        sampler.set_epoch(epoch)
-        for number, positions in enumerate(batches):
-            if number >= skip:
-                yield frames[np.asarray(positions)]
+        order = epoch_order(len(frames), seed, epoch)
+        for number in range(skip, per_epoch):
+            yield frames[order[number * size + rank : (number + 1) * size : world_size]]
         epoch, skip = epoch + 1, 0
+
+
+def epoch_order(count: int, seed: int, epoch: int) -> np.ndarray:
+    """The permutation of ``count`` frames for ``epoch``: ``DistributedSampler``'s draw."""
+    generator = torch.Generator().manual_seed(seed + epoch)
+    return torch.randperm(count, generator=generator).numpy()

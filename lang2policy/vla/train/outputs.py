@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from lang2policy.vla.model.checkpoint import (
     save_training_state,
 )
 from lang2policy.vla.model.normalize import Normalizer
+from lang2policy.vla.train.distributed import per_process_batch
 from lang2policy.vla.train.loop import Trainer
 from lang2policy.vla.train.plot import LOG_FILE, PLOT_FILE, TrainLog, plot_training
+from lang2policy.vla.train.settings import TrainSettings
 
 SUMMARY_FILE = "train_summary.json"
 
@@ -42,6 +45,30 @@ def resume_state(out_dir: Path, resume: bool, device: torch.device) -> dict[str,
     return None
 
 
+def resumed_settings(
+    settings: TrainSettings, state: dict[str, Any], world_size: int
+) -> TrainSettings:
+    """``settings`` with the saved run's global batch shared between ``world_size`` processes
+    (a checkpoint from before it was saved keeps the batch asked for)."""
+    saved = state.get("global_batch")
+    if saved is None:
+        return settings
+    return replace(settings, batch_size=per_process_batch(int(saved), world_size))
+
+
+def process_generator(
+    seed: int, rank: int, start: int, state: dict[str, Any] | None
+) -> torch.Generator:
+    """A process's random stream (augmentation, motor frames): its rank's saved one when
+    resuming (a checkpoint from before every rank's was saved holds rank 0's), else a fresh
+    one of its rank and start step."""
+    generator = torch.Generator().manual_seed(seed * 1009 + rank + 7919 * start)
+    saved = [] if state is None else state.get("generators") or [state["generator"]]
+    if rank < len(saved):
+        generator.set_state(saved[rank])
+    return generator
+
+
 class RunOutputs:
     """Writes the log, checkpoints, plot and summary of one run."""
 
@@ -51,13 +78,24 @@ class RunOutputs:
         self.log = TrainLog(out_dir / LOG_FILE, resume_step)
 
     def save_checkpoint(
-        self, step: int, trainer: Trainer, generator: torch.Generator, normalizer: Normalizer
+        self,
+        step: int,
+        trainer: Trainer,
+        generators: list[torch.Tensor],
+        normalizer: Normalizer,
+        global_batch: int,
     ) -> None:
-        """``checkpoint.pt`` and the model directory as of ``step``, and the plot."""
+        """``checkpoint.pt`` and the model directory as of ``step``, and the plot.
+
+        ``generators``: every process's random state, by rank (``generator``, rank 0's, is
+        what checkpoints held before); ``global_batch``: the frames of one step, all processes
+        together, which a resumed run keeps whatever its number of processes."""
         state = trainer.state_dict()
         state.update(
             step=step,
-            generator=generator.get_state(),
+            generator=generators[0],
+            generators=generators,
+            global_batch=global_batch,
             config=trainer.net.config.to_dict(),
             normalizer=normalizer.to_dict(),
         )

@@ -7,8 +7,12 @@ with ``training_log.jsonl``, ``training.png`` and ``train_summary.json``. Every
 random state) and refreshes the model directory, so a run can be resumed
 (``settings.resume``) or its latest weights tried while it goes on.
 
-Started by ``torchrun`` it trains data-parallel (``distributed``); rank 0 alone logs,
-validates, evaluates and writes files. ``evaluate(policy) -> dict`` (closed-loop rollouts,
+Started by ``torchrun`` or ``accelerate launch`` it trains data-parallel (``distributed``):
+each process takes ``batch_size`` frames of every global batch (``batches.batch_indices``),
+rank 0 alone logs (the loss averaged over the processes), validates, evaluates and writes
+files. A run resumed on another number of processes keeps the saved global batch (its batch a
+process changes) and so the order of its batches; ``settings.stop_at`` saves and stops early,
+the schedule still that of ``settings.steps``. ``evaluate(policy) -> dict`` (closed-loop rollouts,
 given by the caller) runs every ``eval_every`` steps on the current weights.
 
 ``settings.finetune`` starts from a model directory instead of fresh weights (issue 18: the
@@ -39,7 +43,14 @@ from lang2policy.vla.policy.runtime import VLAPolicy
 from lang2policy.vla.train import distributed
 from lang2policy.vla.train.batches import Batch, BatchMaker, Frames, MotorBatch, batch_indices
 from lang2policy.vla.train.loop import Trainer, grounding_pixels, scene_millimetres
-from lang2policy.vla.train.outputs import RunOutputs, flat_metrics, resume_state, short_number
+from lang2policy.vla.train.outputs import (
+    RunOutputs,
+    flat_metrics,
+    process_generator,
+    resume_state,
+    resumed_settings,
+    short_number,
+)
 from lang2policy.vla.train.prepare import (
     TrainData,
     check_choices,
@@ -92,6 +103,7 @@ def _build_run(
     state = resume_state(out_dir, settings.resume, context.device)
     normalizer, start_net = None, None
     if state is not None:
+        settings = resumed_settings(settings, state, context.world_size)
         config = VLAConfig.from_dict(state["config"])
         model_config(frames, config, auxiliary=bool(config.aux_dim))  # its cameras are there
         normalizer = Normalizer.from_dict(state["normalizer"])
@@ -115,13 +127,10 @@ def _build_run(
     net.use_statistics(data.normalizer)
     check_choices(net, settings.optim, settings.augment.shift)
     trainer = Trainer(net, settings.optim, settings.steps, context)
-    generator = torch.Generator().manual_seed(settings.seed * 1009 + context.rank)
-    start = 0
+    start = 0 if state is None else int(state["step"])
+    generator = process_generator(settings.seed, context.rank, start, state)
     if state is not None:
         trainer.load_state_dict(state)
-        start = int(state["step"])
-        if context.is_main:
-            generator.set_state(state["generator"])
     make_batch = BatchMaker(
         frames,
         config.cameras,
@@ -157,7 +166,9 @@ class _Run:
     window: list[float] = field(default_factory=list)  # losses since the last log record
     aux_window: dict[str, list[float]] = field(default_factory=dict)  # auxiliary losses, likewise
     window_seconds: float = 0.0
+    window_data_seconds: float = 0.0  # of which making the batches
     train_seconds: float = 0.0
+    data_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -165,10 +176,16 @@ class _Run:
 
     @property
     def samples_per_step(self) -> int:
+        """The global batch."""
         return self.settings.batch_size * self.context.world_size
 
+    @property
+    def end_step(self) -> int:
+        """Where this run stops: ``steps``, or ``stop_at`` before it."""
+        return min(self.settings.steps, self.settings.stop_at or self.settings.steps)
+
     def loop(self) -> None:
-        """Train from ``start_step`` to ``settings.steps``."""
+        """Train from ``start_step`` to ``end_step``."""
         settings, context = self.settings, self.context
         batches = batch_indices(
             self.data.image_frames,
@@ -185,9 +202,10 @@ class _Run:
                 bar.write(self._opening_line())
             if self.step == 0 and not settings.finetune and settings.optim.motor_steps:
                 self._pretrain_motor(bar)
-            while self.step < settings.steps:
+            while self.step < self.end_step:
                 started = time.perf_counter()
                 batch = self.make_batch(next(batches))
+                self.window_data_seconds += time.perf_counter() - started
                 loss = self.trainer.step(
                     batch, settings.augment, self.generator, self._motor_batch()
                 )
@@ -251,33 +269,44 @@ class _Run:
     def _after_step(self, bar: tqdm) -> None:
         """Log, validate, evaluate and save when their turn comes."""
         settings, done = self.settings, self.step
-        last = done == settings.steps
+        last = done == self.end_step
 
         def due(every: int) -> bool:
             return every > 0 and (done % every == 0 or last)
 
         if due(settings.log_every):
             self._log_train(bar)
+        saving = due(settings.checkpoint_every)  # every rank's random stream goes in
+        generators = distributed.gather(self.generator.get_state(), self.context) if saving else []
         if self.outputs is None:
             return
         if due(settings.val_every) and len(self.data.val_frames):
             self._validate(bar)
-        if due(settings.checkpoint_every):  # before the rollouts, which may crash a simulation
-            self.outputs.save_checkpoint(done, self.trainer, self.generator, self.data.normalizer)
+        if saving:  # before the rollouts, which may crash a simulation
+            self.outputs.save_checkpoint(
+                done, self.trainer, generators, self.data.normalizer, self.samples_per_step
+            )
         if self.evaluate is not None and due(settings.eval_every):
             self._evaluate(bar)
 
     def _log_train(self, bar: tqdm) -> None:
-        loss = float(np.mean(self.window))
+        """The window's losses, averaged over the processes too (every rank calls this)."""
+        names = sorted(self.aux_window)
+        means = [float(np.mean(self.window))]
+        means += [float(np.mean(self.aux_window[name])) for name in names]
+        loss, *rest = distributed.mean_over_ranks(means, self.context)
+        aux = dict(zip(names, rest, strict=True))
         rate = len(self.window) * self.samples_per_step / max(self.window_seconds, 1e-9)
+        share = self.window_data_seconds / max(self.window_seconds, 1e-9)
         self.train_seconds += self.window_seconds
-        aux = {name: float(np.mean(values)) for name, values in self.aux_window.items()}
-        self.window, self.aux_window, self.window_seconds = [], {}, 0.0
+        self.data_seconds += self.window_data_seconds
+        self.window, self.aux_window = [], {}
+        self.window_seconds = self.window_data_seconds = 0.0
         bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}")
         if self.outputs is not None:
             self.outputs.log.add(
                 "train", self.step, loss=loss, lr=self.trainer.lr, samples_per_s=round(rate, 1),
-                **aux,
+                data_share=round(share, 3), **aux,
             )  # fmt: skip
 
     def _validate(self, bar: tqdm) -> None:
@@ -324,7 +353,9 @@ class _Run:
             f"{frames['images']} of them with images; "
             f"{episodes['failed_excluded']} failed left out), validating on {episodes['val']}, "
             f"{counts['instructions']} instructions; {parameter_count(self.trainer.net):,} "
-            f"params on {self.context.device} x{self.context.world_size}, from step {self.step}"
+            f"params on {self.context.device} x{self.context.world_size}, "
+            f"{self.samples_per_step} frames a step ({self.settings.batch_size} a process), "
+            f"from step {self.step}"
             + (f" (fine-tuning {self.settings.finetune})" if self.settings.finetune else "")
         )
 
@@ -340,6 +371,8 @@ class _Run:
             "samples_per_s": round(
                 trained * self.samples_per_step / max(self.train_seconds, 1e-9), 1
             ),
+            "data_share": round(self.data_seconds / max(self.train_seconds, 1e-9), 3),
+            "global_batch": self.samples_per_step,
             "final_train_loss": (log.last("train") or {}).get("loss"),
             "final_val_loss": (log.last("val") or {}).get("val_loss"),
             "last_eval": log.last("eval"),

@@ -24,7 +24,7 @@ class TrainSettings:
     """One training run: how long, how, and how often to log, validate, evaluate and save."""
 
     steps: int = 10_000
-    batch_size: int = 64  # per process
+    batch_size: int = 64  # per process: a step trains on batch_size x processes frames
     optim: OptimConfig = field(default_factory=OptimConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     model: VLAConfig = field(default_factory=VLAConfig)
@@ -42,6 +42,7 @@ class TrainSettings:
     progress: bool = True  # the tqdm bar
     finetune: str | None = None  # a model directory to start from (weights and normaliser)
     mix: float = 0.0  # > 0: the fraction of training frames from the first dataset
+    stop_at: int | None = None  # save and stop at this step (the schedule still that of steps)
 
     def __post_init__(self) -> None:
         small = {k: v for k, v in asdict(self).items() if k in _POSITIVE and v < 1}
@@ -52,6 +53,8 @@ class TrainSettings:
                 "finetune and resume exclude each other: --finetune starts a new run from a "
                 "model's weights, --resume continues a run's checkpoint.pt"
             )
+        if self.stop_at is not None and not 0 < self.stop_at <= self.steps:
+            raise ConfigError(f"stop_at must be a step in 1..{self.steps}, got {self.stop_at}")
         if not 0.0 <= self.mix <= 1.0:
             raise ConfigError(f"mix must be in [0, 1] (0: no mixing), got {self.mix}")
         if self.model.grounding and self.augment.shift:
