@@ -104,10 +104,11 @@ class Launcher:
             say("all nodes started; Ctrl-C stops them")
 
     def _start(self, spec: graph.NodeSpec, foreground: bool) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **spec.env)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_ROOT), path]))
-        log = None if foreground or self.log_dir is None else self.log_dir / f"{spec.name}.log"
+        file = spec.label.replace("/", "-")  # an arm's nodes: arm1-lang2policy_sim.log
+        log = None if foreground or self.log_dir is None else self.log_dir / f"{file}.log"
         output = open(log, "ab") if log else None  # noqa: SIM115 - the child holds it
         try:
             process = subprocess.Popen(
@@ -124,7 +125,7 @@ class Launcher:
                 output.close()
         self.children.append(Child(spec, process, foreground, log))
         where = f", log {log}" if log else ""
-        say(f"{spec.executable} ({spec.name}) started, pid {process.pid}{where}")
+        say(f"{spec.executable} ({spec.label}) started, pid {process.pid}{where}")
 
     def _supervise(self, duration: float | None) -> int:
         deadline = None if duration is None else time.monotonic() + duration
@@ -309,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         for spec in specs:
-            print(shlex.join(node_command(spec)))
+            env = [f"{k}={v}" for k, v in spec.env.items()]
+            print(shlex.join([*(["env", *env] if env else []), *node_command(spec)]))
         return 0
     log_dir = args.log_dir or (default_log_dir() if args.terminal else None)
     if log_dir is not None:

@@ -1,6 +1,7 @@
 """The command line that starts one node of the graph as a process, as ``ros2 run`` would:
 ``python -c "from <module> import main; ..." --ros-args --params-file <file> -p k:=v -r a:=b
--r __node:=<name>`` (``lang2policy sim``), and the checks before a graph is started. Pure."""
+-r __node:=<name>`` and, for an arm of a fleet, ``-r __ns:=/<arm>`` (``lang2policy sim``), and the
+checks before a graph is started. Pure."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def node_command(spec: graph.NodeSpec, python: str = sys.executable) -> list[str
         command += ["-p", f"{name}:={param_value(value)}"]
     for old, new in spec.remaps:
         command += ["-r", f"{old}:={new}"]
+    if spec.namespace:  # one arm of a fleet: every relative name resolves under /<arm>
+        command += ["-r", f"__ns:=/{spec.namespace}"]
     return [*command, "-r", f"__node:={spec.name}"]
 
 

@@ -22,7 +22,7 @@ Two modes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lang2policy import paths
@@ -83,6 +83,13 @@ class NodeSpec:
     params_file: Path
     overrides: dict[str, bool | int | float | str] = field(default_factory=dict)  # -p k:=v
     remaps: tuple[tuple[str, str], ...] = ()
+    namespace: str = ""  # an arm of a fleet: "arm1" (-r __ns:=/arm1); "": the root namespace
+    env: dict[str, str] = field(default_factory=dict)  # set for its process (ROS_DOMAIN_ID)
+
+    @property
+    def label(self) -> str:
+        """Who it is in messages and log file names: its name, after its arm's."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     @property
     def module(self) -> str:
@@ -97,7 +104,28 @@ def graph(mode: str = "sim", **options) -> list[NodeSpec]:
 
 
 def build(options: GraphOptions) -> list[NodeSpec]:
-    """The graph for already validated ``options``."""
+    """The graph for already validated ``options``: one arm in the root namespace, or with
+    ``arms`` each arm's graph under its namespace and one terminal (root namespace) that
+    addresses them by name."""
+    if not options.arms:
+        return _arm_graph(options, "")
+    specs = [
+        spec
+        for arm in options.arms
+        for spec in _arm_graph(options, arm)
+        if spec.executable != "terminal_node"
+    ]
+    if options.terminal:
+        terminal = next(s for s in _arm_graph(options, "") if s.executable == "terminal_node")
+        # No arm's clock is the root's /clock: the terminal times nothing by ROS time.
+        overrides = {**terminal.overrides, "use_sim_time": False, "arms": ",".join(options.arms)}
+        specs.append(replace(terminal, overrides=overrides))
+    return specs
+
+
+def _arm_graph(options: GraphOptions, namespace: str) -> list[NodeSpec]:
+    """One arm's graph, its nodes under ``namespace`` ("" for the root namespace: the graph
+    exactly as without a fleet)."""
     sim_time = options.mode == "sim"
     overrides = {
         "so101_emulator_node": {
@@ -109,8 +137,8 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "so101_driver_node": _driver_overrides(options),
         "joint_map_bridge_node": {
             "joint_map": options.joint_map,
-            "command_topic": topics.BRIDGED_TRAJECTORY.name,
-            "state_topic": topics.BRIDGED_JOINT_STATES.name,
+            "command_topic": _topic(topics.BRIDGED_TRAJECTORY, namespace),
+            "state_topic": _topic(topics.BRIDGED_JOINT_STATES, namespace),
         },
         "sim_node": _sim_overrides(options),
         "usb_camera_node": {
@@ -123,11 +151,12 @@ def build(options: GraphOptions) -> list[NodeSpec]:
         "controller_node": {"backend": options.controller},
         "vla_node": _vla_overrides(options),
         "planner_node": _planner_overrides(options),
-        "recorder_node": _recorder_overrides(options),
+        "recorder_node": _recorder_overrides(options, namespace),
         "terminal_node": {},
         "teleop_node": {},
     }
     specs = []
+    env = {"ROS_DOMAIN_ID": str(int(options.domain_id))} if str(options.domain_id).strip() else {}
     for executable in NODES:
         if not _included(executable, options):
             continue
@@ -142,7 +171,9 @@ def build(options: GraphOptions) -> list[NodeSpec]:
                 name=NODES[executable][0],
                 params_file=params_file(executable),
                 overrides={**common, **overrides[executable]},
-                remaps=() if executable == "joint_map_bridge_node" else _remaps(options),
+                remaps=_node_remaps(executable, options, namespace),
+                namespace=namespace,
+                env=dict(env),
             )
         )
     return specs
@@ -230,26 +261,49 @@ def _objects_override(options: GraphOptions) -> dict[str, object]:
     return {"objects": ",".join(options.objects)} if options.objects else {}
 
 
-def _recorder_overrides(options: GraphOptions) -> dict[str, object]:
+def _recorder_overrides(options: GraphOptions, namespace: str) -> dict[str, object]:
     found: dict[str, object] = {"mode": options.record_mode}
-    if options.record is not None:
-        found["output_dir"] = str(options.record)
+    if options.record is not None:  # an arm of a fleet records into a folder of its own
+        found["output_dir"] = (
+            str(Path(options.record) / namespace) if namespace else str(options.record)
+        )
     if options.record_cameras:
         found["cameras"] = ",".join(options.record_cameras)
     return found
 
 
-def _remaps(options: GraphOptions) -> tuple[tuple[str, str], ...]:
-    """Robot mode: the arm's topics where they differ from the contract's (on every node)."""
+def _topic(endpoint: topics.Endpoint, namespace: str) -> str:
+    """A topic name given to a node as a parameter or remap: the contract's in the root
+    namespace, relative (resolved in the node's namespace) in an arm's."""
+    return endpoint.relative if namespace else endpoint.name
+
+
+def _node_remaps(
+    executable: str, options: GraphOptions, namespace: str
+) -> tuple[tuple[str, str], ...]:
+    """The arm's topics (``_remaps``), and in an arm's namespace its own clock: each arm's sim
+    node publishes ``/<arm>/clock`` (two on ``/clock`` would fight), and rclpy's time source,
+    which reads the absolute ``/clock``, is remapped onto it."""
+    found = () if executable == "joint_map_bridge_node" else _remaps(options, namespace)
+    if namespace:
+        found += ((topics.CLOCK.name, topics.CLOCK.relative),)
+    return found
+
+
+def _remaps(options: GraphOptions, namespace: str = "") -> tuple[tuple[str, str], ...]:
+    """Robot mode: the arm's topics where they differ from the contract's (on every node). In
+    an arm's namespace the rules match the nodes' relative names (a rule's match is resolved in
+    the node's namespace)."""
     if options.mode != "robot":
         return ()
+    states, trajectory = (_topic(e, namespace) for e in (topics.JOINT_STATES, topics.TRAJECTORY))
     if options.joint_map:  # the bridge speaks to the arm; the nodes to the bridge
         return (
-            (topics.JOINT_STATES.name, topics.BRIDGED_JOINT_STATES.name),
-            (topics.TRAJECTORY.name, topics.BRIDGED_TRAJECTORY.name),
+            (states, _topic(topics.BRIDGED_JOINT_STATES, namespace)),
+            (trajectory, _topic(topics.BRIDGED_TRAJECTORY, namespace)),
         )
     pairs = (
-        (topics.JOINT_STATES.name, options.joint_states_topic),
-        (topics.TRAJECTORY.name, options.trajectory_topic),
+        (states, options.joint_states_topic, topics.JOINT_STATES.name),
+        (trajectory, options.trajectory_topic, topics.TRAJECTORY.name),
     )
-    return tuple((old, new) for old, new in pairs if old != new)
+    return tuple((old, new) for old, new, contract in pairs if new != contract)

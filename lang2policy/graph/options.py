@@ -195,6 +195,13 @@ OPTIONS: tuple[Option, ...] = (
            launch=("robot",), flag="--camera-intrinsics"),
     Option("camera_pose", "", "camera pose YAML from `lang2policy calibrate camera`",
            launch=("robot",), flag="--camera-pose"),
+    Option("arms", (), "a fleet: comma-separated arm names, each arm's graph under its "
+           "namespace (/arm1/...), one terminal for all ('arm2: put ...'); empty: one arm in "
+           "the root namespace. On a robot one name: this arm's namespace", NAMES,
+           flag="--arms", metavar="NAMES"),
+    Option("domain_id", "", "ROS_DOMAIN_ID of every node of this launch (empty: as set in "
+           "the environment); an arm with a domain of its own is isolated from the others",
+           flag="--domain-id", metavar="ID"),
     Option("palette", default("perception_node", "palette_file"),
            "camera perception's colours: a palette YAML from `lang2policy "
            "calibrate colors` (\"\": the scene's)", launch=("sim", "robot"), flag="--palette"),

@@ -27,7 +27,11 @@ LAYOUT = text("layout", "cap_tabletop", "object layout (config/layouts/<name>.ya
 OBJECTS = text("objects", "", 'comma-separated objects; "" = chosen by the seed')
 SEED = number("seed", 0, "scene seed: the first layout; reset n uses seed + n", True, True)
 REALISM = switch("realism", "off", "off | mild | hard | a realism YAML file (config/realism/)")
-OBJECTS_TOPIC = text("objects_topic", SIM_OBJECTS.name, "where ground-truth poses are published")
+OBJECTS_TOPIC = text(
+    "objects_topic",
+    SIM_OBJECTS.relative,
+    "where ground-truth poses are published (relative: in the node's namespace)",
+)
 CAMERA_RATE = number("camera_rate", 10.0, "Hz of the cameras (sim time); 0: none", zero=True)
 CAMERA_WIDTH = number("camera_width", 224, "image width (px)", whole=True)
 CAMERA_HEIGHT = number("camera_height", 224, "image height (px)", whole=True)
@@ -102,7 +106,8 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         replace(ROBOT, help="robot description (object sizes, scene, arm model)"),
         text("frame_id", "world", "frame of the published poses"),
         number("publish_rate", 0.0, "Hz; 0 publishes on every input", zero=True),
-        text("ground_truth_topic", SIM_OBJECTS.name, "source ground_truth: the sim's object poses"),
+        text("ground_truth_topic", SIM_OBJECTS.relative,
+             "source ground_truth: the sim's object poses (relative: in the node's namespace)"),
         text("camera", "top", "source camera: camera name, /camera/<name>/image_raw"),
         text("camera_pose", "sim", "source camera: 'sim' (the scene's camera) or a pose YAML"),
         text("palette_file", "", 'source camera: measured colours YAML; "" = the scene\'s'),
@@ -211,6 +216,8 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
                zero=True),
         number("refresh_interval", 0.5, "s between toolbar redraws"),
         number("wait_timeout", 120.0, "s an instruction may take (non-interactive, waiting)"),
+        text("arms", "", "a fleet: comma-separated arms (namespaces) it addresses, 'arm2: "
+             "TEXT'; \"\" = the graph of its own namespace"),
     ),
     "teleop_node": (
         text("source", "keyboard", "keyboard | leader:PORT"),

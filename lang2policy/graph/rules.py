@@ -8,6 +8,7 @@ allowed values. Pure: no ROS import.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from lang2policy import paths
@@ -26,6 +27,9 @@ CONTROLLERS = ("mpc", "rl")  # what runs reward plans: the MPC, or RL policies w
 LLM_KINDS = ("local", "openai")
 LLM_FILE_KINDS = ("replay", "record", "cache")
 DEFAULT_PORT = "/tmp/lang2policy-so101"  # the emulator's port link when none is given
+# An arm of a fleet is a ROS namespace of one token (``/arm1/...``).
+ARM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+MAX_DOMAIN_ID = 232  # the largest ROS_DOMAIN_ID (Fast DDS / Cyclone DDS port arithmetic)
 
 
 class GraphOptionRules:
@@ -55,6 +59,7 @@ class GraphOptionRules:
         for camera in self.record_cameras:
             if not camera or "/" in camera:
                 raise ConfigError(f"record_cameras: {camera!r} is not a camera name")
+        self._check_fleet()
         if self.mode == "sim":
             self._check_sim()
         else:
@@ -63,6 +68,29 @@ class GraphOptionRules:
             self._check_vla()
         elif self.route == "skill":
             raise ConfigError("route 'skill' runs skill plans on the VLA: add vla:=true (--vla)")
+
+    def _check_fleet(self) -> None:
+        """``arms``: valid, distinct ROS namespace names (one on a robot: a launch per arm);
+        ``domain_id``: "" or a ROS domain id."""
+        for arm in self.arms:
+            if not ARM_NAME.fullmatch(arm):
+                raise ConfigError(
+                    f"arms: {arm!r} is not an arm name (a ROS namespace: a letter, then "
+                    "letters, digits or _; e.g. arm1)"
+                )
+        if len(set(self.arms)) != len(self.arms):
+            raise ConfigError(f"arms: each arm once, got {list(self.arms)}")
+        if self.mode == "robot" and len(self.arms) > 1:
+            raise ConfigError(
+                "arms: a robot graph drives one arm (its own port or controllers): start one "
+                "launch per arm, each with arms:=<its name>"
+            )
+        domain = str(self.domain_id).strip()
+        if domain and not (domain.isdigit() and int(domain) <= MAX_DOMAIN_ID):
+            raise ConfigError(
+                f"domain_id must be empty (ROS_DOMAIN_ID as set) or 0 to {MAX_DOMAIN_ID}, "
+                f"got {self.domain_id!r}"
+            )
 
     def _check_palette(self) -> None:
         if not self.palette:

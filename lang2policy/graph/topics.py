@@ -8,6 +8,12 @@ Status lines (``/lang2policy/status`` and ``/lang2policy/safety``) are one JSON 
 "detail": ...}`` plus node-specific fields (the controller's ``task`` and ``stats``, the VLA
 node's ``skill``, ``backend`` and ``stats``). Every line names its ``node``, so a listener never
 has to guess who spoke from the keys.
+
+Names here are the graph's names in the root namespace (``/joint_states``); the nodes of the
+graph create their topics and services with ``Endpoint.relative`` (``joint_states``), so a node
+started in a namespace (``__ns:=/arm1``, one arm of a fleet) speaks ``/arm1/joint_states`` and
+one in the root namespace speaks exactly these names. Probes and tools in the root namespace
+may use ``name`` for the default graph and ``in_namespace(ns)`` for an arm's.
 """
 
 from __future__ import annotations
@@ -21,6 +27,30 @@ class Endpoint(NamedTuple):
 
     name: str
     type: str
+
+    @property
+    def relative(self) -> str:
+        """The name a node of the graph uses: relative, so it resolves under the node's
+        namespace (``/arm1/lang2policy/status``), and to ``name`` in the root namespace."""
+        return self.name.lstrip("/")
+
+    def in_namespace(self, namespace: str) -> str:
+        """The fully qualified name in ``namespace`` (``arm1`` or ``/arm1``; "" or "/": the
+        root namespace, ``name``)."""
+        return namespaced(namespace, self.relative)
+
+
+def namespaced(namespace: str, relative: str) -> str:
+    """``/<namespace>/<relative>`` (``/<relative>`` for the root namespace)."""
+    prefix = namespace.strip("/")
+    return f"/{prefix}/{relative}" if prefix else f"/{relative}"
+
+
+def camera_topics(camera: str) -> tuple[str, str]:
+    """A camera's image and camera-info topics, relative like ``Endpoint.relative`` (the sim
+    node, the USB camera node, perception and the VLA node use them; ``/camera/<name>/...`` in
+    the root namespace)."""
+    return f"camera/{camera}/image_raw", f"camera/{camera}/camera_info"
 
 
 # ------------------------------------------------------------------ the robot's side

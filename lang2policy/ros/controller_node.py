@@ -108,11 +108,13 @@ class ControllerNode(ReadOnlyParameters):
             stale_after=stale_after,
             **backend,
         ).start()
-        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
-        self._status = self.create_publisher(String, topics.STATUS.name, 10)
-        self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joint_states, 10)
-        self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
-        self.create_subscription(String, topics.REWARD_SPEC.name, self._on_spec, 10)
+        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.relative, 10)
+        self._status = self.create_publisher(String, topics.STATUS.relative, 10)
+        self.create_subscription(
+            JointState, topics.JOINT_STATES.relative, self._on_joint_states, 10
+        )
+        self.create_subscription(MarkerArray, topics.OBJECTS.relative, self._on_objects, 10)
+        self.create_subscription(String, topics.REWARD_SPEC.relative, self._on_spec, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
         self._timers = [
             self.create_timer(1.0 / self.control_rate, self._on_control, clock=steady),

@@ -28,7 +28,7 @@ class GraphArm:
         robot: str,
         control_period: float,
         stale_after: float,
-        command_topic: str = topics.JOINT_COMMAND.name,
+        command_topic: str = topics.JOINT_COMMAND.relative,
     ) -> None:
         self._node = node
         self._publisher = node.create_publisher(JointTrajectory, command_topic, 10)
@@ -36,7 +36,7 @@ class GraphArm:
         self._names = self.session.robot.limits.names
         self._period = control_period
         self.bad_states = 0
-        node.create_subscription(JointState, topics.JOINT_STATES.name, self._on_joint_state, 10)
+        node.create_subscription(JointState, topics.JOINT_STATES.relative, self._on_joint_state, 10)
 
     def _send(self, action: np.ndarray) -> None:
         self._publisher.publish(convert.trajectory(self._names, [(self._period, action)]))

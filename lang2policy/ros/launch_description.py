@@ -23,11 +23,13 @@ def _node(spec, terminal_prefix):
         package="lang2policy",
         executable=spec.executable,
         name=spec.name,
+        namespace=spec.namespace or None,  # an arm of a fleet (arms:=arm1,arm2)
         parameters=[str(spec.params_file), dict(spec.overrides)],
         remappings=list(spec.remaps),
         prefix=terminal_prefix if spec.executable == "terminal_node" else None,
         output="screen",
         emulate_tty=True,
+        additional_env=dict(spec.env) or None,  # domain_id:=N sets ROS_DOMAIN_ID
     )
 
 

@@ -43,6 +43,7 @@ from lang2policy.graph.topics import (
     SIM_SCENE,
     STATUS,
     StatusEvent,
+    camera_topics,
 )
 from lang2policy.perception import (
     CameraPerception,
@@ -88,7 +89,7 @@ class PerceptionNode(ReadOnlyParameters):
         self._warned: set[str] = set()
         self.frames = 0  # inputs processed (images or ground-truth messages)
         self.frame_seconds: deque[float] = deque(maxlen=1000)  # camera time per image (s)
-        self._pub = self.create_publisher(MarkerArray, OBJECTS.name, 10)
+        self._pub = self.create_publisher(MarkerArray, OBJECTS.relative, 10)
         if self.source == "camera":
             self._start_camera()
         else:
@@ -144,21 +145,20 @@ class PerceptionNode(ReadOnlyParameters):
         )
         self.tracker = self.camera.tracker
         self.pose_source = pose_source
-        image_topic = f"/camera/{self.camera_name}/image_raw"
-        info_topic = f"/camera/{self.camera_name}/camera_info"
+        image_topic, info_topic = camera_topics(self.camera_name)
         self.create_subscription(Image, image_topic, self._on_image, _LATEST)
         self.create_subscription(CameraInfo, info_topic, self._on_info, _LATEST)
         if use_mask:
-            self.create_subscription(JointState, JOINT_STATES.name, self._on_joints, 10)
+            self.create_subscription(JointState, JOINT_STATES.relative, self._on_joints, 10)
         self._scene_since = -1.0  # images stamped up to this show a scene the sim replaced
-        self.create_subscription(TimeMsg, SIM_SCENE.name, self._on_scene, LATCHED)
+        self.create_subscription(TimeMsg, SIM_SCENE.relative, self._on_scene, LATCHED)
         self._watch_images()
 
     def _watch_images(self) -> None:
         """Say ``blind`` on the status topic when no image came for ``image_timeout`` s."""
         timeout = self._param("image_timeout")
         self.image_watch = ImageWatch(self.camera_name, float(timeout), time.monotonic())
-        self._status = self.create_publisher(String, STATUS.name, 10)
+        self._status = self.create_publisher(String, STATUS.relative, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._watch_timer = self.create_timer(
             min(0.5, timeout / 2), self._check_images, clock=steady

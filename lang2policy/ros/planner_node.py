@@ -79,11 +79,11 @@ class PlannerNode(ReadOnlyParameters):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("lang2policy_planner", **kwargs)
-        self._status = self.create_publisher(String, topics.STATUS.name, 10)
-        self._spec = self.create_publisher(String, topics.REWARD_SPEC.name, 10)
-        self._stop_client = self.create_client(Trigger, topics.STOP.name)
-        self._skill = self.create_publisher(String, topics.SKILL.name, 10)
-        self._zones = self.create_publisher(String, topics.PLAN_ZONES.name, LATCHED)
+        self._status = self.create_publisher(String, topics.STATUS.relative, 10)
+        self._spec = self.create_publisher(String, topics.REWARD_SPEC.relative, 10)
+        self._stop_client = self.create_client(Trigger, topics.STOP.relative)
+        self._skill = self.create_publisher(String, topics.SKILL.relative, 10)
+        self._zones = self.create_publisher(String, topics.PLAN_ZONES.relative, LATCHED)
         self.send_plan_zones(None, {})  # no plan runs (a restarted planner's old plan ended)
         self.arm: GraphArm | None = None
         self.warmth = None  # how warming the LLM went (``llm.warm.Warmth``), once done
@@ -95,13 +95,13 @@ class PlannerNode(ReadOnlyParameters):
             self.settings, self, code, self.handoff, port, zone_port=self
         )
         # the controller's lines end reward plans; the VLA node's, skill plans
-        self.create_subscription(String, topics.STATUS.name, self._on_status, 50)
-        self.create_subscription(String, topics.INSTRUCTION.name, self._on_instruction, 10)
-        self.create_subscription(String, topics.CORRECTION.name, self._on_correction, 10)
-        self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
-        self.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
-        self.create_service(Trigger, topics.MEMORY.name, self._on_memory)
-        self.create_service(Trigger, topics.FORGET.name, self._on_forget)
+        self.create_subscription(String, topics.STATUS.relative, self._on_status, 50)
+        self.create_subscription(String, topics.INSTRUCTION.relative, self._on_instruction, 10)
+        self.create_subscription(String, topics.CORRECTION.relative, self._on_correction, 10)
+        self.create_subscription(MarkerArray, topics.OBJECTS.relative, self._on_objects, 10)
+        self.create_subscription(String, topics.SAFETY.relative, self._on_safety, 10)
+        self.create_service(Trigger, topics.MEMORY.relative, self._on_memory)
+        self.create_service(Trigger, topics.FORGET.relative, self._on_forget)
         where = ", ".join(code.object_names()) if self.arm is None else "the graph's arm"
         self.get_logger().info(f"up: {where}; route {self.conductor.route_setting}")
         self.gate = StartGate()  # instructions that come before ``ready`` wait in it
@@ -236,7 +236,8 @@ class PlannerNode(ReadOnlyParameters):
             self._stop_client.call_async(Trigger.Request())
             return True
         self.get_logger().warning(
-            f"no safety node answers on {topics.STOP.name}; aborting the plan here only"
+            f"no safety node answers on {self.resolve_service_name(topics.STOP.relative)}; "
+            "aborting the plan here only"
         )
         return False
 

@@ -11,7 +11,9 @@ instruction however long before it came) and
 closes it ``linger`` seconds after the episode ends (``EpisodeTracker``); ``session`` writes one
 file until the node stops. Files are ``<YYYYmmdd-HHMMSS>_<instruction slug>.mcap``; log times
 are the wall-clock receive times (as ``ros2 bag record`` without ``--use-sim-time``), and the
-messages' header stamps keep the sim time.
+messages' header stamps keep the sim time. One arm's recorder in a fleet (namespace ``/arm2``)
+subscribes the names relative, so it hears its arm's topics; its files keep the contract's
+channel names (``/joint_states``), so every arm's recording reads like any other.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class RecorderNode(ReadOnlyParameters):
             keep_latest=[INSTRUCTION.name],  # an episode's file always has its instruction
         )
         qos = QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        # Subscribed relative, so one arm's recorder (``/arm2``) hears its arm's topics; the
+        # file names the channels as given (the contract's names), like any other recording.
         for topic, type_name in self.topics.items():
             self.create_subscription(
                 message_class(type_name),
-                topic,
+                topic.lstrip("/"),
                 lambda data, topic=topic, kind=type_name: self._on_message(topic, kind, data),
                 qos,
                 raw=True,

@@ -110,16 +110,19 @@ class SafetyNode(ReadOnlyParameters):
             heartbeat_period=heartbeat,
         )
         self._published_state: tuple[str, str] | None = None
-        self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY.name, 10)
-        self._status_pub = self.create_publisher(String, SAFETY.name, 10)
-        self.create_subscription(JointTrajectory, JOINT_COMMAND.name, self._on_command, 10)
-        self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_state, 10)
-        self.create_subscription(String, PLAN_ZONES.name, self._on_plan_zones, LATCHED)
+        self._robot_pub = self.create_publisher(JointTrajectory, TRAJECTORY.relative, 10)
+        self._status_pub = self.create_publisher(String, SAFETY.relative, 10)
+        self.create_subscription(JointTrajectory, JOINT_COMMAND.relative, self._on_command, 10)
+        self.create_subscription(JointState, JOINT_STATES.relative, self._on_joint_state, 10)
+        self.create_subscription(String, PLAN_ZONES.relative, self._on_plan_zones, LATCHED)
         # One callback group (a second one made rclpy's multi-threaded executor starve the
         # sim node's timer 5x in a shared process); the lock serialises supervisor events and
         # their output, so a command decided before a stop is never sent after its hold.
-        self.create_service(Trigger, STOP.name, self._on_stop)
-        self.create_service(Trigger, RESUME.name, self._on_resume)
+        # As resolved in this node's namespace (an arm of a fleet: /arm1/lang2policy/stop).
+        self._stop_name = self.resolve_service_name(STOP.relative)
+        self._resume_name = self.resolve_service_name(RESUME.relative)
+        self.create_service(Trigger, STOP.relative, self._on_stop)
+        self.create_service(Trigger, RESUME.relative, self._on_resume)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._watchdog = self.create_timer(1.0 / watchdog_rate, self._on_tick, clock=steady)
         self.create_timer(1.0 / status_rate, self._on_status_timer, clock=steady)
@@ -230,9 +233,9 @@ class SafetyNode(ReadOnlyParameters):
 
     def _on_stop(self, _request: Trigger.Request, response: Trigger.Response):
         with self._lock:
-            decision = self.supervisor.stop(self.now(), f"stop requested on {STOP.name}")
+            decision = self.supervisor.stop(self.now(), f"stop requested on {self._stop_name}")
             self._apply(decision)  # the hold goes out before the answer (and before any command)
-        self.get_logger().warning(f"{STOP.name}: {decision.message}")
+        self.get_logger().warning(f"{self._stop_name}: {decision.message}")
         response.success, response.message = True, decision.message
         return response
 
@@ -242,9 +245,9 @@ class SafetyNode(ReadOnlyParameters):
             self._apply(decision)
         # rclpy ties a severity to each call site: one call per severity.
         if decision.ok:
-            self.get_logger().info(f"{RESUME.name}: {decision.message}")
+            self.get_logger().info(f"{self._resume_name}: {decision.message}")
         else:
-            self.get_logger().warning(f"{RESUME.name}: {decision.message}")
+            self.get_logger().warning(f"{self._resume_name}: {decision.message}")
         response.success, response.message = decision.ok, decision.message
         return response
 

@@ -17,13 +17,14 @@ import numpy as np
 from sensor_msgs.msg import CameraInfo, Image
 
 from lang2policy.errors import ConfigError
+from lang2policy.graph import topics
 from lang2policy.realism.image_effects import apply_image_effects
 from lang2policy.ros import convert
 from lang2policy.scene.render import CameraRenderer
 
 
 def camera_topics(name: str) -> tuple[str, str]:
-    return f"/camera/{name}/image_raw", f"/camera/{name}/camera_info"
+    return topics.camera_topics(name)
 
 
 class SimCameras:

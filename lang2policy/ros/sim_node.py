@@ -110,12 +110,12 @@ class SimNode(ReadOnlyParameters):
         self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
         self.deadline = command_deadline(self)
 
-        self._clock_pub = self.create_publisher(ClockMsg, CLOCK.name, 10)
-        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
+        self._clock_pub = self.create_publisher(ClockMsg, CLOCK.relative, 10)
+        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.relative, 10)
         self._objects_pub = self.create_publisher(MarkerArray, objects_topic, 10)
-        self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY.relative, self._on_trajectory, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
-        self._scene_pub = self.create_publisher(TimeMsg, SIM_SCENE.name, LATCHED)
+        self._scene_pub = self.create_publisher(TimeMsg, SIM_SCENE.relative, LATCHED)
         self._scene_pub.publish(convert.time_msg(self.now()))
         self._camera = None
         if self.camera_rate > 0 and cameras:

@@ -89,8 +89,8 @@ class SO101DriverNode(ReadOnlyParameters):
         self.follower = TrajectoryFollower(self.robot.limits.names, self._position())
         self.deadline = command_deadline(self)
         self._braking = robot_braking(load_robot_description("so101"), self.robot.limits.names)
-        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.name, 10)
-        self.create_subscription(JointTrajectory, TRAJECTORY.name, self._on_trajectory, 10)
+        self._joint_pub = self.create_publisher(JointState, JOINT_STATES.relative, 10)
+        self.create_subscription(JointTrajectory, TRAJECTORY.relative, self._on_trajectory, 10)
         self._timer = self.create_timer(
             self._period, self._tick, clock=Clock(clock_type=ClockType.STEADY_TIME)
         )

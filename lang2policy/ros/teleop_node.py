@@ -92,9 +92,9 @@ class TeleopNode(ReadOnlyParameters):
         self.keyboard_lost = False
         self._traceback_logged = False  # an unexpected source error's traceback: logged once
         self._said: tuple[str, str] | None = None
-        self._command = self.create_publisher(JointTrajectory, JOINT_COMMAND.name, 10)
-        self._status = self.create_publisher(String, STATUS.name, 10)
-        self.create_subscription(JointState, JOINT_STATES.name, self._on_joint_state, 10)
+        self._command = self.create_publisher(JointTrajectory, JOINT_COMMAND.relative, 10)
+        self._status = self.create_publisher(String, STATUS.relative, 10)
+        self.create_subscription(JointState, JOINT_STATES.relative, self._on_joint_state, 10)
         self.keys = KeyReader()
         self.keys.start()
         steady = Clock(clock_type=ClockType.STEADY_TIME)

@@ -1,6 +1,9 @@
 """The terminal as a ROS 2 node: type instructions and corrections, watch the robot work.
 
-Node ``lang2policy_terminal`` (console script ``terminal_node``). Publishes
+Node ``lang2policy_terminal`` (console script ``terminal_node``). With parameter ``arms``
+(``arm1,arm2``: a fleet, ``lang2policy.terminal.fleet``) it does all of this for each arm under
+its namespace (``/arm2/lang2policy/instruction``...) and ``arm2: TEXT`` addresses one; without,
+the names below resolve in the node's own namespace (the root: exactly these). Publishes
 ``/lang2policy/instruction`` and ``/lang2policy/correction`` (std_msgs/String); subscribes
 ``/lang2policy/status`` and ``/lang2policy/safety`` (std_msgs/String JSON) and shows them as
 log lines plus a live bottom toolbar (the plan about to run, what the robot says, the verdict),
@@ -58,10 +61,12 @@ from lang2policy.ros.entry import accept_stop_signals
 from lang2policy.ros.params import ReadOnlyParameters
 from lang2policy.terminal import (
     Console,
+    Fleet,
     ServiceAnswer,
     run_interactive,
     run_non_interactive,
 )
+from lang2policy.terminal.fleet import ARM_NAME
 from lang2policy.text_quote import one_line
 
 SERVICES = {"stop": STOP, "resume": RESUME, "reset": RESET, "memory": MEMORY, "forget": FORGET}
@@ -71,7 +76,8 @@ SPIN_TIMEOUT = 0.25
 
 
 class TerminalNode(ReadOnlyParameters):
-    """``lang2policy_terminal``: the ROS side of a ``Console`` (its ``Backend``)."""
+    """``lang2policy_terminal``: the ROS side of a ``Console`` (its ``Backend``: one
+    ``ArmLink``), or with parameter ``arms`` of a ``Fleet`` (an ``ArmLink`` per arm)."""
 
     executable = "terminal_node"
 
@@ -81,15 +87,47 @@ class TerminalNode(ReadOnlyParameters):
         self.discovery_timeout = self._param("discovery_timeout")
         self.refresh_interval = self._param("refresh_interval")
         self.wait_timeout = self._param("wait_timeout")
+        self.emit = emit
+        self.arms = tuple(a.strip() for a in self._param("arms").split(",") if a.strip())
         self.instruction_discovery_timeout = self.discovery_timeout
+        if not self.arms:
+            self.links = {"": ArmLink(self, "", emit)}
+            self.console: Console | Fleet = self.links[""].console
+            return
+        bad = [arm for arm in self.arms if not ARM_NAME.fullmatch(arm)]
+        if bad:
+            raise Lang2PolicyError(f"parameter 'arms': {bad} are not arm names (e.g. arm1)")
+        self.links = {arm: ArmLink(self, arm, _prefixed(emit, arm)) for arm in self.arms}
+        self.console = Fleet({arm: link.console for arm, link in self.links.items()})
+        where = ", ".join(self.resolve_topic_name(x.name(INSTRUCTION)) for x in self.links.values())
+        emit(f"a fleet of {len(self.arms)} arms: 'NAME: TEXT' addresses one ({where})")
+
+    def flush(self, timeout: float = 1.0) -> None:
+        """Give sent messages a moment to be acknowledged before the node goes away."""
+        for link in self.links.values():
+            link.flush(timeout)
+
+
+class ArmLink:
+    """One arm's topics and services for its ``Console`` (the console's ``Backend``): the
+    names relative to the terminal's namespace, under ``arm``'s (``arm2/lang2policy/...``)
+    or, for "", the terminal's own graph."""
+
+    def __init__(self, node: TerminalNode, arm: str, emit) -> None:
+        self.node, self.arm = node, arm
         self.console = Console(self, emit)
-        self._instruction = self.create_publisher(String, INSTRUCTION.name, 10)
-        self._correction = self.create_publisher(String, CORRECTION.name, 10)
-        for topic in (STATUS.name, SAFETY.name):
-            self.create_subscription(String, topic, self._on_status, 50)
-        self.create_subscription(MarkerArray, OBJECTS.name, self._on_objects, 1)
+        self._instruction = node.create_publisher(String, self.name(INSTRUCTION), 10)
+        self._correction = node.create_publisher(String, self.name(CORRECTION), 10)
+        for topic in (STATUS, SAFETY):
+            node.create_subscription(String, self.name(topic), self._on_status, 50)
+        self._objects_topic = self.name(OBJECTS)
+        node.create_subscription(MarkerArray, self._objects_topic, self._on_objects, 1)
         self._bad_objects = ""  # the last refused objects message's problem, said once
-        self._triggers = {w: self.create_client(Trigger, s.name) for w, s in SERVICES.items()}
+        self._triggers = {w: node.create_client(Trigger, self.name(s)) for w, s in SERVICES.items()}
+
+    def name(self, endpoint) -> str:
+        """``endpoint``'s name for this arm, relative to the terminal's namespace."""
+        return f"{self.arm}/{endpoint.relative}" if self.arm else endpoint.relative
 
     def _on_status(self, message: String) -> None:
         self.console.on_status(message.data)
@@ -102,17 +140,18 @@ class TerminalNode(ReadOnlyParameters):
         except ValueError as exc:
             problem = one_line(str(exc), 200)
             if problem != self._bad_objects:
-                self.console.emit(f"! an objects message on {OBJECTS.name} was skipped: {problem}")
+                topic = self.node.resolve_topic_name(self._objects_topic)
+                self.console.emit(f"! an objects message on {topic} was skipped: {problem}")
             self._bad_objects = problem
             return
         self._bad_objects = ""
         self.console.on_objects({name: state.position for name, state in objects.items()})
 
     def publish_instruction(self, text: str) -> None:
-        self._publish(self._instruction, text, self.instruction_discovery_timeout)
+        self._publish(self._instruction, text, self.node.instruction_discovery_timeout)
 
     def publish_correction(self, text: str) -> None:
-        self._publish(self._correction, text, self.discovery_timeout)
+        self._publish(self._correction, text, self.node.discovery_timeout)
 
     def _publish(self, publisher, text: str, timeout: float) -> None:
         """Publish once someone listens (and a status publisher exists to answer), or after
@@ -125,30 +164,38 @@ class TerminalNode(ReadOnlyParameters):
         publisher.publish(String(data=text))
 
     def _heard(self, publisher) -> bool:
-        return publisher.get_subscription_count() > 0 and self.count_publishers(STATUS.name) > 0
+        return (
+            publisher.get_subscription_count() > 0
+            and self.node.count_publishers(self.name(STATUS)) > 0
+        )
 
     def call_service(self, which: str) -> ServiceAnswer:
         """Call the Trigger service ``which``; unanswered after ``service_timeout`` s counts as
         no server (the request is withdrawn)."""
         client = self._triggers[which]
-        if not client.wait_for_service(timeout_sec=self.service_timeout):
+        timeout = self.node.service_timeout
+        if not client.wait_for_service(timeout_sec=timeout):
             return ServiceAnswer(answered=False)
         future = client.call_async(Trigger.Request())
         done = threading.Event()
         future.add_done_callback(lambda _future: done.set())
-        if not done.wait(self.service_timeout) or future.result() is None:
+        if not done.wait(timeout) or future.result() is None:
             client.remove_pending_request(future)
             return ServiceAnswer(answered=False)
         response = future.result()
         return ServiceAnswer(True, bool(response.success), response.message)
 
     def service_name(self, which: str) -> str:
-        return self.resolve_service_name(SERVICES[which].name)
+        return self.node.resolve_service_name(self.name(SERVICES[which]))
 
     def flush(self, timeout: float = 1.0) -> None:
-        """Give sent messages a moment to be acknowledged before the node goes away."""
         for publisher in (self._instruction, self._correction):
             publisher.wait_for_all_acked(Duration(seconds=timeout))
+
+
+def _prefixed(emit, arm: str):
+    """``emit`` with each line prefixed by its arm: ``[arm2] ...``."""
+    return lambda line: emit(f"[{arm}] {line}")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -223,9 +270,7 @@ def main(args: list[str] | None = None) -> int:
         timeout = options.timeout or node.wait_timeout
         if options.wait:  # a script may start with the graph: give the planner time to come up
             node.instruction_discovery_timeout = max(node.discovery_timeout, timeout)
-        return run_non_interactive(
-            node.console, sys.stdin, node.console.emit, options.wait, timeout
-        )
+        return run_non_interactive(node.console, sys.stdin, node.emit, options.wait, timeout)
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0 if interactive else 130
     except (Lang2PolicyError, ParameterException) as exc:

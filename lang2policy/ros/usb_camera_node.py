@@ -38,6 +38,7 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import CameraInfo, Image
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.graph import topics
 from lang2policy.perception.camera_pose import resolve_pose_path
 from lang2policy.perception.intrinsics_file import (
     CameraCalibration,
@@ -56,7 +57,7 @@ from lang2policy.ros.params import ReadOnlyParameters
 
 def camera_topics(name: str) -> tuple[str, str]:
     """The image and camera_info topics of camera ``name`` (the sim node's names)."""
-    return f"/camera/{name}/image_raw", f"/camera/{name}/camera_info"
+    return topics.camera_topics(name)
 
 
 def camera_info_msg(calibration: CameraCalibration, frame_id: str) -> CameraInfo:

@@ -120,7 +120,7 @@ _LATEST = QoSProfile(depth=1, reliability=qos_profile_sensor_data.reliability)
 
 
 def camera_topic(camera: str) -> str:
-    return f"/camera/{camera}/image_raw"
+    return topics.camera_topics(camera)[0]
 
 
 class VLANode(VLAParameters):
@@ -148,11 +148,11 @@ class VLANode(VLAParameters):
         self._hold_sent = False
         self._inputs: list = []  # the subscriptions held while a skill runs
         self._camera_inputs: list = []  # the camera subscriptions, until the policy has looked
-        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.name, 10)
-        self._status = self.create_publisher(String, topics.STATUS.name, 10)
-        self.create_subscription(String, topics.SKILL.name, self._on_skill, 10)
-        self.create_subscription(MarkerArray, topics.OBJECTS.name, self._on_objects, 10)
-        self.create_subscription(String, topics.SAFETY.name, self._on_safety, 10)
+        self._command = self.create_publisher(JointTrajectory, topics.JOINT_COMMAND.relative, 10)
+        self._status = self.create_publisher(String, topics.STATUS.relative, 10)
+        self.create_subscription(String, topics.SKILL.relative, self._on_skill, 10)
+        self.create_subscription(MarkerArray, topics.OBJECTS.relative, self._on_objects, 10)
+        self.create_subscription(String, topics.SAFETY.relative, self._on_safety, 10)
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # not /clock: never wait on the sim
         self._timer = self.create_timer(1.0 / self.settings.rate, self._on_tick, clock=steady)
         self._timer.cancel()  # runs only while a skill runs
@@ -214,7 +214,8 @@ class VLANode(VLAParameters):
     def _judge(self, skill: Skill) -> ObjectsJudge:
         if self.safety_state == "stopped":
             raise Lang2PolicyError(
-                f"the safety node is stopped: call {topics.RESUME.name} before a skill"
+                "the safety node is stopped: call "
+                f"{self.resolve_service_name(topics.RESUME.relative)} before a skill"
             )
         if self._objects is None:
             raise Lang2PolicyError(f"no objects seen on {topics.OBJECTS.name} yet")
@@ -240,7 +241,7 @@ class VLANode(VLAParameters):
 
     def _subscribe_inputs(self) -> None:
         self._inputs = [
-            self.create_subscription(JointState, topics.JOINT_STATES.name, self._on_state, 10)
+            self.create_subscription(JointState, topics.JOINT_STATES.relative, self._on_state, 10)
         ]
         self._camera_inputs = [
             self.create_subscription(

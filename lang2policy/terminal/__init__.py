@@ -20,6 +20,7 @@ from lang2policy.terminal.console import (
     Reply,
     ServiceAnswer,
 )
+from lang2policy.terminal.fleet import Fleet
 from lang2policy.terminal.render import prompt_label, render_toolbar, toolbar_segments
 from lang2policy.terminal.status import Notice, StatusModel
 
@@ -29,6 +30,7 @@ __all__ = [
     "Command",
     "CommandKind",
     "Console",
+    "Fleet",
     "HistoryEntry",
     "Notice",
     "Reply",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 
 from lang2policy.terminal.commands import CommandKind
 from lang2policy.terminal.console import Console
+from lang2policy.terminal.fleet import Fleet
 from lang2policy.text_quote import one_line
 
 BANNER = "lang2policy terminal: type an instruction; :help for commands, :quit or Ctrl-D to leave."
@@ -14,7 +15,7 @@ TOOLBAR_STYLES = {"": "", "warn": "class:toolbar-warn", "alert": "class:toolbar-
 
 
 def run_non_interactive(
-    console: Console,
+    console: Console | Fleet,
     lines: Iterable[str],
     out: Callable[[str], None] = print,
     wait: bool = True,
@@ -44,7 +45,7 @@ def run_non_interactive(
     return 0 if failures == 0 else 1
 
 
-def run_interactive(console: Console, refresh_interval: float = 0.5) -> int:
+def run_interactive(console: Console | Fleet, refresh_interval: float = 0.5) -> int:
     """A prompt on a plain terminal (ssh, tmux; no mouse): status lines print above it, the
     bottom toolbar is redrawn every ``refresh_interval`` s. Ctrl-D, Ctrl-C or :quit leave."""
     from prompt_toolkit import PromptSession
@@ -77,7 +78,7 @@ def run_interactive(console: Console, refresh_interval: float = 0.5) -> int:
                 return 0
 
 
-def _formatted_toolbar(console: Console, width: int) -> list[tuple[str, str]]:
+def _formatted_toolbar(console: Console | Fleet, width: int) -> list[tuple[str, str]]:
     """The toolbar segments as prompt_toolkit formatted text, cut to ``width`` columns."""
     pieces: list[tuple[str, str]] = []
     left = max(width - 1, 1)

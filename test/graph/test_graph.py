@@ -220,6 +220,61 @@ def test_robot_topics_are_remapped_on_every_node():
     }
 
 
+# --------------------------------------------------------------------- a fleet
+def test_the_default_graph_is_one_arm_in_the_root_namespace():
+    for spec in graph.graph("sim", terminal=True, record="/r"):
+        assert spec.namespace == "" and spec.env == {} and spec.label == spec.name
+        assert not any(a.startswith("__ns") for a in launcher.node_command(spec))
+
+
+def test_a_fleet_is_each_arms_graph_under_its_namespace_and_one_terminal():
+    specs = graph.graph("sim", arms=("arm1", "arm2"), terminal=True, record="/r", domain_id="9")
+    one = graph.graph("sim", record="/r", terminal=False)
+    assert [s.executable for s in specs] == [s.executable for s in one] * 2 + ["terminal_node"]
+    for arm, arm_specs in (("arm1", specs[: len(one)]), ("arm2", specs[len(one) : -1])):
+        for spec, alone in zip(arm_specs, one, strict=True):
+            assert (spec.namespace, spec.name, spec.label) == (
+                arm,
+                alone.name,
+                f"{arm}/{alone.name}",
+            )
+            assert spec.remaps == ((topics.CLOCK.name, topics.CLOCK.relative),)
+            assert spec.env == {"ROS_DOMAIN_ID": "9"}
+            command = launcher.node_command(spec)
+            assert command[-4:] == ["-r", f"__ns:=/{arm}", "-r", f"__node:={alone.name}"]
+        recorder = by_executable(arm_specs)["recorder_node"]
+        assert recorder.overrides["output_dir"] == f"/r/{arm}"
+    terminal = specs[-1]
+    assert terminal.namespace == "" and terminal.remaps == ()
+    assert terminal.overrides["arms"] == "arm1,arm2" and terminal.overrides["use_sim_time"] is False
+
+
+def test_one_named_arm_on_a_robot_remaps_relative_names():
+    specs = graph.graph("robot", arms=("arm1",), joint_states_topic="/arm1/states", terminal=False)
+    expected = {("joint_states", "/arm1/states"), ("/clock", "clock")}
+    assert all(set(s.remaps) == expected and s.namespace == "arm1" for s in specs)
+    bridged = by_executable(graph.graph("robot", arms=("arm1",), robot="panda", joint_map="panda"))
+    assert bridged["joint_map_bridge_node"].overrides["state_topic"] == "lang2policy/joint_states"
+    assert ("joint_states", "lang2policy/joint_states") in bridged["safety_node"].remaps
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"arms": ("arm 1",)}, "'arm 1' is not an arm name"),
+        ({"arms": ("/arm1",)}, "is not an arm name"),
+        ({"arms": ("arm1", "arm1")}, "each arm once"),
+        ({"domain_id": "x"}, "domain_id must be empty"),
+        ({"domain_id": "300"}, "domain_id must be empty"),
+    ],
+)
+def test_bad_fleet_options_are_refused(options, message):
+    with pytest.raises(ConfigError, match=message):
+        graph.graph("sim", **options)
+    with pytest.raises(ConfigError, match="start one launch per arm"):
+        graph.graph("robot", arms=("arm1", "arm2"))
+
+
 # --------------------------------------------------------------------- validation
 @pytest.mark.parametrize(
     ("mode", "options", "message"),

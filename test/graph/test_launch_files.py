@@ -150,7 +150,7 @@ def stand_in_modules() -> dict[str, types.ModuleType]:
 @dataclass
 class Launched:
     arguments: dict[str, DeclareLaunchArgument]
-    nodes: dict[str, Node]  # by executable
+    nodes: dict[str, Node]  # by executable; an arm's of a fleet by "<arm>/<executable>"
     context: Context
 
 
@@ -184,8 +184,10 @@ def launch(monkeypatch):
             elif isinstance(entity, Node):
                 condition = entity.process.get("condition")
                 if condition is None or condition.evaluate(context):
-                    assert entity.executable not in nodes, f"{entity.executable} twice"
-                    nodes[entity.executable] = entity
+                    key = entity.executable  # an arm's: "arm1/sim_node"
+                    key = f"{entity.namespace}/{key}" if entity.namespace else key
+                    assert key not in nodes, f"{key} twice"
+                    nodes[key] = entity
             else:
                 raise AssertionError(f"unexpected launch entity {entity!r}")
         undeclared = set(given) - set(arguments)
@@ -257,6 +259,24 @@ def test_sim_launch_options_reach_the_nodes(launch):
     assert (sim["robot"], sim["real_time_factor"], sim["camera_rate"]) == ("panda", 2.5, 0.0)
     assert launched.nodes["planner_node"].parameters[1]["llm"] == f"replay:{FIXTURE}"
     assert launched.nodes["controller_node"].parameters[1]["robot"] == "panda"
+
+
+def test_sim_launch_a_fleet_puts_each_arms_nodes_in_its_namespace(launch):
+    launched = launch("sim.launch.py", arms="arm1,arm2", terminal="true", domain_id="7")
+    arms = {f"{arm}/{e}" for arm in ("arm1", "arm2") for e in SIM_NODES}
+    assert set(launched.nodes) == arms | {"terminal_node"}
+    for key, node in launched.nodes.items():
+        assert node.process["additional_env"] == {"ROS_DOMAIN_ID": "7"}
+        if key == "terminal_node":
+            assert node.namespace is None and node.remappings == []
+            assert node.parameters[1]["arms"] == "arm1,arm2"
+            assert node.parameters[1]["use_sim_time"] is False
+            continue
+        assert node.namespace == key.split("/")[0]
+        assert node.remappings == [("/clock", "clock")]  # each arm's own clock
+    default = launch("sim.launch.py")
+    assert all(n.namespace is None for n in default.nodes.values())
+    assert all(n.process["additional_env"] is None for n in default.nodes.values())
 
 
 def test_sim_launch_refuses_bad_arguments(launch):
