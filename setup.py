@@ -94,6 +94,9 @@ setup(
     data_files=data_files(),
     # Runtime dependencies are pinned in requirements*.txt (pip) and package.xml (rosdep).
     install_requires=[],
+    # Optional: `--executor ray` (record demos, bench vla, bench executor; issue 37). Pinned
+    # like the rest; requirements-dev.txt installs it so the tests run real Ray.
+    extras_require={"ray": ["ray==2.60.0"]},
     zip_safe=False,
     entry_points={
         "console_scripts": [f"{name} = {target}" for name, target in CONSOLE_SCRIPTS.items()],
