@@ -95,8 +95,10 @@ setup(
     # Runtime dependencies are pinned in requirements*.txt (pip) and package.xml (rosdep).
     install_requires=[],
     # Optional, pinned: `pip install -e .[scale]` adds `accelerate launch` for `train vla`
-    # (docs/vla.md, training at scale); torchrun comes with torch.
-    extras_require={"scale": ["accelerate==1.15.0"]},
+    # (docs/vla.md, training at scale; torchrun comes with torch); `.[ray]` adds `--executor ray`
+    # (record demos, bench vla, bench executor). requirements-dev.txt installs both, so the
+    # tests run the real launchers and real Ray.
+    extras_require={"scale": ["accelerate==1.15.0"], "ray": ["ray==2.60.0"]},
     zip_safe=False,
     entry_points={
         "console_scripts": [f"{name} = {target}" for name, target in CONSOLE_SCRIPTS.items()],

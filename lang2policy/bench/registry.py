@@ -19,6 +19,7 @@ from lang2policy.bench import (
     controller_rate,
     corrections,
     ddp,
+    executor,
     graph_bench,
     graph_idle,
     ik_speed,
@@ -146,6 +147,15 @@ BENCHES: dict[str, Bench] = {
             vla_corrections.add_arguments,
             vla_corrections.run_args,
             vla_corrections.format_text,
+        ),
+        Bench(
+            "executor",
+            "the same scripted demonstrations on the local process pool and on Ray with 1 and "
+            "2 workers: wall time and episodes/s side by side, the episodes compared",
+            executor.add_arguments,
+            executor.run_args,
+            executor.format_text,
+            executor.exit_code,
         ),
         Bench(
             "mpc",

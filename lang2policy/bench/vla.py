@@ -4,9 +4,10 @@ used, beside the scripted oracle on the same scenes, in one run (issue 17).
 Per task family, ``--per-split`` episodes of each split (``vla.eval.rollout.evaluation_specs``):
 seen combinations with seen phrasings, held-out colour/object combinations, and held-out
 phrasings. Each episode runs the policy (``vla.eval.rollout``) and then the oracle on the same
-seeded scene. Episodes run in ``--workers`` processes, one torch thread each. Then, in this
-process on one thread, the policy's latency per action (p50 / p99) and rate, and a video of
-the first episode of each family (``--video``).
+seeded scene. Episodes run in ``--workers`` processes, one torch thread each, on this machine
+or on Ray (``--executor ray``, ``lang2policy.parallel.executor``; the same table either way).
+Then, in this process on one thread, the policy's latency per action (p50 / p99) and rate,
+and a video of the first episode of each family (``--video``).
 
 ``--realism off,mild``: the same episodes again in a world under each realism profile
 (light, shades, table, distractors, camera error and the cameras' sensor effects), one block
@@ -19,13 +20,14 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 from lang2policy.errors import ConfigError
+from lang2policy.parallel.executor import add_arguments as add_executor_arguments
+from lang2policy.parallel.executor import from_args as executor_from_args
+from lang2policy.parallel.executor import run_ordered
 
 TARGETS = {"seen": 0.8, "unseen combination": 0.5, "unseen phrasing": 0.5}
 REALISM_TARGETS = {"seen": 0.7, "unseen combination": 0.45, "unseen phrasing": 0.45}
@@ -33,23 +35,24 @@ RATE_TARGET = 100.0  # actions per second on one core
 VIDEO_SIZE = 192
 FIRST_CALLS = 20  # episodes' first actions timed
 
-_STATE: dict = {}
-
-
-def _init_worker(model: str, true_scene: bool = False, realism: str = "off") -> None:
+def _worker_state(model: str, true_scene: bool = False, realism: str = "off") -> dict:
+    """A worker's own policy (one torch thread) and rollout runner, made once."""
     os.environ["OMP_NUM_THREADS"] = "1"
     from lang2policy.realism import load_realism
     from lang2policy.vla.eval.rollout import RolloutRunner
     from lang2policy.vla.policy.runtime import VLAPolicy
 
     profile = load_realism(realism)
-    _STATE["policy"] = VLAPolicy.load(model, device="cpu", threads=1)
-    _STATE["runner"] = RolloutRunner(video_size=VIDEO_SIZE, true_scene=true_scene, realism=profile)
+    return {
+        "policy": VLAPolicy.load(model, device="cpu", threads=1),
+        "runner": RolloutRunner(video_size=VIDEO_SIZE, true_scene=true_scene, realism=profile),
+    }
 
 
-def _episode(spec, video: bool) -> dict:
-    runner = _STATE["runner"]
-    result = runner.run(_STATE["policy"], spec, video=video)
+def _episode(state: dict, job: tuple) -> dict:
+    spec, video = job
+    runner = state["runner"]
+    result = runner.run(state["policy"], spec, video=video)
     oracle, oracle_detail = runner.oracle(spec)
     return {
         "index": spec.index, "family": spec.task.family, "split": spec.split,
@@ -58,6 +61,10 @@ def _episode(spec, video: bool) -> dict:
         "act_s": result.act_seconds, "video": result.video if video else [],
         "block_error_mm": _median_error(result.block_errors_mm),
     }  # fmt: skip
+
+
+def _job_label(job: tuple) -> str:
+    return f"episode {job[0].index} ({job[0].instruction!r})"
 
 
 def _median_error(errors: list) -> float | None:
@@ -78,21 +85,19 @@ def run_episodes(
         first.setdefault(spec.task.family, spec.index)
     wanted = set(first.values()) if args.video and video else set()
     results = []
-    initargs = (str(args.model), getattr(args, "true_scene", False), realism)
-    with ProcessPoolExecutor(
-        max_workers=max(1, args.workers), mp_context=get_context("spawn"),
-        initializer=_init_worker, initargs=initargs,
-    ) as pool:  # fmt: skip
-        futures = [pool.submit(_episode, spec, spec.index in wanted) for spec in specs]
-        for number, future in enumerate(futures, 1):
-            result = {**future.result(), "realism": realism}
-            results.append(result)
-            if not args.json:
-                done = sum(r["success"] for r in results)
-                where = f"{realism} {number}/{len(specs)} {result['family']}/{result['split']}"
-                print(f"[vla] {where}: "
-                      f"{'ok' if result['success'] else 'FAIL'} ({result['detail']}); "
-                      f"policy {done}/{number}", file=sys.stderr, flush=True)  # fmt: skip
+    setup_args = (str(args.model), getattr(args, "true_scene", False), realism)
+    executor = executor_from_args(args, workers=max(1, args.workers))
+    jobs = [(spec, spec.index in wanted) for spec in specs]
+    episodes = run_ordered(executor, _worker_state, setup_args, _episode, jobs, _job_label)
+    for number, episode in enumerate(episodes, 1):
+        result = {**episode, "realism": realism}
+        results.append(result)
+        if not args.json:
+            done = sum(r["success"] for r in results)
+            where = f"{realism} {number}/{len(specs)} {result['family']}/{result['split']}"
+            print(f"[vla] {where}: "
+                  f"{'ok' if result['success'] else 'FAIL'} ({result['detail']}); "
+                  f"policy {done}/{number}", file=sys.stderr, flush=True)  # fmt: skip
     return results
 
 
@@ -258,7 +263,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", type=lambda t: [f for f in t.split(",") if f],
                         help="comma-separated (default: all)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation layouts")
-    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="worker processes (with --executor ray: the local cluster's CPUs)")
+    add_executor_arguments(parser)
     parser.add_argument("--video", type=video_path, default=Path("out/vla_bench.mp4"),
                         help="video of the first episode of each family (.mp4; 'none': no "
                         "video)")  # fmt: skip

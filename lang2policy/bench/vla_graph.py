@@ -175,7 +175,9 @@ def run_graph(args: argparse.Namespace) -> dict:
              if s.split in args.splits]  # fmt: skip
     scenes = episode_scenes(specs)
     alone = argparse.Namespace(model=args.model, video=None, json=args.json,
-                               workers=min(args.workers, len(specs)))  # fmt: skip
+                               workers=min(args.workers, len(specs)),
+                               executor=getattr(args, "executor", "local"),
+                               ray_address=getattr(args, "ray_address", None))  # fmt: skip
     standalone = vla.run_episodes(alone, specs)
     latency = vla.measure_latency(str(args.model))
     through = run_graph_episodes(args, specs, scenes)

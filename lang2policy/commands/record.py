@@ -16,6 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 from lang2policy.errors import ConfigError
+from lang2policy.parallel.executor import add_arguments as add_executor_arguments
+from lang2policy.parallel.executor import from_args as executor_from_args
 
 EPISODE_COLUMNS = (
     "success", "family", "split", "seed", "phrasing", "combination", "detail", "view", "realism",
@@ -43,7 +45,9 @@ def add_parser(commands) -> None:
     demos.add_argument("--episodes", type=int, default=100, help="episodes per task family")
     demos.add_argument("--out", type=Path, required=True, help="new dataset directory")
     demos.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                       help="worker processes (0: in this process)")
+                       help="worker processes (0: in this process; with --executor ray: the local "
+                       "cluster's CPUs)")
+    add_executor_arguments(demos)
     demos.add_argument("--views", type=int, default=0,
                        help="scene views per family: one-frame layouts for the scene head")
     demos.add_argument("--seed", type=int, default=0, help="seed of the draw")  # fmt: skip
@@ -121,6 +125,7 @@ def run_demos(args: argparse.Namespace) -> int:
             f"{args.views}"
         )
     load_realism(args.realism)  # a bad level or file is refused before any worker starts
+    executor = executor_from_args(args)
     specs = training_specs(args.task_family, args.episodes, args.seed)
     specs += view_specs(args.task_family, args.views, args.seed, first_index=len(specs))
     started, outcomes = time.monotonic(), Counter()
@@ -130,7 +135,7 @@ def run_demos(args: argparse.Namespace) -> int:
     )
     with writer:
         bar = tqdm(total=len(specs), unit="episode", file=sys.stderr, desc="demos")
-        for episode in generate(specs, workers=args.workers, realism=args.realism):
+        for episode in generate(specs, realism=args.realism, executor=executor):
             spec = episode.spec
             writer.add_episode(EpisodeRecord(
                 spec.instruction, episode.images, episode.state, episode.action,

@@ -8,19 +8,20 @@ cannot do the task (a push that would leave the workspace, a block out of reach)
 the drawn objects do not fit on the table, is redrawn from the same seed's generator.
 Failed demonstrations are kept, marked ``success = False``.
 
-Episodes run in worker processes (``workers``), each with its own simulation and renderer;
-the parent receives whole episodes and writes them in order.
+Episodes run in worker processes (``workers``; on this machine or on Ray,
+``lang2policy.parallel.executor``), each with its own simulation and renderer; the parent
+receives whole episodes and writes them in order.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.parallel.executor import Executor, run_ordered
 from lang2policy.session.sim import SimSession
 from lang2policy.vla.sim.environment_state import environment_state, task_goal
 from lang2policy.vla.sim.episodes import Episode, EpisodeSpec, check_families, set_up_scene
@@ -93,70 +94,38 @@ def _session(realism: str) -> SimSession:
     return SimSession("so101", realism=load_realism(realism))
 
 
-def _worker(jobs, results, realism: str) -> None:
+def _worker_state(realism: str) -> tuple:
+    """A worker's own simulation and renderer, made once and kept for its episodes."""
     session = _session(realism)
-    renderer = frame_renderer(session.world)
-    for spec in iter(jobs.get, None):
-        try:
-            results.put(record(session, renderer, spec))
-        except Exception as exc:  # reported to the parent, which says which episode
-            results.put((spec, f"{type(exc).__name__}: {exc}"))
+    return session, frame_renderer(session.world)
+
+
+def _record_or_error(state: tuple, spec: EpisodeSpec) -> Episode | tuple:
+    session, renderer = state
+    try:
+        return record(session, renderer, spec)
+    except Exception as exc:  # reported to the parent, which says which episode
+        return (spec, f"{type(exc).__name__}: {exc}")
 
 
 def generate(
     specs: Sequence[EpisodeSpec],
     workers: int = 2,
     realism: str = "off",
+    executor: Executor | None = None,
 ) -> Iterator[Episode]:
-    """Record every spec (in ``workers`` processes; 0 = in this process) and yield the
-    episodes in ``specs``' order, the world and the cameras' frames under ``realism`` (a
-    level or a realism file: each episode's seed draws its look). An episode that raised is an
-    error naming it."""
-    if workers <= 0:
-        session = _session(realism)
-        renderer = frame_renderer(session.world)
-        for spec in specs:
-            yield record(session, renderer, spec)
-        return
-    yield from _generate_in_workers(specs, workers, realism)
+    """Record every spec (in ``workers`` processes; 0 = in this process; or on ``executor``,
+    local or Ray) and yield the episodes in ``specs``' order, the world and the cameras'
+    frames under ``realism`` (a level or a realism file: each episode's seed draws its look).
+    An episode that raised is an error naming it."""
+    chosen = executor or Executor("local", workers)
+    for item in run_ordered(chosen, _worker_state, (realism,), _record_or_error, list(specs),
+                            label=_label):  # fmt: skip
+        if isinstance(item, tuple):
+            spec, error = item
+            raise Lang2PolicyError(f"episode {spec.index} ({spec.instruction!r}) failed: {error}")
+        yield item
 
 
-def _generate_in_workers(
-    specs: Sequence[EpisodeSpec], workers: int, realism: str
-) -> Iterator[Episode]:
-    context = multiprocessing.get_context("spawn")  # no forked GL contexts
-    jobs, results = context.Queue(), context.Queue()
-    processes = [
-        context.Process(target=_worker, args=(jobs, results, realism), daemon=True)
-        for _ in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    for spec in specs:
-        jobs.put(spec)
-    for _ in processes:
-        jobs.put(None)
-    pending: dict[int, Episode] = {}
-    try:
-        for spec in specs:
-            while spec.index not in pending:
-                pending.update(_receive(results, processes))
-            yield pending.pop(spec.index)
-    finally:
-        for process in processes:
-            process.terminate() if process.is_alive() else None
-            process.join(timeout=5)
-
-
-def _receive(results, processes) -> dict[int, Episode]:
-    while True:
-        try:
-            item = results.get(timeout=5.0)
-            break
-        except Exception:  # queue.Empty: check that the workers live
-            if not any(p.is_alive() for p in processes):
-                raise Lang2PolicyError("every demonstration worker exited") from None
-    if isinstance(item, tuple):
-        spec, error = item
-        raise Lang2PolicyError(f"episode {spec.index} ({spec.instruction!r}) failed: {error}")
-    return {item.spec.index: item}
+def _label(spec: EpisodeSpec) -> str:
+    return f"episode {spec.index} ({spec.instruction!r})"
