@@ -104,6 +104,24 @@ class Arm:
         target = self.now() + seconds
         wait_for(lambda: self.now() >= target, timeout, f"{self.name}'s sim time {target:.1f}")
 
+    def wait_until(self, predicate, sim_seconds: float, what: str) -> None:
+        """Until ``predicate()`` holds, for at most ``sim_seconds`` of this arm's sim time (a
+        loaded machine slows the sim, not the test's verdict); then it must hold."""
+        limit = self.now() + sim_seconds
+        wait_for(lambda: predicate() or self.now() >= limit, 60.0, f"{self.name}: {what}")
+        assert predicate(), f"{self.name}: {what} not within {sim_seconds} s; pan {self.pan():.3f}"
+
+    def wait_at_rest(self, sim_seconds: float = 3.0) -> None:
+        """Until shoulder_pan moves less than 2 mrad in 0.2 s of sim time (a held arm brakes,
+        and its servo settles), for at most ``sim_seconds``."""
+        limit = self.now() + sim_seconds
+        while self.now() < limit:
+            before = self.pan()
+            self.wait_sim(0.2)
+            if abs(self.pan() - before) < 0.002:
+                return
+        raise AssertionError(f"{self.name} still moving after {sim_seconds} s; pan {self.pan()}")
+
     def ramp_to(self, limit: float, speed: float = SPEED) -> None:
         """Stream shoulder_pan from where it is towards ``limit`` at ``speed`` rad/s."""
         start, begin = self.pan(), self.now()
@@ -310,8 +328,7 @@ def test_two_arms_each_under_its_namespace_move_stop_and_keep_out_on_their_own(f
     # A motion commanded on arm1 moves arm1 only.
     pan2 = arm2.pan()
     arm1.ramp_to(0.6)
-    arm1.wait_sim(1.5)
-    assert arm1.pan() > 0.5
+    arm1.wait_until(lambda: arm1.pan() > 0.5, 6.0, "shoulder_pan past 0.5 rad")
     assert abs(arm2.pan() - pan2) < STILL
 
     # Both move (arm2 slowly, away from its zone); "arm1: stop" at the terminal holds arm1
@@ -320,7 +337,7 @@ def test_two_arms_each_under_its_namespace_move_stop_and_keep_out_on_their_own(f
     arm2.ramp_to(-1.0, speed=0.3)
     arm2.wait_sim(0.3)
     assert "stop: ok" in terminal.type("arm1: stop", "stop:")
-    arm1.wait_sim(0.4)  # it brakes
+    arm1.wait_at_rest()  # it brakes
     held, moving = arm1.pan(), arm2.pan()
     wait_for(lambda: arm2.pan() < -0.95, 30.0, "arm2 at its target")
     assert moving > -0.75  # arm2 went on for at least 0.2 rad after arm1 was held
@@ -336,8 +353,7 @@ def test_two_arms_each_under_its_namespace_move_stop_and_keep_out_on_their_own(f
     assert "arm2_fixture" in arm2.last_safety()["detail"]["last_violation"]
     assert "resume: ok" in terminal.type("arm1: :resume", "resume:")
     arm1.ramp_to(1.3)
-    arm1.wait_sim(2.0)
-    assert arm1.pan() > 1.25
+    arm1.wait_until(lambda: arm1.pan() > 1.25, 8.0, "shoulder_pan past 1.25 rad, through the spot")
     with arm1.lock:
         assert not any("arm2_fixture" in json.dumps(s) for s in arm1.safety)
     arm1.profile = arm2.profile = None
