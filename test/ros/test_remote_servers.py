@@ -16,8 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -25,6 +23,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from support.ddp import free_port  # noqa: E402
+from support.ros import spinning  # noqa: E402
 from support.vla_ros import skill_started, vla_graph  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 
@@ -82,12 +81,7 @@ def test_the_arm_holds_and_the_status_names_the_server_when_it_disappears_mid_sk
             _, failed = probe.status("failed", since, timeout=20.0)
             assert address in failed["detail"], failed
             assert "policy backend error" in failed["detail"]
-            _, after = probe.mark()
-            time.sleep(0.5)  # the safety node's hold brings the arm to rest
-            halted = probe.latest_position()
-            time.sleep(1.0)
-            assert probe.commands_since(after) == []
-            drift = np.abs(probe.latest_position() - halted).max()
+            drift = probe.drift_after_hold()
             print(f"\n{failed['detail']}\nthe arm drifted {drift:.4f} rad after the server went")
             assert drift < 0.005
     finally:
@@ -96,7 +90,6 @@ def test_the_arm_holds_and_the_status_names_the_server_when_it_disappears_mid_sk
 
 
 def test_the_planner_names_its_llm_server_when_it_is_gone(monkeypatch):
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
     from std_msgs.msg import String
 
@@ -118,37 +111,23 @@ def test_the_planner_names_its_llm_server_when_it_is_gone(monkeypatch):
     lines: list[dict] = []
     probe.create_subscription(String, STATUS.name, lambda m: lines.append(json.loads(m.data)), 50)
     publisher = probe.create_publisher(String, INSTRUCTION.name, 10)
-    executor = MultiThreadedExecutor(num_threads=3, context=context)
-    executor.add_node(planner)
-    executor.add_node(probe)
-    stop = threading.Event()
-    spinner = threading.Thread(
-        target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)],
-        daemon=True,
-    )
-    spinner.start()
 
     def planner_line(state: str, instruction: str = "") -> dict | None:
         wanted = {"node": "planner", "state": state, "instruction": instruction}
         return next((x for x in lines if all(x.get(k) == v for k, v in wanted.items())), None)
 
     try:
-        ready = wait_for(lambda: planner_line("ready"), 120.0, "the planner's ready line")
-        assert f"the LLM server at {url} answers (models:" in ready["detail"]["llm"], ready
-        os.killpg(server.pid, signal.SIGKILL)  # the LLM's host goes away
-        server.stop()
-        instruction = "put the red block in the blue bowl"
-        wait_for(lambda: publisher.get_subscription_count() > 0, 10.0, "the planner")
-        publisher.publish(String(data=instruction))
-        failed = wait_for(lambda: planner_line("failed", instruction), 120.0, "the failure")
-        print(f"\nready: {ready['detail']['llm']}\nfailed: {failed['detail']}")
-        assert f"cannot reach the LLM server at {url}" in json.dumps(failed["detail"])
+        with spinning(context, [planner, probe], threads=3):
+            ready = wait_for(lambda: planner_line("ready"), 120.0, "the planner's ready line")
+            assert f"the LLM server at {url} answers (models:" in ready["detail"]["llm"], ready
+            os.killpg(server.pid, signal.SIGKILL)  # the LLM's host goes away
+            server.stop()
+            instruction = "put the red block in the blue bowl"
+            wait_for(lambda: publisher.get_subscription_count() > 0, 10.0, "the planner")
+            publisher.publish(String(data=instruction))
+            failed = wait_for(lambda: planner_line("failed", instruction), 120.0, "the failure")
+            print(f"\nready: {ready['detail']['llm']}\nfailed: {failed['detail']}")
+            assert f"cannot reach the LLM server at {url}" in json.dumps(failed["detail"])
+            planner.wait_idle(timeout=30)
     finally:
-        stop.set()
-        spinner.join(timeout=5)
-        planner.wait_idle(timeout=30)
-        executor.shutdown()
-        planner.destroy_node()
-        probe.destroy_node()
-        rclpy.shutdown(context=context)
         server.stop()

@@ -112,6 +112,17 @@ class Probe:
         with self.lock:
             return self.positions[-1]
 
+    def drift_after_hold(self) -> float:
+        """After a skill failed: wait for the safety node's hold to bring the arm to rest,
+        check that no command follows, and return how far the arm drifts in the next second
+        (rad, the largest joint)."""
+        _, after = self.mark()
+        time.sleep(0.5)
+        halted = self.latest_position()
+        time.sleep(1.0)
+        assert self.commands_since(after) == [], "a command after the failure"
+        return float(np.abs(self.latest_position() - halted).max())
+
 
 class NodeProcess:
     """A node in its own process; ``pause``/``resume`` freeze it (a robot gone silent)."""
