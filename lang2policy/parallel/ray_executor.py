@@ -56,9 +56,12 @@ def connect(ray, address: str | None, workers: int) -> bool:
     if address is not None:
         ray.init(address=address, logging_level="warning", include_dashboard=False)
         return True
+    # address="local": a new cluster of our own even when this machine already runs one (or
+    # RAY_ADDRESS / a stale /tmp/ray/ray_current_cluster names one): without it ray.init
+    # joins that cluster, and fails there because num_cpus is given.
     ray.init(
-        num_cpus=workers, num_gpus=0, include_dashboard=False, _node_ip_address="127.0.0.1",
-        logging_level="warning",
+        address="local", num_cpus=workers, num_gpus=0, include_dashboard=False,
+        _node_ip_address="127.0.0.1", logging_level="warning",
     )  # fmt: skip
     node_ip = ray.util.get_node_ip_address()
     if node_ip != "127.0.0.1":  # Ray was imported before import_ray could keep it to loopback

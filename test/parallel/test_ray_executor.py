@@ -24,10 +24,10 @@ DEMOS = ["record", "demos", "--task-family", "lift", "--episodes", "3", "--views
          "--workers", "2", "--seed", "5"]  # fmt: skip
 
 
-def record(out: Path, *extra: str, watch=None) -> str:
+def record(out: Path, *extra: str, watch=None, environment=None) -> str:
     """``record demos`` in a child process (its own Ray driver); its stderr. ``watch(process)``
-    runs in a thread beside it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs in a thread beside it; ``environment`` adds to its variables."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(environment or {})}
     child = subprocess.Popen(
         [sys.executable, "-m", "lang2policy.cli", *DEMOS, "--out", str(out), *extra],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -53,7 +53,9 @@ def local_dataset(tmp_path_factory) -> dict[str, bytes]:
 
 
 def test_ray_writes_the_same_dataset_bytes_as_the_local_pool(tmp_path, local_dataset):
-    record(tmp_path / "demos", "--executor", "ray")
+    # RAY_ADDRESS names a cluster that is not there (as a stale /tmp/ray/ray_current_cluster
+    # does): without --ray-address the run still starts a local cluster of its own.
+    record(tmp_path / "demos", "--executor", "ray", environment={"RAY_ADDRESS": "127.0.0.1:1"})
     ray = files(tmp_path / "demos")
     assert sorted(ray) == sorted(local_dataset)
     assert any(name.endswith(".parquet") for name in ray)
