@@ -130,7 +130,7 @@ def serve_checkpoint(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
     backend = LocalBackend.load(args.checkpoint, threads=None)
     model = ServedModel(backend, backend.image_size, Path(args.checkpoint).resolve().name)
-    warm_up(backend)
+    backend.policy.warm_up()  # before it listens: the encoder's load outlasts a 2 s request
     if args.dry_run:
         print(f"would serve {model.name} ({backend.image_size} px, cameras "
               f"{list(backend.cameras)}) on {args.host}:{args.port}")  # fmt: skip
@@ -147,14 +147,3 @@ def serve_checkpoint(args: argparse.Namespace) -> int:
         print("vla-serve: stopped", file=sys.stderr)
         return 130
     return 0
-
-
-def warm_up(backend) -> None:
-    """One chunk on a blank frame before the server says it is up: torch's first run and the
-    instruction encoder's load take seconds, longer than a client's request timeout (2 s)."""
-    import numpy as np
-
-    size = backend.image_size
-    images = {camera: np.zeros((size, size, 3), np.uint8) for camera in backend.cameras}
-    backend.act_chunk(images, np.zeros(6, np.float32), "put the red block in the blue bowl")
-    backend.reset()

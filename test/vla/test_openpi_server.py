@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lang2policy.commands.vla_serve import warm_up
 from lang2policy.errors import ConfigError, PolicyBackendError
 from lang2policy.vla.backends import RemoteLimits
 from lang2policy.vla.backends.local import LocalBackend
@@ -24,7 +23,7 @@ LIMITS = RemoteLimits(connect_s=5.0, request_s=10.0)
 @pytest.fixture(scope="module")
 def shipped():
     backend = LocalBackend.load()
-    warm_up(backend)  # as vla-serve does before it listens: torch's first run takes seconds
+    backend.policy.warm_up()  # as vla-serve does before it listens: the first run takes seconds
     return backend
 
 
