@@ -16,6 +16,12 @@ targets| per step, rad), control cost per action (mean squared (target - measure
 the family's ``action_scale``) and wall time per episode. Inference: ``policy.act`` on one
 thread over ``INFERENCE_CALLS`` calls against the mean of ``MPC_ITERATIONS`` MPC iterations
 from the same state; the issue's bar is ``INFERENCE_BAR`` actions/s.
+
+The episodes run in this process by default, one after another (``wall/ep`` is an episode on
+an otherwise idle machine), or in ``--workers`` processes on this machine or on Ray
+(``--executor ray``, ``lang2policy.parallel.executor``). Each episode depends on its family,
+backend and seed alone, so the report is the same wherever they ran, timings aside; the
+inference speed is timed in this process after the episodes.
 """
 
 from __future__ import annotations
@@ -29,8 +35,17 @@ from tqdm import tqdm
 from lang2policy.bench.rl_backends import inference_speed
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.parallel.executor import Executor, run_ordered
+from lang2policy.parallel.executor import add_arguments as add_executor_arguments
+from lang2policy.parallel.executor import from_args as executor_from_args
 from lang2policy.paths import share_dir
-from lang2policy.rl.controllers import MPCController, PolicyController, run_episode, summarise
+from lang2policy.rl.controllers import (
+    EpisodeResult,
+    MPCController,
+    PolicyController,
+    run_episode,
+    summarise,
+)
 from lang2policy.rl.env import RewardEnv
 from lang2policy.rl.evaluate import EVAL_SEED
 from lang2policy.rl.families import family as family_named
@@ -95,43 +110,93 @@ def _training(policy: MLPPolicy | None) -> dict | None:
             "steps_per_second": summary.get("steps_per_second")}
 
 
-def bench_family(name: str, models: Path, robot: str, episodes: int, config: MPCConfig,
-                 bar: tqdm) -> dict:
-    """Every backend of one family on the same seeds, training times, inference speed."""
+def _worker_state(models: str, robot: str, config: MPCConfig) -> dict:
+    """A worker's cache: the family it ran last (its env, policies and MPC), made on the
+    worker's first episode of that family."""
+    return {"models": Path(models), "robot": robot, "config": config, "family": None}
+
+
+def _family_state(state: dict, name: str) -> dict:
+    """``name``'s env and controllers in this worker; the previous family's MPC is closed."""
+    if state["family"] is not None and state["family"]["name"] == name:
+        return state["family"]
+    if state["family"] is not None:
+        state["family"]["controllers"]["mpc"].close()
+    models, robot = state["models"], state["robot"]
     env = RewardEnv(family_named(name), robot, near_start=0.0)
     policy, distilled = (_load_if_any(policy_dir(models, name, robot, d), name, robot)
                          for d in (False, True))
-    distilled_path = policy_dir(models, name, robot, distilled=True)
-    mpc = MPCController(env, config)
-    controllers = {"rl": PolicyController(policy) if policy else None, "mpc": mpc,
+    controllers = {"rl": PolicyController(policy) if policy else None,
+                   "mpc": MPCController(env, state["config"]),
                    DISTILLED: PolicyController(distilled) if distilled else None}
+    state["family"] = {"name": name, "env": env, "controllers": controllers}
+    return state["family"]
+
+
+def _episode(state: dict, item: tuple[str, str, int]) -> EpisodeResult:
+    """One episode of one backend of one family from its seed: the same result in any worker
+    and after any earlier episode (the env and the MPC start each episode afresh)."""
+    name, backend, seed = item
+    family = _family_state(state, name)
+    return run_episode(family["env"], family["controllers"][backend], seed)
+
+
+def _episode_label(item: tuple[str, str, int]) -> str:
+    return f"{item[0]} {item[1]} seed {item[2]}"
+
+
+def _episodes(names: list[str], root: Path, robot: str, episodes: int, config: MPCConfig,
+              executor: Executor, bar: tqdm) -> dict[tuple[str, str], list[EpisodeResult]]:
+    """Every backend's episodes of every family, run by ``executor``; per (family, backend)
+    the results in seed order (a backend without a policy has none)."""
     seeds = range(EVAL_SEED, EVAL_SEED + episodes)
-    backends: dict[str, dict | None] = {}
-    try:
-        for backend, controller in controllers.items():
-            if controller is None:
-                backends[backend] = None
+    items, runs = [], {}
+    for name in names:
+        for backend in BACKENDS:
+            if backend == "mpc" or _has(root, name, robot, backend):
+                items += [(name, backend, seed) for seed in seeds]
+                runs[name, backend] = []
+            else:
                 bar.update(episodes)
-                continue
-            runs = []
-            for seed in seeds:
-                bar.set_postfix_str(f"{name} {backend} seed {seed}")
-                runs.append(run_episode(env, controller, seed))
-                bar.update()
-            backends[backend] = summarise(runs)
+    results = run_ordered(executor, _worker_state, (str(root), robot, config), _episode, items,
+                          _episode_label)
+    for item, result in zip(items, results, strict=True):
+        runs[item[:2]].append(result)
+        bar.set_postfix_str(_episode_label(item))
+        bar.update()
+    return runs
+
+
+def _has(root: Path, name: str, robot: str, backend: str) -> bool:
+    return (policy_dir(root, name, robot, backend == DISTILLED) / CONFIG_FILE).is_file()
+
+
+def bench_family(name: str, models: Path, robot: str, config: MPCConfig,
+                 runs: dict[tuple[str, str], list[EpisodeResult]]) -> dict:
+    """One family's report: its backends' episodes (``runs``), training times and the
+    inference speed, timed here on this process's own env and MPC."""
+    env = RewardEnv(family_named(name), robot, near_start=0.0)
+    policy, distilled = (_load_if_any(policy_dir(models, name, robot, d), name, robot)
+                         for d in (False, True))
+    mpc = MPCController(env, config)
+    try:
         speed = inference_speed(env, policy or distilled, mpc, EVAL_SEED, INFERENCE_CALLS,
                                 MPC_ITERATIONS)
     finally:
         mpc.close()
     speed["ok"] = speed["actions_per_s"] >= INFERENCE_BAR
+    backends = {backend: summarise(runs[name, backend]) if (name, backend) in runs else None
+                for backend in BACKENDS}
     return {"training": {"rl": _training(policy), DISTILLED: _training(distilled)},
-            "distilled_path": str(distilled_path), "backends": backends, "inference": speed}
+            "distilled_path": str(policy_dir(models, name, robot, distilled=True)),
+            "backends": backends, "inference": speed}
 
 
 def run(families: list[str] | None = None, episodes: int = 10, robot: str = "so101",
         models: str | Path | None = None, config: MPCConfig | None = None,
-        progress: bool = True) -> dict:
-    """The report of ``lang2policy bench rl`` (see the module docstring)."""
+        progress: bool = True, executor: Executor | None = None) -> dict:
+    """The report of ``lang2policy bench rl`` (see the module docstring); the episodes run
+    on ``executor`` (default: in this process, one after another)."""
     if episodes < 1:
         raise Lang2PolicyError(f"--episodes must be at least 1, not {episodes}")
     root = Path(models) if models is not None else share_dir() / "models"
@@ -145,8 +210,10 @@ def run(families: list[str] | None = None, episodes: int = 10, robot: str = "so1
               "inference_bar": INFERENCE_BAR, "families": {}}
     total = len(names) * len(BACKENDS) * episodes
     with tqdm(total=total, desc="bench rl", unit="ep", disable=not progress) as bar:
-        for name in names:
-            report["families"][name] = bench_family(name, root, robot, episodes, config, bar)
+        runs = _episodes(names, root, robot, episodes, config,
+                         executor or Executor("local", 0), bar)
+    for name in names:
+        report["families"][name] = bench_family(name, root, robot, config, runs)
     report["inference_ok"] = all(f["inference"]["ok"] for f in report["families"].values())
     return report
 
@@ -210,13 +277,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=64, help="MPC rollouts per iteration")
     parser.add_argument("--horizon", type=float, default=0.5, help="MPC horizon (s)")
     parser.add_argument("--threads", type=int, default=2, help="MPC rollout threads")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes for the episodes (default 0 with --executor "
+                        "local: in this process, one at a time, so wall/ep is an episode "
+                        "alone; 2 with ray: the local cluster's CPUs)")  # fmt: skip
+    add_executor_arguments(parser)
 
 
 def run_args(args: argparse.Namespace) -> dict:
     """``lang2policy bench rl``."""
     config = MPCConfig(samples=args.samples, horizon=args.horizon, threads=args.threads)
+    default = 2 if getattr(args, "executor", "local") == "ray" else 0
+    workers = default if getattr(args, "workers", None) is None else args.workers
     return run(args.families, args.episodes, args.robot, args.models, config,
-               progress=not args.json)
+               progress=not args.json, executor=executor_from_args(args, workers=workers))
 
 
 def exit_code(report: dict) -> int:

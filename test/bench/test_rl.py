@@ -1,10 +1,12 @@
 """``lang2policy bench rl``: RL, MPC and distilled policies on the same seeded goals, training
 time, inference speed. The policies are small random MLPs saved here (no shipped model needed);
-the MPC is small (16 samples) so a run takes seconds."""
+the MPC is small (16 samples) so a run takes seconds. The episodes give the same report in
+this process, in a local pool and on a local Ray cluster of 2 workers."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import math
 
@@ -15,6 +17,7 @@ from lang2policy.bench import rl
 from lang2policy.bench.registry import BENCHES
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.parallel.executor import Executor
 from lang2policy.rl.controllers import PolicyController, run_episode
 from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import FAMILIES
@@ -159,3 +162,47 @@ def test_the_command_is_registered():
     assert (defaults.samples, defaults.horizon, defaults.families) == (64, 0.5, None)
     assert bench.exit_code({"inference_ok": False}) == 1
     assert bench.exit_code({"inference_ok": True}) == 0
+
+
+def without_times(report: dict) -> dict:
+    """The report less what a clock measured (wall times, inference speed)."""
+    report = copy.deepcopy(report)
+    for family in report["families"].values():
+        family.pop("inference")
+        for figures in filter(None, family["backends"].values()):
+            figures.pop("wall_seconds")
+            for run in figures["runs"]:
+                run.pop("wall_seconds")
+    report.pop("inference_ok")
+    return report
+
+
+def test_the_local_pool_gives_the_report_of_one_process(models, report):
+    pooled = rl.run(None, episodes=2, models=models, config=SMALL_MPC, progress=False,
+                    executor=Executor("local", 2))
+    assert without_times(pooled) == without_times(report)
+
+
+@pytest.mark.slow
+def test_ray_workers_give_the_report_of_one_process(models, report):
+    """Two Ray workers (a local cluster started and stopped for the run) interleave the
+    backends' episodes and still give the in-process report, timings aside."""
+    pytest.importorskip("ray")
+    on_ray = rl.run(None, episodes=2, models=models, config=SMALL_MPC, progress=False,
+                    executor=Executor("ray", 2))
+    assert without_times(on_ray) == without_times(report)
+    assert on_ray["families"]["reach"]["backends"]["mpc"]["runs"][1]["seed"] == rl.EVAL_SEED + 1
+
+
+def test_the_executor_flags_choose_where_the_episodes_run(monkeypatch):
+    parser = argparse.ArgumentParser()
+    BENCHES["rl"].configure(parser)
+    chosen = []
+    monkeypatch.setattr(rl, "run", lambda *a, executor, **k: chosen.append(executor))
+    for words in ([], ["--workers", "2"], ["--executor", "ray"],
+                  ["--executor", "ray", "--workers", "1", "--ray-address", "127.0.0.1:6379"]):
+        rl.run_args(parser.parse_args([*words, "--json"]))
+    assert chosen == [Executor("local", 0), Executor("local", 2), Executor("ray", 2),
+                      Executor("ray", 1, "127.0.0.1:6379")]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--executor", "dask"])
