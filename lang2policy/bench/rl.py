@@ -150,7 +150,8 @@ def _episodes(names: list[str], root: Path, robot: str, episodes: int, config: M
     """Every backend's episodes of every family, run by ``executor``; per (family, backend)
     the results in seed order (a backend without a policy has none)."""
     seeds = range(EVAL_SEED, EVAL_SEED + episodes)
-    items, runs = [], {}
+    items: list[tuple[str, str, int]] = []
+    runs: dict[tuple[str, str], list[EpisodeResult]] = {}
     for name in names:
         for backend in BACKENDS:
             if backend == "mpc" or _has(root, name, robot, backend):
