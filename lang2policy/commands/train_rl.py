@@ -28,6 +28,7 @@ from typing import Any
 
 from lang2policy import cli_types
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.parallel.executor import EXECUTORS, Executor
 
 
 def add_arguments(kinds: Any) -> None:
@@ -59,6 +60,14 @@ def add_arguments(kinds: Any) -> None:
                     help="held-out goals the finished policy is evaluated on")
     rl.add_argument("--no-video", action="store_true", help="no evaluation video")
     rl.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rl.add_argument("--executor", choices=EXECUTORS, default="local",
+                    help="where the --envs environments run: local (in this process, the "
+                    "default: fastest on a few cores) or ray (a Ray actor each, on a local Ray "
+                    "cluster bound to 127.0.0.1 or the one at --ray-address; the same "
+                    "weights; needs the ray extra)")  # fmt: skip
+    rl.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="with --executor ray: an existing Ray cluster (HOST:PORT, 'auto' or "
+                    "ray://HOST:PORT) instead of a local one")  # fmt: skip
     cli_types.add_seed(rl, "seed of the weights and of the training goals")
     _add_distill(kinds)
 
@@ -142,12 +151,14 @@ def _train(args: argparse.Namespace) -> tuple[dict, Any] | None:
 
     if args.init is not None and args.resume:
         raise Lang2PolicyError("--init starts a run and --resume continues one: give one")
+    executor = Executor(args.executor, 1, args.ray_address)  # a bad combination is refused
     config = ppo_config(args.family, steps=args.steps, envs=args.envs, seed=args.seed,
                         hidden=args.hidden, checkpoint_every=args.checkpoint_every,
                         init=None if args.init is None else str(args.init),
                         learning_rate=args.learning_rate)
     try:
-        summary = train(config, args.out, resume=args.resume, progress=not args.no_progress)
+        summary = train(config, args.out, resume=args.resume, progress=not args.no_progress,
+                        executor=executor)
     except KeyboardInterrupt:
         print(f"lang2policy train rl: interrupted; continue with --resume --out {args.out}",
               file=sys.stderr)

@@ -1,7 +1,9 @@
 """``lang2policy train rl``: PPO (stable-baselines3) on a family's reward, exported to numpy.
 
 Training runs ``envs`` copies of ``RewardEnv`` in one process (``DummyVecEnv``: on two cores
-subprocess workers cost more than they save) with running observation and reward
+subprocess workers cost more than they save), or each as a Ray actor for a cluster
+(``executor`` ray, ``ray_vec_env.py``: the same steps, so the same weights) with running
+observation and reward
 normalisation, and torch pinned to one thread (two threads beside MuJoCo collapsed PPO 25-40x
 on this machine class, see docs). Every ``checkpoint_every`` steps the learner, its normaliser
 and the learning curve are saved under ``OUT/checkpoint/``; ``resume=True`` continues from
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from lang2policy.errors import Lang2PolicyError
+from lang2policy.parallel.executor import Executor
 from lang2policy.rl.env import CONTROL_PERIOD, RewardEnv
 from lang2policy.rl.families import family as family_named
 from lang2policy.rl.policy_file import MLPPolicy
@@ -49,8 +52,9 @@ class TrainConfig:
     init: str = ""  # a policy directory to fine-tune ("" = random weights)
 
 
-def make_vec_env(config: TrainConfig):
-    """``config.envs`` seeded environments in one ``DummyVecEnv`` (SB3's Monitor wrapped)."""
+def make_vec_env(config: TrainConfig, executor: Executor | None = None):
+    """``config.envs`` seeded environments (SB3's Monitor wrapped) in one ``DummyVecEnv``, or
+    each in a Ray actor with ``executor`` ray (``RayVecEnv``; Ray imported only then)."""
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -61,15 +65,30 @@ def make_vec_env(config: TrainConfig):
         return lambda: Monitor(RewardEnv(fam, config.robot, seed=seed, end_on_failure=False),
                                info_keywords=("is_success",))
 
-    return DummyVecEnv([maker(i) for i in range(config.envs)])
+    makers = [maker(i) for i in range(config.envs)]
+    if executor is not None and executor.kind == "ray":
+        from lang2policy.rl.ray_vec_env import RayVecEnv
+
+        return RayVecEnv(makers, executor.address)
+    return DummyVecEnv(makers)
 
 
-def make_learner(config: TrainConfig, out: Path, resume: bool):
-    """A fresh PPO + normaliser, or both loaded from ``out/checkpoint`` when resuming."""
+def make_learner(config: TrainConfig, out: Path, resume: bool,
+                 executor: Executor | None = None):
+    """A fresh PPO + normaliser, or both loaded from ``out/checkpoint`` when resuming; the
+    environments are closed again when that fails (a Ray cluster started for them stops)."""
+    venv = make_vec_env(config, executor)
+    try:
+        return _learner(config, out, resume, venv)
+    except BaseException:
+        venv.close()
+        raise
+
+
+def _learner(config: TrainConfig, out: Path, resume: bool, venv):
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecNormalize
 
-    venv = make_vec_env(config)
     saved = out / CHECKPOINT
     if resume:
         if not (saved / "ppo.zip").is_file():
@@ -93,17 +112,26 @@ def make_learner(config: TrainConfig, out: Path, resume: bool):
 
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False,
-          progress: bool = True) -> dict:
-    """Train, checkpoint, export ``out/policy.*``; returns the run's summary."""
+          progress: bool = True, executor: Executor | None = None) -> dict:
+    """Train, checkpoint, export ``out/policy.*``; returns the run's summary. ``executor``
+    ray: the environments run as Ray actors (default: in this process)."""
     import torch
-
-    from lang2policy.rl.train_progress import CurveCallback, load_curve, save_curve
 
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model, env = make_learner(config, out, resume)
+    model, env = make_learner(config, out, resume, executor)
+    try:
+        return _learn(config, out, model, env, resume, progress)
+    finally:
+        env.close()
+
+
+def _learn(config: TrainConfig, out: Path, model, env, resume: bool, progress: bool) -> dict:
+    """Learn up to ``config.steps``, checkpoint, export; the run's summary."""
+    from lang2policy.rl.train_progress import CurveCallback, load_curve, save_curve
+
     curve = load_curve(out / CHECKPOINT) if resume else []
     done_steps = int(model.num_timesteps)
     callback = CurveCallback(curve, config.steps, done_steps, progress,
