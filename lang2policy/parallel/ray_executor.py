@@ -13,12 +13,15 @@ does not fill the object store with finished results waiting their turn.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from lang2policy.errors import ConfigError, Lang2PolicyError
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+REACH_TIMEOUT_S = 5.0  # to open a TCP connection to --ray-address before Ray tries for minutes
 MAX_RETRIES = 3  # attempts after the first, for a task whose worker died
 IN_FLIGHT = 2  # tasks submitted ahead per CPU of the cluster
 INSTALL_HINT = "install the ray extra: pip install -e .[ray]"
@@ -26,14 +29,18 @@ INSTALL_HINT = "install the ray extra: pip install -e .[ray]"
 _STATE: dict[Any, Any] = {}
 
 
-def import_ray(local: bool):
-    """The ``ray`` module, imported now; ``local``: a cluster this process starts must keep to
-    loopback (set before Ray reads its settings, which its child processes inherit)."""
+def import_ray(address: str | None):
+    """The ``ray`` module, imported now, set up for a run on the cluster at ``address`` (None:
+    a local cluster this process starts). A cluster on this machine must keep to loopback (set
+    before Ray reads its settings, which its child processes inherit); joining a cluster sends
+    this machine's token (``use_auth_token``)."""
+    local = on_loopback(address)
     if local:
         # Ray binds its servers to 127.0.0.1 only when the node's address is loopback, and
         # takes loopback as the node's address only with "clusters" (other machines) off.
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report sent anywhere
+    token = address is not None and use_auth_token()
     imported_before = "ray" in sys.modules
     try:
         import ray
@@ -41,11 +48,54 @@ def import_ray(local: bool):
         raise ConfigError(
             f"--executor ray needs Ray, which is not installed; {INSTALL_HINT}"
         ) from exc
-    if local and imported_before:  # Ray read the setting when it was imported: set it there
+    if imported_before:  # Ray read the settings when it was imported: set them there
         from ray._private import ray_constants
+        from ray._raylet import Config
 
-        ray_constants.ENABLE_RAY_CLUSTER = False
+        ray_constants.ENABLE_RAY_CLUSTER = not local
+        if token:
+            Config.initialize("")  # Ray's own refresh after RAY_AUTH_MODE changes
     return ray
+
+
+def on_loopback(address: str | None) -> bool:
+    """Whether the run stays on this machine: a local cluster (``address`` None) or a cluster
+    whose head is at a loopback address. Ray must then be kept to loopback too: it otherwise
+    rewrites 127.0.0.1 to this machine's network address, where a head started with
+    ``--node-ip-address 127.0.0.1`` does not listen."""
+    if address is None:
+        return True
+    host = address.removeprefix("ray://").rpartition(":")[0].strip("[]")
+    return host in LOOPBACK_HOSTS
+
+
+def check_reachable(address: str) -> None:
+    """``ConfigError`` naming ``address`` when nothing listens there: ``ray.init`` would
+    otherwise retry for minutes before it fails."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"--ray-address {address}: no Ray cluster answers there ({exc}); start one with "
+            f"'ray start --head --port {port}' or leave --ray-address out for a local one"
+        ) from exc
+
+
+def use_auth_token() -> bool:
+    """Send this machine's Ray token when joining a cluster (True when this turned it on).
+    ``ray start --head`` turns token authentication on and writes the token to
+    ``~/.ray/auth_token``; a driver would not send it unless ``RAY_AUTH_MODE=token``. An
+    explicit ``RAY_AUTH_MODE`` is left as it is."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return False
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH", os.path.expanduser("~/.ray/auth_token"))
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(path)):
+        return False
+    os.environ["RAY_AUTH_MODE"] = "token"
+    return True
 
 
 def connect(ray, address: str | None, workers: int) -> bool:
@@ -54,6 +104,7 @@ def connect(ray, address: str | None, workers: int) -> bool:
     if ray.is_initialized():
         return False
     if address is not None:
+        check_reachable(address)
         ray.init(address=address, logging_level="warning", include_dashboard=False)
         return True
     # address="local": a new cluster of our own even when this machine already runs one (or
@@ -75,7 +126,7 @@ def run_on_ray(
     executor, setup: Callable, setup_args: tuple, work: Callable, items: Sequence,
     label: Callable[[Any], str], say: Callable[[str], None],
 ) -> Iterator[Any]:  # fmt: skip
-    ray = import_ray(local=executor.address is None)
+    ray = import_ray(executor.address)
     started = connect(ray, executor.address, executor.workers)
     try:
         yield from _ordered(ray, setup, setup_args, work, items, label, say)

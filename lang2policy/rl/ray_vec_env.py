@@ -106,7 +106,7 @@ class RayVecEnv(VecEnv):
     Ray cluster (None: a local one of at most this machine's CPUs, started here)."""
 
     def __init__(self, env_fns: list[Callable[[], Any]], address: str | None = None) -> None:
-        self._ray = import_ray(local=address is None)
+        self._ray = import_ray(address)
         self._started = connect(self._ray, address, min(len(env_fns), os.cpu_count() or 1))
         self._actors: list = []
         self.closed = False

@@ -6,15 +6,19 @@ table are the same. Each run starts its own loopback-only cluster and stops it."
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+from support.ddp import free_port
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -114,3 +118,71 @@ def test_bench_vla_runs_the_same_episodes_on_ray_as_on_the_local_pool():
         results[executor] = episodes
     assert results["ray"] == results["local"]
     assert vla.summarize(results["ray"]) == vla.summarize(results["local"])
+
+
+@pytest.fixture
+def ray_head(tmp_path_factory):
+    """A Ray cluster started as a user starts one (``ray start --head --block`` on loopback, in
+    its own temporary folder and process group); its address. Token authentication is on, as
+    ``ray start`` sets it by default."""
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="l2pray", dir="/tmp")  # Ray's socket paths must be short
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    head = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+         "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+         "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", folder],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until_listening(port, head)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # --block: the head stops the processes it started
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        for process in psutil.process_iter(["cmdline"]):  # nothing of that cluster is left
+            if any(folder in part for part in process.info["cmdline"] or ()):
+                process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def wait_until_listening(port: int, head: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert head.poll() is None, head.stderr.read()[-3000:]
+        try:
+            socket.create_connection(("127.0.0.1", port), 1.0).close()
+            time.sleep(2.0)  # the GCS listens before the head's raylet has registered
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"ray start --head did not listen on {port} in {timeout} s")
+
+
+def test_ray_address_joins_a_running_cluster_and_writes_the_same_bytes(
+    tmp_path, local_dataset, ray_head
+):
+    record(tmp_path / "demos", "--executor", "ray", "--ray-address", ray_head)
+    ray = files(tmp_path / "demos")
+    assert sorted(ray) == sorted(local_dataset)
+    assert all(ray[name] == local_dataset[name] for name in ray)
+
+
+def test_a_ray_address_where_nothing_listens_is_refused_at_once(tmp_path):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    child = subprocess.run(
+        [sys.executable, "-m", "lang2policy.cli", *DEMOS, "--out", str(tmp_path / "demos"),
+         "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert child.returncode != 0
+    assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there" in child.stderr
+    assert time.monotonic() - started < 60  # not Ray's minutes of retries
+    assert not (tmp_path / "demos").exists()
