@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lang2policy import paths
-from lang2policy.graph import topics
+from lang2policy.graph import topics, user_params
 from lang2policy.graph.options import GraphOptions
 from lang2policy.graph.rules import choice
 
@@ -107,8 +107,11 @@ def build(options: GraphOptions) -> list[NodeSpec]:
     """The graph for already validated ``options``: one arm in the root namespace, or with
     ``arms`` each arm's graph under its namespace and one terminal (root namespace) that
     addresses them by name."""
-    if not options.arms:
-        return _arm_graph(options, "")
+    specs = _fleet(options) if options.arms else _arm_graph(options, "")
+    return user_params.apply(options.params, specs) if options.params else specs
+
+
+def _fleet(options: GraphOptions) -> list[NodeSpec]:
     specs = [
         spec
         for arm in options.arms

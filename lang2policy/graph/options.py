@@ -202,6 +202,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("domain_id", "", "ROS_DOMAIN_ID of every node of this launch (empty: as set in "
            "the environment); an arm with a domain of its own is isolated from the others",
            flag="--domain-id", metavar="ID"),
+    Option("params", "", "a ROS 2 parameters YAML for the graph's nodes (sections "
+           "'/arm2/safety_node', 'planner_node', '/**/safety_node', '/**'): per-arm settings "
+           "of a fleet; its values win over the flags'", flag="--params", metavar="FILE"),
     Option("palette", default("perception_node", "palette_file"),
            "camera perception's colours: a palette YAML from `lang2policy "
            "calibrate colors` (\"\": the scene's)", launch=("sim", "robot"), flag="--palette"),

@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -234,18 +233,16 @@ class Terminal:
 
 
 def fleet_specs(zone_config: Path):
-    """The fleet's sim and safety nodes as ``lang2policy sim --arms arm1,arm2`` starts them;
-    arm2's safety node with its own limits file."""
-    options = GraphOptions(arms=ARMS, terminal=False, cameras=False)
-    specs = select(build(options), "sim,safety")
-    found = []
-    for spec in specs:
-        if spec.executable == "safety_node":  # stalls of a busy 2-core machine are not the point
-            spec = replace(spec, overrides={**spec.overrides, "state_timeout": 2.0})
-        if spec.executable == "safety_node" and spec.namespace == "arm2":
-            spec = replace(spec, overrides={**spec.overrides, "config": str(zone_config)})
-        found.append(spec)
-    return found
+    """The fleet's sim and safety nodes as ``lang2policy sim --arms arm1,arm2 --params FILE``
+    starts them: the file gives arm2's safety node its own limits file, and every safety node
+    a longer state timeout (stalls of a busy 2-core machine are not the point)."""
+    params = zone_config.with_name("fleet_params.yaml")
+    params.write_text(yaml.safe_dump({
+        "/arm2/lang2policy_safety": {"ros__parameters": {"config": str(zone_config)}},
+        "/**/lang2policy_safety": {"ros__parameters": {"state_timeout": 2.0}},
+    }))  # fmt: skip
+    options = GraphOptions(arms=ARMS, terminal=False, cameras=False, params=str(params))
+    return select(build(options), "sim,safety")
 
 
 @pytest.fixture(scope="module")
