@@ -8,7 +8,8 @@ baseline (``--grounding on|off|both``). All are judged on the simulator state af
 Running them on the same episodes separates planner failures (LLM fails, oracle succeeds) from
 execution failures (both fail) and measures what grounding changes. Results are counted per
 family and split (seen/unseen attributes x seen/unseen phrasings), with planning latency
-(p50/p90/mean per instruction) per LLM track.
+(p50/p90/mean per instruction) per LLM track. Episodes run in ``--workers`` processes, here or
+on Ray (``parallel.executor``): the same report either way.
 
     report = run("so101", llm_spec="local", episodes=10, seed=0, oracle=True, progress=True)
     print(format_text(report))

@@ -5,7 +5,8 @@ Both tracks run on the same seeded scenes and are judged by each task's own cond
 (``l2r_tasks``), from simulator state. ``--backend rl`` runs the shipped RL policies
 (``models/rl-*``) for tasks whose spec a family serves (hover: reach; move_slowly: move_slowly),
 re-planning every control period of the policy, and the MPC for the rest; each episode says
-which ran.
+which ran. Episodes run in ``--workers`` processes, here or on Ray (``parallel.executor``),
+each seeded by its own seed: the report is the same whichever ran it.
 """
 
 from __future__ import annotations
