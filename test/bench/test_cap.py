@@ -350,3 +350,10 @@ def test_the_llm_tracks_run_in_workers_on_a_copy_of_the_client():
     assert [r["instruction"] for r in seen] == [e.instruction for e in episodes] * 2
     with pytest.raises(ConfigError, match="nothing to run"):
         cap.run("so101", None, 1, 0, oracle=False, progress=False, executor=Executor("local", 2))
+
+
+def test_the_camera_route_stays_in_this_process():
+    from lang2policy.parallel.executor import Executor
+
+    with pytest.raises(ConfigError, match="the camera route runs in this process"):
+        cap.run("so101", None, 1, 0, progress=False, camera=object(), executor=Executor("ray", 2))
