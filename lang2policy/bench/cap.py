@@ -8,7 +8,8 @@ baseline (``--grounding on|off|both``). All are judged on the simulator state af
 Running them on the same episodes separates planner failures (LLM fails, oracle succeeds) from
 execution failures (both fail) and measures what grounding changes. Results are counted per
 family and split (seen/unseen attributes x seen/unseen phrasings), with planning latency
-(p50/p90/mean per instruction) per LLM track.
+(p50/p90/mean per instruction) per LLM track. Episodes run in ``--workers`` processes, here or
+on Ray (``parallel.executor``): the same report either way.
 
     report = run("so101", llm_spec="local", episodes=10, seed=0, oracle=True, progress=True)
     print(format_text(report))
@@ -18,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import mujoco
@@ -31,8 +33,10 @@ from lang2policy import cli_types
 from lang2policy.bench import camera_route
 from lang2policy.bench.cap_checks import Check
 from lang2policy.bench.cap_llm import (
+    GROUNDINGS,
     LLM_TRACKS,
     add_grounding_argument,
+    groundings,
     llm_tracks,
     outcome_fields,
     sim_runner,
@@ -51,6 +55,9 @@ from lang2policy.bench.cap_tasks import (
 )
 from lang2policy.bench.cap_text import format_text
 from lang2policy.errors import ConfigError
+from lang2policy.parallel.executor import Executor, run_ordered
+from lang2policy.parallel.executor import add_arguments as add_executor_arguments
+from lang2policy.parallel.executor import from_args as executor_from_args
 from lang2policy.sandbox.policy import PrivilegePolicy, default_policy
 from lang2policy.session.sim import SimSession
 from lang2policy.skills.catalog import SKILLS
@@ -138,6 +145,21 @@ class TrackRunner:
         truth = ["truth"] * (self.camera is not None)
         return ["oracle"] * self.oracle + truth + list(self.llms)
 
+    def record(self, episode: Episode, number: int = 0) -> dict:
+        """One episode's record: its fields and one result per track (``number``: its place
+        in the run, which picks the camera route's rig)."""
+        record = {**episode.as_dict()}
+        arm = self.camera or self.session
+        if self.camera is not None and number % RIG_EPISODES == 0:
+            self.camera.use_rig(number // RIG_EPISODES)
+        if self.oracle:
+            record["oracle"] = run_oracle(arm, episode, self.policy)
+        if self.camera is not None:
+            record["truth"] = run_oracle(self.session, episode, self.policy)
+        for track, llm in self.llms.items():
+            record[track] = llm.run(arm, episode, self.policy)
+        return record
+
     def run(
         self,
         episodes: Sequence[Episode],
@@ -145,27 +167,73 @@ class TrackRunner:
         progress: bool = True,
         on_episode: Callable[[dict], None] | None = None,
     ) -> list[dict]:
-        """Each episode's record: its fields and one result per track, with a progress bar
-        (``desc``) of each track's successes so far."""
-        records: list[dict] = []
-        arm = self.camera or self.session
-        bar = tqdm(episodes, desc=desc, unit="ep", disable=not progress)
-        for number, episode in enumerate(bar):
-            record = {**episode.as_dict()}
-            if self.camera is not None and number % RIG_EPISODES == 0:
-                self.camera.use_rig(number // RIG_EPISODES)
-            if self.oracle:
-                record["oracle"] = run_oracle(arm, episode, self.policy)
-            if self.camera is not None:
-                record["truth"] = run_oracle(self.session, episode, self.policy)
-            for track, llm in self.llms.items():
-                record[track] = llm.run(arm, episode, self.policy)
-            records.append(record)
-            if on_episode is not None:
-                on_episode(record)
-            bar.set_postfix({t: tally(records, t) for t in self.tracks}, refresh=False)
-        return records
+        """Each episode's record, run here, with a progress bar (``desc``) of each track's
+        successes so far."""
+        records = (self.record(episode, number) for number, episode in enumerate(episodes))
+        return collect(records, len(episodes), self.tracks, desc, progress, on_episode)
 
+
+def collect(
+    records: Iterable[dict],
+    total: int,
+    tracks: Sequence[str],
+    desc: str,
+    progress: bool = True,
+    on_episode: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """The records as they come, each shown to ``on_episode`` and counted in a progress bar
+    (``desc``) of each track's successes so far."""
+    done: list[dict] = []
+    bar = tqdm(total=total, desc=desc, unit="ep", disable=not progress)
+    for record in records:
+        done.append(record)
+        if on_episode is not None:
+            on_episode(record)
+        bar.update()
+        bar.set_postfix({t: tally(done, t) for t in tracks}, refresh=False)
+    bar.close()
+    return done
+
+
+# ----------------------------------------------------------------------------- workers
+def _worker_state(robot: str, llm_spec: str | None, oracle: bool, grounding: str,
+                  client: LLM | None, server_url: str | None) -> TrackRunner:
+    """A worker's own session and tracks, made once; its LLM client reaches the server the
+    parent started (``server_url``), or is a copy of the parent's ``client``."""
+    if client is None and llm_spec is not None:
+        from lang2policy.llm import make_client
+
+        client = make_client(llm_spec, server_url=server_url)
+    return TrackRunner(robot, llm_spec, oracle, grounding, client)
+
+
+def _work(runner: TrackRunner, episode: Episode) -> dict:
+    return runner.record(episode)
+
+
+def _label(episode: Episode) -> str:
+    return f"{episode.family} episode {episode.index} ({episode.instruction!r})"
+
+
+def _run_in_workers(executor: Executor, robot: str, llm_spec: str | None, oracle: bool,
+                    grounding: str, client: LLM | None, plan: list[Episode]) -> Iterator[dict]:
+    """Each episode's record from ``executor``'s workers, in ``plan``'s order. The local LLM
+    server, if the spec runs one, is started here once and shared by every worker."""
+    if llm_spec is None and not oracle:
+        raise ConfigError("nothing to run: give an LLM (--llm) or run the oracle track")
+    server_url = None
+    if llm_spec is not None and client is None:
+        from lang2policy.llm.factory import shared_server_url
+
+        server_url = shared_server_url(llm_spec)
+    setup_args = (robot, llm_spec, oracle, grounding, client, server_url)
+    return run_ordered(executor, _worker_state, setup_args, _work, plan, _label)
+
+
+def track_names(llm_spec: str | None, oracle: bool, grounding: str) -> list[str]:
+    """The tracks a run without the camera route has, in report order (``TrackRunner``'s)."""
+    llms = [GROUNDINGS[g][0] for g in groundings(grounding)] if llm_spec is not None else []
+    return ["oracle"] * oracle + llms
 
 def run(
     robot: str = "so101",
@@ -179,6 +247,7 @@ def run(
     grounding: str = "both",
     client: LLM | None = None,
     camera: CameraSession | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """Run the benchmark: ``episodes`` per family, the oracle track (``oracle``) and/or the LLM
     track (``llm_spec``, as ``make_client`` takes it) on the same seeded episodes.
@@ -188,15 +257,26 @@ def run(
     the client ``llm_spec`` would make (tests; ``llm_spec`` then only names it in the report).
     ``families`` limits the run to those task families; ``on_episode`` sees each episode's
     record as it finishes. ``camera``: the tracks run from camera perception on this session,
-    the ``truth`` track beside (see ``TrackRunner``). Returns the report (JSON-able; see
-    ``format_text``)."""
+    the ``truth`` track beside (see ``TrackRunner``). ``executor``: the episodes run in its
+    worker processes (each its own session and LLM client; ``client`` is copied to each),
+    else here; the camera route always runs here. Returns the report (JSON-able; see
+    ``format_text``); the same whichever executor ran it, timings aside."""
     if episodes < 1 and (llm_spec is not None or oracle):
         raise ConfigError(f"episodes must be at least 1, not {episodes}")
     started = time.perf_counter()
-    runner = TrackRunner(robot, llm_spec, oracle, grounding, client, camera)
-    plan = make_episodes(runner.session, episodes, seed, families)
-    records = runner.run(plan, f"cap {robot}", progress, on_episode)
-    return _report(robot, llm_spec, episodes, seed, runner.tracks, records, started)
+    if executor is None or camera is not None:  # the camera route runs here
+        if executor is not None and executor.kind == "ray":
+            raise ConfigError("the camera route runs in this process: --executor ray goes "
+                              "without --perception camera")  # fmt: skip
+        runner = TrackRunner(robot, llm_spec, oracle, grounding, client, camera)
+        plan = make_episodes(runner.session, episodes, seed, families)
+        tracks, records = runner.tracks, runner.run(plan, f"cap {robot}", progress, on_episode)
+    else:
+        tracks = track_names(llm_spec, oracle, grounding)
+        plan = make_episodes(SimSession(robot), episodes, seed, families)
+        done = _run_in_workers(executor, robot, llm_spec, oracle, grounding, client, plan)
+        records = collect(done, len(plan), tracks, f"cap {robot}", progress, on_episode)
+    return _report(robot, llm_spec, episodes, seed, tracks, records, started)
 
 
 def _by(records: list[dict], key: Callable[[dict], str], names: Sequence[str], tracks) -> dict:
@@ -282,6 +362,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", help="comma-separated task families (default: all)")
     parser.add_argument("--no-oracle", action="store_true", help="skip the reference programs")
     add_grounding_argument(parser)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="worker processes (0: in this process; with --executor ray: the "
+                        "local cluster's CPUs); the camera route runs in this process")
+    add_executor_arguments(parser)
     camera_route.add_arguments(parser)
 
 
@@ -305,6 +389,7 @@ def run_args(args: argparse.Namespace) -> dict:
             families=cli_types.names(args.families),
             grounding=args.grounding,
             camera=camera,
+            executor=executor_from_args(args),
         )
     finally:
         if camera is not None:

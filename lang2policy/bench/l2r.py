@@ -5,12 +5,14 @@ Both tracks run on the same seeded scenes and are judged by each task's own cond
 (``l2r_tasks``), from simulator state. ``--backend rl`` runs the shipped RL policies
 (``models/rl-*``) for tasks whose spec a family serves (hover: reach; move_slowly: move_slowly),
 re-planning every control period of the policy, and the MPC for the rest; each episode says
-which ran.
+which ran. Episodes run in ``--workers`` processes, here or on Ray (``parallel.executor``),
+each seeded by its own seed: the report is the same whichever ran it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -23,6 +25,9 @@ from lang2policy.bench.l2r_tasks import TASKS, TaskInstance
 from lang2policy.errors import Lang2PolicyError
 from lang2policy.mpc.episode import LockstepMPC
 from lang2policy.mpc.sampler import MPCConfig
+from lang2policy.parallel.executor import Executor, run_ordered
+from lang2policy.parallel.executor import add_arguments as add_executor_arguments
+from lang2policy.parallel.executor import from_args as executor_from_args
 from lang2policy.rewards.spec import RewardSpec, validate_spec
 from lang2policy.rl.families import family_of
 from lang2policy.rl.planner import BACKENDS, backend_settings, load_policies
@@ -92,28 +97,57 @@ def _llm_spec(planner, world: World, task: TaskInstance) -> RewardSpec:
 def run(robot: str = "so101", episodes: int = 5, first_seed: int = 0,
         tasks: Sequence[str] | None = None, llm: str | None = None,
         sampler: str = "sampling", samples: int = 128, progress: bool = True,
-        backend: str = "mpc") -> dict:
+        backend: str = "mpc", executor: Executor | None = None) -> dict:
+    """Every task's seeded episodes on each track, in ``executor``'s worker processes (None:
+    in this process); the rows come back in order, so the report is the same either way."""
     names = list(tasks or TASKS)
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         raise Lang2PolicyError(f"unknown tasks {unknown}; valid tasks: {list(TASKS)}")
-    controller = make_backend(backend, robot)
+    make_backend(backend, robot)  # a bad backend is refused before any worker starts
     tracks = ["reference"] + (["llm"] if llm else [])
-    reward_planner = _make_reward_planner(llm) if llm else None
-    world = World(robot)
+    server_url = None
+    if llm:  # one LLM server, started here, for every worker
+        from lang2policy.llm.factory import shared_server_url
+
+        server_url = shared_server_url(llm)
     rows: list[Episode] = []
     began = time.perf_counter()
     cases = [(n, s, t) for n in names for s in range(first_seed, first_seed + episodes)
              for t in tracks]
-    bar = tqdm(cases, desc="bench l2r", unit="ep", disable=not progress)
-    for name, seed, track in bar:
-        rows.append(_episode(world, name, seed, track, reward_planner,
-                             MPCConfig(sampler=sampler, samples=samples, seed=seed), controller))
-        bar.set_postfix(task=name, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
+    setup_args = (robot, backend, sampler, samples, llm, server_url)
+    done = run_ordered(executor or Executor("local", 0), _worker_state, setup_args,
+                       _work, cases, _label)
+    bar = tqdm(total=len(cases), desc="bench l2r", unit="ep", disable=not progress)
+    for row in done:
+        rows.append(row)
+        bar.update()
+        bar.set_postfix(task=row.task, ok=f"{sum(r.success for r in rows)}/{len(rows)}")
+    bar.close()
     report = _report(robot, names, tracks, rows, episodes, first_seed, llm,
                      time.perf_counter() - began)
     report |= {"sampler": sampler, "samples": samples, "backend": backend}
     return report
+
+
+def _worker_state(robot: str, backend: str, sampler: str, samples: int, llm: str | None,
+                  server_url: str | None) -> dict:
+    """A worker's own world, controller and (``llm``) reward planner, made once."""
+    return {"world": World(robot), "backend": make_backend(backend, robot),
+            "planner": _make_reward_planner(llm, server_url) if llm else None,
+            "sampler": sampler, "samples": samples}
+
+
+def _work(state: dict, case: tuple[str, int, str]) -> Episode:
+    """One episode (task, seed, track) in a worker, seeded by its seed alone."""
+    name, seed, track = case
+    config = MPCConfig(sampler=state["sampler"], samples=state["samples"], seed=seed)
+    return _episode(state["world"], name, seed, track, state["planner"], config,
+                    state["backend"])
+
+
+def _label(case: tuple[str, int, str]) -> str:
+    return f"{case[0]} seed {case[1]} ({case[2]})"
 
 
 def _episode(world: World, name: str, seed: int, track: str, reward_planner,
@@ -130,12 +164,12 @@ def _episode(world: World, name: str, seed: int, track: str, reward_planner,
                        f"{type(exc).__name__}: {exc}")
 
 
-def _make_reward_planner(llm: str):
+def _make_reward_planner(llm: str, server_url: str | None = None):
     from lang2policy.l2r.planner import RewardPlanner
     from lang2policy.llm.factory import make_client
 
     world = World("so101")
-    return RewardPlanner(make_client(llm), world.present)
+    return RewardPlanner(make_client(llm, server_url=server_url), world.present)
 
 
 def _report(robot, names, tracks, rows, episodes, first_seed, llm, wall) -> dict:
@@ -187,6 +221,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="mpc", choices=BACKENDS,
                         help="low-level controller: mpc, or rl (the shipped policies for "
                              "tasks a family serves, the MPC for the rest)")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="worker processes (0: in this process; with --executor ray: the "
+                        "local cluster's CPUs); the report is the same for any number")
+    add_executor_arguments(parser)
 
 
 def run_args(args: argparse.Namespace) -> dict:
@@ -195,4 +233,5 @@ def run_args(args: argparse.Namespace) -> dict:
         raise Lang2PolicyError("--episodes must be at least 1")
     return run(episodes=args.episodes, first_seed=args.seed, tasks=cli_types.names(args.tasks),
                llm=args.llm, sampler=args.sampler, samples=args.samples,
-               progress=not args.json, backend=args.backend)
+               progress=not args.json, backend=args.backend,
+               executor=executor_from_args(args))

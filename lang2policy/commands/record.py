@@ -69,6 +69,10 @@ def add_parser(commands) -> None:
                        help="seed of the layouts (training range; 0: data/demos-v2's)")
     fixes.add_argument("--start", default="rest",
                        help="where the arm starts each episode: rest or away (above the table)")
+    fixes.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                       help="worker processes, each its own policy on one thread (0: in this "
+                       "process; with --executor ray: the local cluster's CPUs)")
+    add_executor_arguments(fixes)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,10 +84,9 @@ def run(args: argparse.Namespace) -> int:
 def run_corrections(args: argparse.Namespace) -> int:
     """``record corrections``: the policy corrected on ``--episodes`` training-range layouts."""
     os.environ["OMP_NUM_THREADS"] = "1"
-    from lang2policy.vla.coach.corrected import record_corrections
+    from lang2policy.vla.coach.corrected import corrected_in_workers, write_corrections
     from lang2policy.vla.coach.corrector import FAMILIES
     from lang2policy.vla.eval.start_pose import check_start
-    from lang2policy.vla.policy.runtime import VLAPolicy
     from lang2policy.vla.sim.demos import training_specs
 
     if args.task_family not in FAMILIES or args.episodes < 1:
@@ -92,7 +95,9 @@ def run_corrections(args: argparse.Namespace) -> int:
             f"--episodes at least 1; got {args.task_family!r}, {args.episodes}"
         )
     check_start(args.start)
-    policy = VLAPolicy.load(args.model, threads=1)
+    if not (Path(args.model) / "config.json").exists():
+        raise ConfigError(f"{args.model} is no VLA model directory (no config.json)")
+    executor = executor_from_args(args)
     specs = training_specs([args.task_family], args.episodes, args.seed)
     started = time.monotonic()
 
@@ -103,7 +108,8 @@ def run_corrections(args: argparse.Namespace) -> int:
               f"({rollout.detail}); {len(rollout.corrections)} corrections: {said}",
               file=sys.stderr)  # fmt: skip
 
-    done = record_corrections(policy, specs, args.out, progress=show, start=args.start)
+    rollouts = corrected_in_workers(args.model, specs, executor, start=args.start)
+    done = write_corrections(rollouts, args.out, progress=show)
     said = sum(len(r.corrections) for r in done)
     print(f"wrote {args.out}: {len(done)} corrected episodes ({sum(r.success for r in done)} "
           f"succeeded), {said} corrections, {time.monotonic() - started:.0f} s")  # fmt: skip

@@ -300,3 +300,60 @@ def test_llm_track_runs_the_real_planner_on_the_local_model():
     text = cap.format_text(report)
     assert "LLM local" in text.splitlines()[0]
     json.dumps(report)
+
+
+# ----------------------------------------------------------------------------- executors
+TIMINGS = {"wall_seconds", "planning_seconds", "llm_seconds", "latency", "mean_planning_seconds"}
+
+
+def untimed(report):
+    """The report without its wall-clock figures (what differs from run to run)."""
+    if isinstance(report, dict):
+        return {k: untimed(v) for k, v in report.items() if k not in TIMINGS}
+    if isinstance(report, list):
+        return [untimed(v) for v in report]
+    return report
+
+
+@pytest.mark.slow
+def test_the_oracle_track_is_the_same_in_process_on_the_pool_and_on_ray(capsys):
+    """Episodes seeded per index: 4 oracle episodes give the same report run here, on 2 local
+    worker processes and on a real local Ray cluster of 2 workers (timings aside)."""
+    pytest.importorskip("ray")
+    from lang2policy.cli import main
+
+    here = cap.run("so101", None, 2, 3, progress=False, families=["pick_place", "corner"])
+    command = ["bench", "cap", "--episodes", "2", "--seed", "3", "--families",
+               "pick_place,corner", "--workers", "2", "--json"]  # fmt: skip
+    for executor in ("local", "ray"):
+        assert main([*command, "--executor", executor]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert len(report["episodes"]) == 4
+        assert untimed(report) == untimed(here), executor
+
+
+@pytest.mark.slow
+def test_the_llm_tracks_run_in_workers_on_a_copy_of_the_client():
+    """The scripted LLM copied to 2 local workers: the same records and counts as here."""
+    from lang2policy.parallel.executor import Executor
+
+    episodes = cap.make_episodes(SimSession("so101"), 2, 0, ["pick_place"])
+    llm = ScriptedCodeLLM({e.instruction: e.reference for e in episodes})
+    seen = []
+    runs = [
+        cap.run("so101", "scripted", 2, 0, oracle=False, progress=False, families=["pick_place"],
+                client=llm, grounding="on", executor=executor, on_episode=seen.append)
+        for executor in (None, Executor("local", 2))
+    ]  # fmt: skip
+    assert runs[1]["tracks"] == ["llm"] and runs[1]["llm"]["successes"] == 2
+    assert untimed(runs[1]) == untimed(runs[0])
+    assert [r["instruction"] for r in seen] == [e.instruction for e in episodes] * 2
+    with pytest.raises(ConfigError, match="nothing to run"):
+        cap.run("so101", None, 1, 0, oracle=False, progress=False, executor=Executor("local", 2))
+
+
+def test_the_camera_route_stays_in_this_process():
+    from lang2policy.parallel.executor import Executor
+
+    with pytest.raises(ConfigError, match="the camera route runs in this process"):
+        cap.run("so101", None, 1, 0, progress=False, camera=object(), executor=Executor("ray", 2))

@@ -91,3 +91,28 @@ def test_bench_mpc_compares_with_the_python_loop(capsys):
     assert all(r["steps_per_s"] > 0 for r in report["throughput"])
     assert {r["sampler"] for r in report["planning"]} == {"sampling", "cem"}
     assert all(r["iterations_per_s"] > 0 for r in report["planning"])
+
+
+@pytest.mark.slow
+def test_bench_l2r_makes_the_same_report_in_process_on_the_pool_and_on_ray(capsys):
+    """Episodes are seeded per index: the report of 4 episodes is the same run here, on 2
+    local worker processes and on a real local Ray cluster of 2 workers (timings aside)."""
+    pytest.importorskip("ray")
+
+    def untimed(report: dict) -> dict:
+        episodes = [{k: v for k, v in e.items() if k != "plan_ms"} for e in report["episodes"]]
+        return {**{k: v for k, v in report.items() if k != "wall_seconds"}, "episodes": episodes}
+
+    command = ["bench", "l2r", "--tasks", "hover,avoid_region", "--episodes", "2",
+               "--samples", "32", "--json", "--workers", "2"]  # fmt: skip
+    here = l2r.run(tasks=["hover", "avoid_region"], episodes=2, samples=32, progress=False)
+    reports = {}
+    for executor in ("local", "ray"):
+        assert main([*command, "--executor", executor]) == 0
+        reports[executor] = json.loads(capsys.readouterr().out)
+    assert len(here["episodes"]) == 4
+    assert untimed(reports["local"]) == untimed(here)
+    assert untimed(reports["ray"]) == untimed(here)
+    assert l2r.format_text(reports["ray"]).splitlines()[:-1] == (
+        l2r.format_text(here).splitlines()[:-1]
+    )  # the table, all but its wall-time line

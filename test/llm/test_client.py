@@ -288,3 +288,27 @@ def test_make_client_openai_reads_the_environment(openai_server, monkeypatch):
 def test_make_client_rejects_unknown_specs():
     with pytest.raises(ConfigError, match="valid: local, openai, replay:FILE"):
         make_client("gpt")
+
+
+def test_workers_reach_the_local_server_the_parent_started(openai_server, monkeypatch, tmp_path):
+    """``shared_server_url`` starts the local server once (here: the fake stands in for it);
+    a worker's ``make_client(spec, server_url=URL)`` reaches it and starts none of its own."""
+    from lang2policy.llm import factory
+
+    class Started:
+        base_url = openai_server.base_url
+
+    monkeypatch.setattr(factory, "get_local_server", lambda: Started)
+    url = factory.shared_server_url("local")
+    assert url == openai_server.base_url
+    assert factory.shared_server_url(f"cache:{tmp_path / 'c.jsonl'}") == url
+    monkeypatch.setattr(factory, "get_local_server", lambda: pytest.fail("a second server"))
+    openai_server.then(200, completion_body("ok"))
+    client = make_client("local", server_url=url)
+    assert client.config.base_url == url and client.complete("hi").text == "ok"
+    assert openai_server.requests[0]["path"] == "/v1/completions"
+    assert factory.shared_server_url("openai") is None  # no local server to share
+    with pytest.raises(ConfigError, match="replay file not found"):
+        factory.shared_server_url(f"replay:{tmp_path / 'none.jsonl'}")
+    with pytest.raises(ConfigError, match="valid: local, openai"):
+        factory.shared_server_url("gpt")

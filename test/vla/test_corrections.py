@@ -275,3 +275,39 @@ def test_the_bench_reuses_a_recorded_corrected_dataset(corrected, tmp_path):
     args.corrections = tmp_path
     with pytest.raises(ConfigError, match="--corrections: not a dataset directory"):
         _check(args)
+
+
+@pytest.mark.slow
+def test_ray_workers_correct_the_same_episodes_as_this_process(corrected, tmp_path):
+    """``record corrections --executor ray --workers 2``'s path: a real local Ray cluster of 2
+    workers corrects 2 push episodes; the first is the one corrected in this process (the
+    fixture's), frame for frame, and the rollouts come back in order."""
+    pytest.importorskip("ray")
+    from lang2policy.parallel.executor import Executor
+    from lang2policy.vla.coach.corrected import corrected_in_workers, write_corrections
+    from lang2policy.vla.sim.demos import training_specs
+
+    here, _, _ = corrected
+    specs = training_specs(["push"], 2, 2)
+    assert specs[0] == here.spec
+    shown = []
+    rollouts = corrected_in_workers(MODEL, specs, Executor("ray", 2))
+    done = write_corrections(rollouts, tmp_path / "ray", shown.append)
+    assert [r.spec for r in shown] == specs
+    first = done[0]
+    assert (first.success, first.detail, first.sim_seconds, first.corrections) == (
+        here.success, here.detail, here.sim_seconds, here.corrections
+    )  # fmt: skip
+    for name in ("policy_action", "residual", "environment", "correction"):
+        assert np.array_equal(np.asarray(getattr(first, name)), np.asarray(getattr(here, name)))
+
+
+def test_record_corrections_takes_the_executor_flags(tmp_path, capsys):
+    from lang2policy.cli import main
+
+    out = ["record", "corrections", "--episodes", "1", "--out", str(tmp_path / "c")]
+    assert main([*out, "--ray-address", "127.0.0.1:6379"]) == 2
+    assert "--ray-address goes with --executor ray" in capsys.readouterr().err
+    assert main([*out, "--model", str(tmp_path)]) == 2
+    assert "no VLA model directory" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

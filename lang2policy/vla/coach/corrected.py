@@ -1,6 +1,9 @@
 """Corrected episodes, Yell At Your Robot style (issue 18, item 5): the VLA runs closed loop in
 simulation while a scripted person (``corrector``) corrects it in words, and every frame is
-kept for fine-tuning (``lang2policy record corrections``).
+kept for fine-tuning (``lang2policy record corrections``). The command runs the episodes in
+worker processes on this machine or on Ray (``corrected_in_workers``, each worker its own
+policy and simulation) and writes them in order (``write_corrections``): the same dataset,
+byte for byte, whichever executor ran them.
 
 The loop is the rollout's (``rollout.RolloutRunner``: same scenes, frames, judge and success
 hold), with the VLA node's shaping between the policy and the arm (``skill.shaping``): each
@@ -27,13 +30,15 @@ true scene; nobody was asked.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from lang2policy.control.pusher import face_centre, gripper_geoms, object_top
+from lang2policy.parallel.executor import Executor, run_ordered
 from lang2policy.safety.config import load_safety_config
 from lang2policy.vla.coach.corrector import (
     FAMILIES,
@@ -246,13 +251,54 @@ def record_corrections(
     """Run and correct every spec in this process, write them to a new dataset ``out``, and
     return the rollouts (their frames dropped once written). ``start``: where the arm is when
     each episode starts (``start_pose``)."""
-    runner, done = CorrectedRunner(settings, start), []
+    runner = CorrectedRunner(settings, start)
+    return write_corrections((runner.run(policy, spec) for spec in specs), out, progress)
+
+
+def write_corrections(
+    rollouts: Iterable[CorrectedRollout],
+    out: Path,
+    progress: Callable[[CorrectedRollout], None] | None = None,
+) -> list[CorrectedRollout]:
+    """Write the rollouts, as they come, to a new dataset ``out``; each is shown to
+    ``progress`` once written. Returns them, their frames dropped."""
+    done = []
     with corrections_writer(out) as writer:
-        for spec in specs:
-            rollout = runner.run(policy, spec)
+        for rollout in rollouts:
             writer.add_episode(episode_record(rollout))
             rollout.images, rollout.state, rollout.action = {}, [], []
             done.append(rollout)
             if progress is not None:
                 progress(rollout)
     return done
+
+
+def corrected_in_workers(
+    model: str | Path,
+    specs: Sequence[EpisodeSpec],
+    executor: Executor,
+    settings: CorrectorSettings | None = None,
+    start: str = "rest",
+) -> Iterator[CorrectedRollout]:
+    """Every spec's corrected rollout from ``executor``'s worker processes (each loads the
+    policy at ``model`` on one thread and keeps its own simulation), in ``specs``' order: the
+    same rollouts whichever executor and however many workers ran them."""
+    setup_args = (str(model), settings, start)
+    return run_ordered(executor, _worker_state, setup_args, _corrected, list(specs), _label)
+
+
+def _worker_state(model: str, settings: CorrectorSettings | None, start: str) -> tuple:
+    """A worker's own policy (one torch thread) and corrected runner, made once."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    from lang2policy.vla.policy.runtime import VLAPolicy
+
+    return VLAPolicy.load(model, threads=1), CorrectedRunner(settings, start)
+
+
+def _corrected(state: tuple, spec: EpisodeSpec) -> CorrectedRollout:
+    policy, runner = state
+    return runner.run(policy, spec)
+
+
+def _label(spec: EpisodeSpec) -> str:
+    return f"episode {spec.index} ({spec.instruction!r})"
