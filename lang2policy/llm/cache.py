@@ -15,6 +15,7 @@ that does not parse (e.g. the last one, cut off by a crash mid-write), or breaks
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import threading
@@ -72,10 +73,13 @@ class ExchangeCache:
         line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Never glue a record onto a cut-off last line.
-            separator = "\n" if _ends_mid_line(self.path) else ""
             with self.path.open("a", encoding="utf-8") as f:
+                # Worker processes of one benchmark may share the file: one writer at a time.
+                fcntl.flock(f, fcntl.LOCK_EX)
+                # Never glue a record onto a cut-off last line.
+                separator = "\n" if _ends_mid_line(self.path) else ""
                 f.write(separator + line)
+                f.flush()
             self._records[record["key"]] = record
 
     def recorded_for(self) -> list[str]:

@@ -176,3 +176,32 @@ def test_make_client_replay_uses_the_local_config_without_a_server(tmp_path):
     caching(path, "record", StubLive()).complete(PROMPT, stop=["\n#"])
     client = make_client(f"replay:{path}")
     assert client.complete(PROMPT, stop=["\n#"]).text == "answer 1"
+
+
+APPEND_MANY = """
+import sys
+from lang2policy.llm import ExchangeCache, LLMReply, build_request, local_config
+path, worker = sys.argv[1], int(sys.argv[2])
+cache = ExchangeCache(path)
+for number in range(40):
+    request = build_request(local_config(), f"# worker {worker} instruction {number}\\n")
+    text = f"{worker}-{number} " + "x" * 20_000  # longer than one pipe-buffer write
+    cache.put(request, LLMReply(text=text, finish_reason="stop", prompt_tokens=1,
+                                completion_tokens=1, latency_s=0.1, model=request.model))
+"""
+
+
+def test_worker_processes_recording_into_one_file_keep_every_record_whole(tmp_path):
+    # As the workers of `bench cap --llm record:FILE --workers N` do: each its own cache.
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "shared.jsonl")
+    workers = [
+        subprocess.Popen([sys.executable, "-c", APPEND_MANY, path, str(w)]) for w in range(3)
+    ]
+    assert [process.wait(timeout=120) for process in workers] == [0, 0, 0]
+    lines = (tmp_path / "shared.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 120
+    assert all(json.loads(line)["response"]["text"].endswith("x" * 100) for line in lines)
+    assert len(ExchangeCache(path)) == 120
