@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -316,11 +317,20 @@ def validate(joint_map: JointMap) -> None:
     _check_unique(joint_map, where)
 
 
+_TOPIC = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
 def _check_topics(joint_map: JointMap, where: str) -> None:
+    """Absolute names (``/fr3_arm_controller/joint_trajectory``) reach one arm's controller;
+    relative ones (``fr3_arm_controller/joint_trajectory``) resolve in the bridge's namespace,
+    so one map serves every arm of a fleet (``/arm1/fr3_arm_controller/...``)."""
     for key in ("trajectory_topic", "joint_states_topic"):
         topic = getattr(joint_map, key)
-        if not topic.startswith("/") or " " in topic or topic.endswith("/"):
-            raise ConfigError(f"{where}: {key} must be an absolute topic name, got {topic!r}")
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise ConfigError(f"{where}: {key} must be a ROS topic name, absolute "
+                              f"('/arm_controller/joint_trajectory') or relative to the "
+                              f"bridge's namespace ('arm_controller/joint_trajectory'), "
+                              f"got {topic!r}")  # fmt: skip
     if joint_map.trajectory_topic == joint_map.joint_states_topic:
         raise ConfigError(f"{where}: trajectory_topic and joint_states_topic are the same topic")
 

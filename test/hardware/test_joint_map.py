@@ -104,7 +104,8 @@ CASES = {
     "unknown joint key": (_set(("joints", 0, "sign"), -1), r"unknown key\(s\) \['sign'\]"),
     "source is not a key": (_set(("source",), "x"), r"unknown key\(s\) \['source'\]"),
     "missing robot": (_delete("robot"), "missing required key 'robot'"),
-    "relative topic": (_set(("trajectory_topic",), "arm/traj"), "absolute topic"),
+    "bad topic name": (_set(("trajectory_topic",), "arm//traj"), "must be a ROS topic name"),
+    "topic with a space": (_set(("joint_states_topic",), "/joint states"), "ROS topic name"),
     "same topics": (
         _set(("joint_states_topic",), "/fr3_arm_controller/joint_trajectory"),
         "the same topic",

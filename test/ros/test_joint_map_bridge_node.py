@@ -228,3 +228,41 @@ def test_the_standin_ignores_a_trajectory_that_ended_in_the_past(bridge):
     probe.direct.publish(msg)
     wait_for(lambda: standin.rejected == 1, TIMEOUT, "the stand-in ignoring an old trajectory")
     assert standin.accepted == 0
+
+
+def test_a_map_with_relative_topics_drives_the_arm_of_the_bridges_namespace(
+    ros_context, tmp_path
+):
+    """One map for a fleet: its topics relative, the bridge and the arm's controller under
+    /arm1 meet on /arm1/fr3_arm_controller/joint_trajectory; nothing reaches the root's."""
+    import yaml
+
+    from lang2policy.paths import hardware_dir
+    from lang2policy.ros.joint_map_bridge_node import JointMapBridgeNode
+    from lang2policy.ros.jtc_standin_node import JtcStandinNode
+
+    data = yaml.safe_load((hardware_dir() / "panda.yaml").read_text())
+    data["trajectory_topic"] = data["trajectory_topic"].lstrip("/")
+    data["joint_states_topic"] = data["joint_states_topic"].lstrip("/")
+    relative = tmp_path / "panda_fleet.yaml"
+    relative.write_text(yaml.safe_dump(data))
+    standin = JtcStandinNode(context=ros_context, namespace="arm1",
+                             parameter_overrides=_params(joint_map=str(relative), rate=50.0))
+    bridge = JointMapBridgeNode(context=ros_context, namespace="arm1", parameter_overrides=_params(
+        joint_map=str(relative), command_topic=topics.TRAJECTORY.relative,
+        state_topic=topics.BRIDGED_JOINT_STATES.relative))  # fmt: skip
+    probe = Probe(ros_context, load_joint_map(str(relative)))  # its topics under the root
+    arm1 = rclpy.create_node("arm1_probe", namespace="arm1", context=ros_context)
+    ours: list[dict[str, float]] = []
+    arm1.create_subscription(JointState, topics.BRIDGED_JOINT_STATES.relative,
+                             lambda m: ours.append(dict(zip(m.name, m.position, strict=True))),
+                             50)  # fmt: skip
+    contract = arm1.create_publisher(JointTrajectory, topics.TRAJECTORY.relative, 10)
+    with spinning(ros_context, (standin, bridge, probe.node, arm1)):
+        wait_for(lambda: ours, TIMEOUT, "joint states in our names under /arm1")
+        assert ours[-1] == pytest.approx({**HOME, GRIPPER: 0.0})
+        probe.send(["panda_joint1"], [(0.3, [0.3])], publisher=contract)
+        wait_for(lambda: abs(ours[-1]["panda_joint1"] - 0.3) < 1e-3, TIMEOUT, "joint1 at 0.3")
+        assert standin.map.trajectory_topic == "fr3_arm_controller/joint_trajectory"
+        assert bridge.get_namespace() == "/arm1"
+        assert not probe.ours and not probe.hardware  # nothing on the root namespace's topics
