@@ -12,8 +12,9 @@
 #      (--no-deps) and the project itself in editable mode, but only when one of those inputs
 #      changed since the last successful run (a stamp file in .venv records their hash).
 #      llama-cpp-python (the local LLM server) is compiled from source the first time, about
-#      4 minutes on 2 cores, as a portable build (CMAKE_ARGS=-DGGML_NATIVE=OFF), in the
-#      background while the other packages install.
+#      4 minutes on 2 cores, as a portable build (CMAKE_ARGS=-DGGML_NATIVE=OFF).
+# Each line says the time since the start. A fresh machine with an empty pip cache takes about
+# 5 minutes for `scripts/demo.sh`, setup included (`scripts/time_setup.sh`, docs/testing.md).
 # No ffmpeg is needed: imageio-ffmpeg ships its own binary.
 set -euo pipefail
 
@@ -25,7 +26,7 @@ FORCE=0
 for arg in "$@"; do
     case "$arg" in
         --force) FORCE=1 ;;
-        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "setup.sh: unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
@@ -126,39 +127,18 @@ else
     rm -f "$STAMP"
     say "upgrading pip"
     "${PIP[@]}" install -q --upgrade pip
-    # llama-cpp-python has no wheel on PyPI; pip compiles llama.cpp. It is built in the
-    # background while pip installs everything else, so the compile (CPU) and the downloads
-    # (network, disk) overlap. GGML_NATIVE=OFF: no -march=native, so the wheel (also kept in
-    # pip's cache) runs on any x86-64 CPU with AVX2.
+    # llama-cpp-python has no wheel on PyPI; pip compiles llama.cpp. GGML_NATIVE=OFF: no
+    # -march=native, so the wheel (also kept in pip's cache) runs on any x86-64 CPU with AVX2.
     export CMAKE_ARGS="-DGGML_NATIVE=OFF${CMAKE_ARGS:+ $CMAKE_ARGS}"
-    export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
     llama_pin=$(sed -nE 's/^llama-cpp-python(\[[a-z,]*\])?==([^ ]+).*/\2/p' requirements.txt)
     llama_have=$("$VENV/bin/python" -c \
         'import importlib.metadata as m; print(m.version("llama-cpp-python"))' 2>/dev/null || true)
-    llama_job=""
-    llama_wheels="$VENV/.llama-wheel"
-    llama_log="$VENV/.llama-build.log"
     if [[ -n "$llama_pin" && "$llama_have" != "$llama_pin" ]]; then
-        say "building llama-cpp-python $llama_pin in the background (llama.cpp, CMAKE_ARGS=$CMAKE_ARGS," \
-            "log: $llama_log): about 4 min on 2 cores, once; seconds if pip has the wheel cached"
-        rm -rf "$llama_wheels"
-        "${PIP[@]}" wheel -q --no-deps -w "$llama_wheels" "llama-cpp-python==$llama_pin" \
-            > "$llama_log" 2>&1 &
-        llama_job=$!
+        say "building llama-cpp-python $llama_pin from source (llama.cpp, CMAKE_ARGS=$CMAKE_ARGS):" \
+            "about 4 min on 2 cores, once; less if pip has the wheel cached"
     fi
-    say "installing requirements.txt + requirements-dev.txt (all but llama-cpp-python)"
-    # --no-compile: no .pyc for the thousands of modules never imported (torch, ray); Python
-    # writes the ones it imports on first use.
-    "${PIP[@]}" install -q --no-compile -r <(grep -v '^llama-cpp-python' requirements.txt) \
-        -r requirements-dev.txt
-    if [[ -n "$llama_job" ]]; then
-        say "waiting for the llama-cpp-python build"
-        wait "$llama_job" || { tail -n 30 "$llama_log" >&2; die "building llama-cpp-python failed (log: $llama_log)"; }
-        "${PIP[@]}" install -q --no-compile --no-deps "$llama_wheels"/llama_cpp_python-*.whl
-        rm -rf "$llama_wheels"
-    fi
-    say "installing llama-cpp-python[server]'s dependencies (the resolve of requirements.txt)"
-    "${PIP[@]}" install -q --no-compile -r requirements.txt
+    say "installing requirements.txt + requirements-dev.txt"
+    "${PIP[@]}" install -q -r requirements.txt -r requirements-dev.txt
     say "installing requirements-assets.txt (--no-deps: robot meshes/MJCF only)"
     "${PIP[@]}" install -q --no-deps -r requirements-assets.txt
     # --no-build-isolation: build with the pinned setuptools already in the venv (no
