@@ -9,6 +9,8 @@ from lang2policy.hardware.joint_map import (
     JointMap,
     MappedGripper,
     MappedJoint,
+)
+from lang2policy.hardware.joint_map_files import (
     available_joint_maps,
     check_against_description,
     load_joint_map,

@@ -38,7 +38,8 @@ from lang2policy.graph.topics import (
     JOINT_STATES,
     TRAJECTORY,
 )
-from lang2policy.hardware.joint_map import JointMap, available_joint_maps, load_joint_map
+from lang2policy.hardware.joint_map import JointMap
+from lang2policy.hardware.joint_map_files import available_joint_maps, load_joint_map
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters

@@ -34,7 +34,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from lang2policy.control.trajectory_follower import TrajectoryFollower
 from lang2policy.errors import ConfigError, InvalidCommandError
-from lang2policy.hardware.joint_map import JointMap, available_joint_maps, load_joint_map
+from lang2policy.hardware.joint_map import JointMap
+from lang2policy.hardware.joint_map_files import available_joint_maps, load_joint_map
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters

@@ -11,7 +11,7 @@ import yaml
 
 from lang2policy.errors import ConfigError, InvalidCommandError
 from lang2policy.hardware import GRIPPER, available_joint_maps, load_joint_map
-from lang2policy.hardware.joint_map import description_limits
+from lang2policy.hardware.joint_map_files import description_limits
 
 REPO = Path(__file__).resolve().parents[2]
 PANDA = [f"panda_joint{i}" for i in range(1, 8)]
