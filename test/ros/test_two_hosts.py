@@ -130,13 +130,13 @@ def test_without_static_peers_the_other_host_sees_nothing(hosts):
     with arm_on_host_a(peer=None):
         on_its_host = command_from("a", None, wait=60.0, by=0.0)  # the arm is up
         assert on_its_host["safety"] == "ok", on_its_host
-        assert command_from("b", None, wait=8.0) == {"seen_states": 0, "safety": None}
+        assert command_from("b", None, wait=8.0) == {"safety": None, "seen_states": 0}
 
 
 def test_with_static_peers_a_commander_on_another_host_moves_the_arm(hosts):
     with arm_on_host_a(peer=HOSTS["b"][2]):
         report = command_from("b", HOSTS["a"][2], wait=60.0)
     assert report["safety"] == "ok", report
-    assert report["seen_states"] > 10
+    assert report["seen_states"] > 50  # 5 s of the sim's joint states
     moved = abs(report["pan_after"] - report["pan_before"])
     assert moved > 0.4, report  # 4 s at 0.5 rad/s, 0.6 rad asked

@@ -84,12 +84,13 @@ def main() -> None:
     deadline = time.monotonic() + args.wait
     while time.monotonic() < deadline and commander.safety.get("state") != "ok":
         time.sleep(0.1)
-    report = {"seen_states": commander.count, "safety": commander.safety.get("state")}
+    report = {"safety": commander.safety.get("state")}
     if report["safety"] == "ok" and commander.state:
         report["pan_before"] = commander.state["shoulder_pan"]
         commander.drive(args.by, args.drive)
         time.sleep(1.0)
         report["pan_after"] = commander.state["shoulder_pan"]
+    report["seen_states"] = commander.count  # all the while, the drive included
     print(json.dumps(report), flush=True)
     running.clear()
     spinner.join()
