@@ -250,8 +250,11 @@ class CorrectionMemory:
         return count
 
     def listing(self, limit: int = 50) -> list[str]:
-        """One line per remembered correction, newest first: what was said, for what."""
-        records = sorted(self.records(), key=lambda r: -r.time)
+        """One line per remembered correction, newest first: what was said, for what. Times
+        are kept to the millisecond, so corrections of the same millisecond are listed by
+        their order in the log (the later first)."""
+        records = list(reversed(self.records()))
+        records.sort(key=lambda r: -r.time)  # stable: a tie keeps the log's order, reversed
         lines = [
             f"{r.id}  {time.strftime('%Y-%m-%d %H:%M', time.localtime(r.time))}  "
             f"{r.text!r} ({r.kind}) for {r.instruction!r}"

@@ -195,3 +195,14 @@ def test_the_memory_lists_and_forgets(memory, embedder):
     assert memory.listing() == [] and memory.recall("hover over the red block") == []
     again = CorrectionMemory(memory.path, embedder=embedder)
     assert len(again) == 0
+
+
+def test_corrections_of_the_same_millisecond_are_listed_newest_first(tmp_path, embedder):
+    store = CorrectionMemory(tmp_path / "corrections.jsonl", embedder=embedder)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("lang2policy.corrections.memory.time.time", lambda: 1_700_000_000.0)
+        store.remember("hover over the red block", classify("a bit to the left", OBJECTS))
+        store.remember("hover over the red block", classify("slower", OBJECTS))
+        store.remember("hover over the red block", classify("stop", OBJECTS))
+    assert ["'stop'" in line for line in store.listing()] == [True, False, False]
+    assert "'a bit to the left'" in store.listing()[-1]
