@@ -30,7 +30,7 @@ rclpy = pytest.importorskip("rclpy")
 from builtin_interfaces.msg import Duration  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
-from support.processes import alive  # noqa: E402
+from support.processes import interrupt_all  # noqa: E402
 from support.ros import ros_env, spinning  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
@@ -289,14 +289,7 @@ def fleet(tmp_path_factory, world):
     finally:
         if terminal is not None:
             terminal.close()
-        for process in processes:
-            if alive(process.pid):
-                process.send_signal(2)
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        interrupt_all(processes)
 
 
 def test_two_arms_each_under_its_namespace_move_stop_and_keep_out_on_their_own(fleet):

@@ -24,6 +24,8 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from support.ros import call_trigger  # noqa: E402
 from support.ros_graph import node_process, sim_process, stop_process  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 
@@ -71,6 +73,13 @@ class StatusProbe:
         self.lines: list[dict] = []
         self.node.create_subscription(String, topics.STATUS.name, self._on_status, 100)
         self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
+        self.reset = self.node.create_client(Trigger, topics.RESET.name)
+
+    def reset_sim(self) -> None:
+        """The sim node's reset: the arm back at home, whatever the last test left."""
+        answer = call_trigger(self.reset, "the sim node's reset")
+        assert answer.success, answer.message
+        time.sleep(1.0)  # the safety node and the controller see the arm at home
 
     def _on_status(self, msg: String) -> None:
         with self.lock:
@@ -193,6 +202,11 @@ def test_an_unreachable_target_fails_with_the_controllers_reason_and_the_terms(r
 
 def test_a_reachable_target_is_done_only_after_the_success_condition_held(reward_graph):
     _planner, probe = reward_graph
+    # From home, not from where the unreachable target left the arm: stretched out past the
+    # workspace box deeper than the safety node lets a path wander on its way back
+    # (safety.zones.RECOVERY_DEPTH), every command of this plan was cut, in 2 of 4 fresh-clone
+    # CI runs; that hold is the safety node's to fix, this test is about the plan's outcome.
+    probe.reset_sim()
     since = probe.send(REACH)
     end = probe.final(REACH, since, 90)
     final = probe.lines[end]

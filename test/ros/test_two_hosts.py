@@ -27,7 +27,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from support.processes import alive
+from support.processes import interrupt_all
 from support.ros import ros_env
 
 from lang2policy.graph.node_command import node_command, select
@@ -105,14 +105,7 @@ def arm_on_host_a(peer: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        for process in processes:
-            if alive(process.pid):
-                process.send_signal(2)
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        interrupt_all(processes)
 
 
 def command_from(host: str, peer: str | None, wait: float, by: float = 0.6) -> dict:

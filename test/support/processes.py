@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -12,3 +14,17 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def interrupt_all(processes: Iterable[subprocess.Popen], timeout: float = 10.0) -> None:
+    """SIGINT (as Ctrl-C) to every process still running, then wait for each; a process
+    still running after ``timeout`` s is killed."""
+    processes = list(processes)
+    for process in processes:
+        if alive(process.pid):
+            process.send_signal(2)
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
