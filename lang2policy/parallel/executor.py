@@ -23,6 +23,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from lang2policy.errors import ConfigError
+from lang2policy.parallel.ray_executor import host_and_port
 
 EXECUTORS = ("local", "ray")
 
@@ -59,7 +60,7 @@ class Executor:
 def _address_ok(address: str) -> bool:
     if address == "auto":
         return True
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = host_and_port(address)
     return bool(host) and port.isdigit() and 0 < int(port) < 65536 and " " not in host
 
 

@@ -58,15 +58,18 @@ def import_ray(address: str | None):
     return ray
 
 
+def host_and_port(address: str) -> tuple[str, str]:
+    """``HOST:PORT`` or ``ray://HOST:PORT`` split into host (no IPv6 brackets) and port."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return host.strip("[]"), port
+
+
 def on_loopback(address: str | None) -> bool:
     """Whether the run stays on this machine: a local cluster (``address`` None) or a cluster
     whose head is at a loopback address. Ray must then be kept to loopback too: it otherwise
     rewrites 127.0.0.1 to this machine's network address, where a head started with
     ``--node-ip-address 127.0.0.1`` does not listen."""
-    if address is None:
-        return True
-    host = address.removeprefix("ray://").rpartition(":")[0].strip("[]")
-    return host in LOOPBACK_HOSTS
+    return address is None or host_and_port(address)[0] in LOOPBACK_HOSTS
 
 
 def check_reachable(address: str) -> None:
@@ -74,9 +77,9 @@ def check_reachable(address: str) -> None:
     otherwise retry for minutes before it fails."""
     if address == "auto":
         return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = host_and_port(address)
     try:
-        socket.create_connection((host.strip("[]"), int(port)), REACH_TIMEOUT_S).close()
+        socket.create_connection((host, int(port)), REACH_TIMEOUT_S).close()
     except OSError as exc:
         raise ConfigError(
             f"--ray-address {address}: no Ray cluster answers there ({exc}); start one with "
