@@ -23,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 rclpy = pytest.importorskip("rclpy")
 
-from support.vla_ros import SHIPPED_CAMERAS, NodeProcess, vla_graph  # noqa: E402
+from support.vla_ros import SHIPPED_CAMERAS, NodeProcess, skill_started, vla_graph  # noqa: E402
 from support.waiting import wait_for  # noqa: E402
 
 from lang2policy.graph import topics  # noqa: E402
@@ -82,7 +82,7 @@ def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(vla_node_graph):
     assert probe.call(topics.RESUME.name).success  # a rerun finds the node as the stop left it
     start_position = probe.latest_position()
     _, commands = probe.mark()
-    _, running = probe.status("running", probe.send(SKILL))
+    running = wait_for(lambda: skill_started(probe, SKILL), 30.0, "the skill running")
     assert running["instruction"] == SKILL and running["backend"] == "local"
     assert running["skill"] == {"family": "pick_place", "block": "red block", "bowl": "blue bowl"}
     wait_for(lambda: len(probe.commands_since(commands)) >= 25, 60.0, "25 joint commands")
@@ -107,8 +107,10 @@ def test_a_skill_moves_the_arm_holds_on_stale_inputs_and_stops(vla_node_graph):
         assert "camera" not in holding["detail"]
     finally:
         sim.resume()
-    holds = [m for _, m in probe.commands_since(before_pause) if not m.points]
-    assert holds, "a hold (a trajectory with no points) goes to the safety node"
+    # a hold (a trajectory with no points) goes to the safety node; it travels on another
+    # topic than the status, so it may arrive a little after the 'holding' line
+    held = lambda: [m for _, m in probe.commands_since(before_pause) if not m.points]  # noqa: E731
+    wait_for(held, 5.0, "a hold sent to the safety node")
     probe.status("running", since, timeout=20.0)  # fresh inputs again: it goes on
 
     since, before_stop = probe.mark()

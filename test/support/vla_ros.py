@@ -84,7 +84,12 @@ class Probe:
             with self.lock:
                 return next((s for s in self.statuses[since:] if s[1]["state"] == state), None)
 
-        return wait_for(find, timeout, f"a VLA status '{state}'")
+        def seen() -> str:
+            with self.lock:
+                lines = [(s["state"], s.get("detail", "")[:160]) for _, s in self.statuses[since:]]
+            return f"the VLA said {lines[-6:]} since"
+
+        return wait_for(find, timeout, f"a VLA status '{state}'", detail=seen)
 
     def last(self) -> dict:
         with self.lock:
