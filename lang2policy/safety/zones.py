@@ -8,8 +8,10 @@ already outside (after start-up, a manual move, or a servo that sags a few milli
 target at the box's edge) can be brought back, along a path that may wander as deep as it
 already is, but never further out. Without the floor an arm resting 1 mm outside was held for
 good: every path whose first millimetres arced outward by a fraction of a millimetre was cut
-at its start. Depths of many points against all zones are computed at once (numpy), since
-every command checks a path.
+at its start. An arm further out than ``RECOVERY_DEPTH`` (it rests where a target it could not
+reach left it) comes back along any path that stays within its depth and ends nearer the box.
+Depths of many points against all zones are computed at once (numpy), since every command
+checks a path.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ DEPTH_TOLERANCE = 1e-6  # m: numerical noise when a path runs along a box face
 # The most (m) a path may wander outside the workspace box because the arm already is that far
 # out: the servo's sag and overshoot at the box's edge (1-4 mm seen on the SO-101 at full
 # reach). Capped so that repeated overshoot cannot ratchet the arm outward; an arm further out
-# must come back monotonically until it is within this depth.
+# comes back along paths that never go deeper than it is and end shallower (``first_deeper``).
 RECOVERY_DEPTH = 0.005
 
 
@@ -63,14 +65,29 @@ def first_deeper(
     """(sample, zone) of the first path sample (rows of ``depths``; row 0 is where the path
     starts) that is deeper in a zone than the sample before it and, for the workspace box,
     than ``floor`` (per zone: how deep the arm already is; row 0 when not given; at most
-    ``RECOVERY_DEPTH``), or None
-    when the path is allowed. Inside a keep-out zone every sample must get shallower: the
-    way out, never a stroll at the depth the arm reached."""
-    allowed = depths[0] if floor is None else np.maximum(floor, depths[0])
-    allowed = np.where(keep_out, 0.0, np.minimum(allowed, RECOVERY_DEPTH))
+    ``RECOVERY_DEPTH``), or None when the path is allowed. Inside a keep-out zone every sample
+    must get shallower: the way out, never a stroll at the depth the arm reached.
+
+    Further outside the workspace box than ``RECOVERY_DEPTH``, a path that never gets deeper
+    than where the arm is and ends shallower is on its way back and passes whole, however it
+    wavers on the way (an MPC's first steps from a rest past the box, after a target it could
+    not reach, arc outward by a few millimetres: cut sample by sample, every command was, and
+    the arm held outside for good). Each such path ends nearer the box, so no ratchet."""
+    start = depths[0] if floor is None else np.maximum(floor, depths[0])
+    allowed = np.where(keep_out, 0.0, np.minimum(start, RECOVERY_DEPTH))
     limit = np.maximum(depths[:-1], allowed) + DEPTH_TOLERANCE
-    worse = np.flatnonzero((depths[1:] > limit).any(axis=1))
+    deeper = depths[1:] > limit
+    deeper[:, _returning(depths, keep_out, start)] = False
+    worse = np.flatnonzero(deeper.any(axis=1))
     if not worse.size:
         return None
     bad = int(worse[0]) + 1
-    return bad, int(np.flatnonzero(depths[bad] > limit[bad - 1])[0])
+    return bad, int(np.flatnonzero(deeper[bad - 1])[0])
+
+
+def _returning(depths: np.ndarray, keep_out: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Per zone: the workspace box, the arm further out than ``RECOVERY_DEPTH``, and a path
+    whose samples stay within the start's depth and whose last sample is shallower."""
+    within = depths.max(axis=0) <= start + DEPTH_TOLERANCE
+    closer = depths[-1] < start - DEPTH_TOLERANCE
+    return ~keep_out & (start > RECOVERY_DEPTH) & within & closer

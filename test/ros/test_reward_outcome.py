@@ -72,6 +72,8 @@ class StatusProbe:
         self.lock = threading.Lock()
         self.lines: list[dict] = []
         self.node.create_subscription(String, topics.STATUS.name, self._on_status, 100)
+        self.safety: list[dict] = []
+        self.node.create_subscription(String, topics.SAFETY.name, self._on_safety, 100)
         self.instruction = self.node.create_publisher(String, topics.INSTRUCTION.name, 10)
         self.reset = self.node.create_client(Trigger, topics.RESET.name)
 
@@ -80,6 +82,17 @@ class StatusProbe:
         answer = call_trigger(self.reset, "the sim node's reset")
         assert answer.success, answer.message
         time.sleep(1.0)  # the safety node and the controller see the arm at home
+
+    def _on_safety(self, msg: String) -> None:
+        with self.lock:
+            self.safety.append(json.loads(msg.data))
+
+    def safety_said(self, since: int = 0) -> list[tuple]:
+        """The safety node's distinct (state, reason, last violation) lines since ``since``."""
+        with self.lock:
+            said = [(s["state"], s.get("reason"), s["detail"].get("last_violation"))
+                    for s in self.safety[since:]]  # fmt: skip
+        return list(dict.fromkeys(said))
 
     def _on_status(self, msg: String) -> None:
         with self.lock:
@@ -202,15 +215,19 @@ def test_an_unreachable_target_fails_with_the_controllers_reason_and_the_terms(r
 
 def test_a_reachable_target_is_done_only_after_the_success_condition_held(reward_graph):
     _planner, probe = reward_graph
-    # From home, not from where the unreachable target left the arm: stretched out past the
-    # workspace box deeper than the safety node lets a path wander on its way back
-    # (safety.zones.RECOVERY_DEPTH), every command of this plan was cut, in 2 of 4 fresh-clone
-    # CI runs; that hold is the safety node's to fix, this test is about the plan's outcome.
+    # From home, not from where the unreachable target left the arm (the test before this
+    # one): at the box edge there (tool x about 0.417), the MPC's first knot lies up to 0.4
+    # rad from the arm, the straight joint path the safety node checks to it bulges 0-3 mm past
+    # the box, so every command is cut at its first sample and the MPC proposes the same again
+    # (1 of 8 runs; the safety node's lines are in the failure message). That standoff is the
+    # controller's to fix; this test is about the plan's outcome.
     probe.reset_sim()
+    safety_since = len(probe.safety)
     since = probe.send(REACH)
     end = probe.final(REACH, since, 90)
     final = probe.lines[end]
-    assert final["state"] == "done", final
+    said = "\n".join(map(str, probe.safety_said(safety_since)))
+    assert final["state"] == "done", f"{final['detail']['message']}; the safety node said:\n{said}"
     ended = controller_end(probe, REACH, since)
     assert ended is not None and ended < end, "done only after the controller's success"
     assert probe.lines[ended]["state"] == "success"

@@ -200,12 +200,18 @@ def test_an_arm_outside_may_take_a_path_as_deep_as_it_already_is_but_no_deeper()
     assert result.rules() == {"workspace"} and len(result.trajectory.points) < 3
 
 
-def test_far_outside_the_way_back_is_monotonic_until_within_the_recovery_depth():
-    # 3 cm out: no wandering at that depth (overshoot must not ratchet the arm outward); once
-    # within RECOVERY_DEPTH (5 mm) of the box, a path may wander that deep again.
+def test_far_outside_a_way_back_may_waver_within_the_depth_and_must_end_nearer():
+    # 3 cm out, past RECOVERY_DEPTH (5 mm): a path that wavers (1 cm, back to 2 cm) but never
+    # deeper than 3 cm and ends inside is the way back; one that ends as deep as it started, or
+    # goes deeper, is not (repeated wandering must not ratchet the arm outward)
     far_out = {"a": 0.0, "b": 1.03, "gripper": 1.0}
     wander = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.02, 1.0)), (2.0, (0.0, 0.5, 1.0))])
-    assert planar_filter().filter(wander, far_out).rules() == {"workspace"}
+    assert planar_filter().filter(wander, far_out).trajectory == wander
+    stays = command([(0.5, (0.0, 1.01, 1.0)), (1.0, (0.0, 1.03, 1.0))])
+    assert planar_filter().filter(stays, far_out).rules() == {"workspace"}
+    deeper = command([(0.5, (0.0, 1.035, 1.0)), (2.0, (0.0, 0.5, 1.0))])
+    result = planar_filter().filter(deeper, far_out)
+    assert result.rules() == {"workspace"} and result.trajectory.is_hold
     settle = command([(0.5, (0.0, 1.002, 1.0)), (1.0, (0.0, 1.004, 1.0)), (2.0, (0.0, 0.5, 1.0))])
     assert planar_filter().filter(settle, far_out).trajectory == settle
 
