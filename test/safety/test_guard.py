@@ -60,7 +60,7 @@ def test_no_sample_may_go_deeper_than_the_arm_already_is():
 
 
 @pytest.fixture(scope="module")
-def so101():
+def so101_model():
     """The real SO-101 safety model and config, as the safety node loads them."""
     from lang2policy.safety import load_safety_config
     from lang2policy.safety.robot_model import safety_model_for
@@ -101,14 +101,14 @@ def way(tool, times_and_x) -> list:
     return [(t, [*pose_at(tool, x), 0.5]) for t, x in times_and_x]
 
 
-def test_the_so101_resting_just_outside_its_box_is_brought_back_along_a_wavering_path(so101):
+def test_the_so101_resting_just_outside_its_box_is_brought_back_along_a_wavering_path(so101_model):
     """The real SO-101 model and supervisor, as the safety node runs them: the tool 1.8 mm past
     the box's +x face (a servo that sagged there), a way back that wavers by 0.4 mm before it
     goes in, as an MPC's first steps do. It is forwarded whole (it was cut at its second point
     and the arm held there, outside, for good)."""
     from lang2policy.safety import Trajectory
 
-    config, model = so101
+    config, model = so101_model
     names, tool = model.filter.names, model.filter.tool_point
     assert 0.4215 < tool(SAGGED)[0] < 0.4220 and config.workspace.max[0] == 0.42
     supervisor = so101_supervisor(config, model, SAGGED)
@@ -120,7 +120,7 @@ def test_the_so101_resting_just_outside_its_box_is_brought_back_along_a_wavering
 
 
 @pytest.mark.parametrize("past", [0.01, 0.02, 0.03])
-def test_the_so101_resting_centimetres_past_its_box_comes_back_but_never_further_out(so101, past):
+def test_the_so101_centimetres_past_its_box_comes_back_but_never_further_out(so101_model, past):
     """Where a target it could not reach left it: the tool 1-3 cm past the box's +x face,
     deeper than RECOVERY_DEPTH. A way back that wavers outward by 3 mm (as the MPC's first
     steps do) but never past where the arm is, and ends inside, is forwarded whole; a path
@@ -128,7 +128,7 @@ def test_the_so101_resting_centimetres_past_its_box_comes_back_but_never_further
     cut too (otherwise the arm could be walked along the outside of its box)."""
     from lang2policy.safety import Trajectory
 
-    config, model = so101
+    config, model = so101_model
     names, tool = model.filter.names, model.filter.tool_point
     x = 0.42 + past
     resting = pose_at(tool, x)
