@@ -46,8 +46,9 @@ SLOW_FILES = {
     "sandbox/test_redteam.py": 37, "vla/test_dataset.py": 35, "test_cli.py": 35,
     "rl/test_train.py": 27, "bench/test_cap.py": 24, "vla/test_lerobot_backend.py": 16,
     "bench/test_vla_bus.py": 13, "vla/test_demos.py": 11, "bench/test_perception.py": 11,
-    "vla/test_train.py": 10, "rl/test_distill.py": 9, "conductor/test_reward_outcome.py": 9,
-    "mpc/test_process.py": 7, "session/test_remote.py": 7, "sandbox/test_gate_corrections.py": 7,
+    "vla/test_train.py": 10, "vla/test_merge.py": 10, "rl/test_distill.py": 9,
+    "conductor/test_reward_outcome.py": 9, "mpc/test_process.py": 7, "session/test_remote.py": 7,
+    "sandbox/test_gate_corrections.py": 7,
 }  # fmt: skip
 
 

@@ -7,6 +7,7 @@
   in memory, ``DemoDataset``);
 - ``cdr``, ``mcap_episode``, ``resample``, ``from_mcap``: the graph's MCAP recordings
   (one per instruction) turned into episodes (``lang2policy dataset from-mcap``);
+- ``merge``: several datasets (``record demos --shard-size``'s shards) merged into one;
 - ``summary``: what ``lang2policy dataset info`` prints.
 """
 

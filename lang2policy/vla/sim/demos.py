@@ -10,7 +10,9 @@ Failed demonstrations are kept, marked ``success = False``.
 
 Episodes run in worker processes (``workers``; on this machine or on Ray,
 ``lang2policy.parallel.executor``), each with its own simulation and renderer; the parent
-receives whole episodes and writes them in order.
+receives whole episodes and writes them in order (or, with ``record demos --shard-size``, each
+worker writes its share of episodes, ``worker_state`` and ``record_or_error``, as a dataset
+that the parent merges).
 """
 
 from __future__ import annotations
@@ -94,13 +96,15 @@ def _session(realism: str) -> SimSession:
     return SimSession("so101", realism=load_realism(realism))
 
 
-def _worker_state(realism: str) -> tuple:
-    """A worker's own simulation and renderer, made once and kept for its episodes."""
+def worker_state(realism: str) -> tuple:
+    """A worker's own simulation and renderer, made once and kept for its episodes (here and
+    by ``record demos --shard-size``, whose workers write their episodes themselves)."""
     session = _session(realism)
     return session, frame_renderer(session.world)
 
 
-def _record_or_error(state: tuple, spec: EpisodeSpec) -> Episode | tuple:
+def record_or_error(state: tuple, spec: EpisodeSpec) -> Episode | tuple:
+    """``spec``'s episode on a worker's ``state``, or ``(spec, error)`` if it raised."""
     session, renderer = state
     try:
         return record(session, renderer, spec)
@@ -119,7 +123,7 @@ def generate(
     frames under ``realism`` (a level or a realism file: each episode's seed draws its look).
     An episode that raised is an error naming it."""
     chosen = executor or Executor("local", workers)
-    for item in run_ordered(chosen, _worker_state, (realism,), _record_or_error, list(specs),
+    for item in run_ordered(chosen, worker_state, (realism,), record_or_error, list(specs),
                             label=_label):  # fmt: skip
         if isinstance(item, tuple):
             spec, error = item
