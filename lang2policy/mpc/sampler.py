@@ -198,10 +198,19 @@ class Sampler:
             python_rollout(self.pm.model, self._datas[0], initial, controls,
                            self._states[: len(knots)], self._sensors[: len(knots)])
             return controls, self._sensors[: len(knots)]
+        # Island sleeping: whether a body sleeps is kept in MjData, not in the state a rollout
+        # starts from, so a sample inherits the sleeping bodies of the one run before it on
+        # the same MjData. With the pool's small chunks, which thread ran which samples, and so
+        # the plan, varied from run to run (a seeded bench l2r episode succeeded or failed).
+        # Fresh MjData and one fixed chunk of consecutive samples per thread make each
+        # sample's predecessor the same every time.
+        for data in self._datas:
+            mujoco.mj_resetData(self.pm.model, data)
         self._rollout.rollout(
             self._models[: len(knots)], self._datas, initial, controls, nstep=c.steps,
             skip_checks=True, state=self._states[: len(knots)],
             sensordata=self._sensors[: len(knots)],
+            chunk_size=-(-len(knots) // len(self._datas)),
         )
         return controls, self._sensors[: len(knots)]
 

@@ -106,6 +106,33 @@ def test_planning_is_deterministic_under_a_seed(world, sampler):
     assert np.array_equal(plans[0][1], plans[1][1])
 
 
+def test_a_plan_that_pushes_a_block_does_not_depend_on_which_thread_ran_which_sample(world):
+    """A seeded push (the arm in contact with a block): three runs on two rollout threads
+    give the same plans. A sample inherits the sleeping bodies of the one run before it on
+    the same MjData; while the pool's chunks went to whichever thread was free, the plans
+    varied, and the same seed of ``bench l2r`` succeeded or failed from one run to the next."""
+    from lang2policy.bench.l2r import make_backend
+    from lang2policy.bench.l2r_tasks import TASKS
+
+    settings = make_backend("mpc", "so101").settings  # as bench l2r drives the MPC
+    runs = []
+    for _ in range(3):
+        world.reset(6)
+        task = TASKS["push"](world, np.random.default_rng(6))
+        spec = validate_spec(task.reference, world.present).spec
+        config = MPCConfig(sampler="sampling", samples=128, seed=6, threads=2)
+        mpc = LockstepMPC(world, spec, config, **settings)
+        plans = []
+        for _ in range(12):
+            mpc.step()
+            plans.append(mpc.sampler.nominal.knots.copy())
+        runs.append((np.array(plans), world.data.qpos.copy()))
+        mpc.close()
+    for plans, qpos in runs[1:]:
+        assert np.array_equal(plans, runs[0][0])
+        assert np.array_equal(qpos, runs[0][1])
+
+
 @pytest.mark.parametrize("sampler", ["sampling", "cem"])
 def test_mpc_reaches_a_hover_point(world, sampler):
     names = world.reset(0)
