@@ -222,8 +222,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tasks a family serves, the MPC for the rest)")
     parser.add_argument("--workers", type=int, default=None,
                         help="worker processes (default 0 with --executor local: in this "
-                        "process, as the README's figure was measured, since the MPC's result "
-                        "moves with the load; 2 with ray: the local cluster's CPUs)")
+                        "process, as the README's figure was measured; the episodes are the "
+                        "same on any number; 2 with ray: the local cluster's CPUs)")
     add_executor_arguments(parser)
 
 
