@@ -137,7 +137,8 @@ def test_three_pick_and_places_from_the_camera_are_judged_truthfully(camera_grap
             truth, seen = dict(probe.truth), dict(probe.seen)
             sets = probe.name_sets[start:]
         inside = np.linalg.norm(truth[block][:2] - truth[bowl][:2]) < BOWL_RADIUS
-        assert inside, f"the simulator: {block} at {truth[block]}, {bowl} at {truth[bowl]}"
+        said = (outcome["state"], outcome["detail"].get("verdict"), probe.lines()[-8:])
+        assert inside, f"the sim: {block} at {truth[block]}, {bowl} at {truth[bowl]}; {said}"
         detail = outcome["detail"]
         assert outcome["state"] == "done" and detail["verdict"] == "goal_reached", outcome
         # what the planner judged on: the camera's estimate of the block, where it truly is
