@@ -158,7 +158,7 @@ def _add_shard(merged: _Merged, meta: DatasetMeta) -> None:
         first, end = moved["dataset_from_index"] - shift, moved["dataset_to_index"] - shift
         for name, values in renumbered.items():
             if f"stats/{name}/count" in row:
-                moved.update(_stat_columns(name, stats.vector_stats(values[first:end])))
+                moved.update(stats.to_columns({name: stats.vector_stats(values[first:end])}))
         merged.rows.append(moved)
     merged.frames += meta.total_frames
 
@@ -281,29 +281,13 @@ def _moved_row(
     return moved
 
 
-def _stat_columns(key: str, feature: stats.Stats) -> dict[str, Any]:
-    """One feature's per-episode stats as the episode row's ``stats/<key>/<stat>`` columns."""
-    return {f"stats/{key}/{name}": value.tolist() for name, value in feature.items()}
-
-
-def _row_stats(row: dict[str, Any]) -> dict[str, stats.Stats]:
-    """The per-episode stats held in an episode row, by feature (as the writer kept them)."""
-    found: dict[str, stats.Stats] = {}
-    for column, value in row.items():
-        if column.startswith("stats/"):
-            key, name = column.removeprefix("stats/").rsplit("/", 1)
-            kind = np.int64 if name == "count" else np.float64
-            found.setdefault(key, {})[name] = np.asarray(value, kind)
-    return found
-
-
 def _write_meta(merged: _Merged) -> None:
     """The merged episodes table, tasks, pooled stats and info.json."""
     work, rows = merged.work, merged.rows
     first_file = layout.EPISODES_PATH.format(chunk_index=0, file_index=0)
     tables.write_table(tables.episodes_table(rows, _INT_COLUMNS), work / first_file)
     tables.write_table(tables.tasks_table(merged.tasks), work / layout.TASKS_PATH)
-    pooled = stats.pool_features([_row_stats(row) for row in rows])
+    pooled = stats.pool_features([stats.from_columns(row) for row in rows])
     layout.write_json(stats.to_json(pooled), work / layout.STATS_PATH)
     merged.info.update(
         total_episodes=len(rows),

@@ -107,6 +107,25 @@ def to_json(stats: dict[str, Stats]) -> dict[str, dict[str, Any]]:
     return {key: {name: value.tolist() for name, value in ft.items()} for key, ft in stats.items()}
 
 
+def to_columns(episode_stats: dict[str, Stats]) -> dict[str, Any]:
+    """Per-episode stats as LeRobot stores them in the episodes table: ``stats/<key>/<stat>``."""
+    return {
+        f"stats/{key}/{name}": value.tolist()
+        for key, feature in episode_stats.items()
+        for name, value in feature.items()
+    }
+
+
+def from_columns(row: dict[str, Any]) -> dict[str, Stats]:
+    """The per-episode stats an episodes-table row holds (``to_columns``'s inverse)."""
+    nested: dict[str, dict[str, Any]] = {}
+    for column, value in row.items():
+        if column.startswith("stats/"):
+            key, name = column.removeprefix("stats/").rsplit("/", 1)
+            nested.setdefault(key, {})[name] = value
+    return from_json(nested)
+
+
 def from_json(data: dict[str, dict[str, Any]]) -> dict[str, Stats]:
     """stats.json's lists as numpy arrays (float64; ``count`` int64)."""
     return {

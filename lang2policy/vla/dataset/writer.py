@@ -152,7 +152,7 @@ class DatasetWriter:
             encoder.append(record.images[camera])
             row[f"videos/{key}/to_timestamp"] = encoder.frames / self.fps
             episode_stats[key] = stats.image_stats(record.images[camera])
-        row.update(_stats_columns(episode_stats))
+        row.update(stats.to_columns(episode_stats))
         row.update({name: _plain(record.extra[name]) for name in self.extra_columns})
         self._rows.append(row)
         self._frames.append(columns)
@@ -291,15 +291,6 @@ def _check_frame_names(names: list[str]) -> None:
             f"extra frame columns must be unique and none of {list(own)} or a camera's; got "
             f"{names}"
         )
-
-
-def _stats_columns(episode_stats: dict[str, stats.Stats]) -> dict[str, Any]:
-    """Per-episode stats as LeRobot stores them in the episodes table: ``stats/<key>/<stat>``."""
-    return {
-        f"stats/{key}/{name}": value.tolist()
-        for key, feature in episode_stats.items()
-        for name, value in feature.items()
-    }
 
 
 def _kind(value: Any) -> str:
