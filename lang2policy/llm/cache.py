@@ -11,6 +11,11 @@ live client and appends) and ``read-through`` (a hit is answered from the file, 
 live and is appended). Requests and replies hold no API keys, so neither does the file. A line
 that does not parse (e.g. the last one, cut off by a crash mid-write), or breaks the bounds of
 ``wire_json.decode_json`` (nesting, number length, ``MAX_LINE_BYTES``), is skipped with a warning.
+
+A replayed request that differs from every recorded one only in its decimal numbers (a camera's
+estimate of where a block was, which moves by a centimetre between runs under a realism profile)
+is answered by the one recorded exchange it matches that way, with a warning; when several
+match, or none, it is a miss.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class ExchangeCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
+        self._number_blind: dict[str, set[str]] = {}  # number-blind key -> exact keys
         if self.path.exists():
             self._load()
 
@@ -61,6 +67,14 @@ class ExchangeCache:
         """The stored response dict for ``request``, or None."""
         record = self._records.get(request.key())
         return None if record is None else record["response"]
+
+    def get_ignoring_numbers(self, request: LLMRequest) -> dict[str, Any] | None:
+        """The stored response of the one exchange whose request differs from ``request``
+        only in decimal numbers, or None when there is no such exchange or more than one."""
+        keys = self._number_blind.get(request.number_blind_key(), set())
+        if len(keys) != 1:
+            return None
+        return self._records[next(iter(keys))]["response"]
 
     def put(self, request: LLMRequest, reply: LLMReply) -> None:
         """Append one exchange to the file (created with its folder if needed) and index it."""
@@ -80,7 +94,7 @@ class ExchangeCache:
                 separator = "\n" if _ends_mid_line(self.path) else ""
                 f.write(separator + line)
                 f.flush()
-            self._records[record["key"]] = record
+            self._index(request, record)
 
     def recorded_for(self) -> list[str]:
         """'model (mode)' of the stored requests, for error messages."""
@@ -124,7 +138,13 @@ class ExchangeCache:
                     number,
                     key[:12],
                 )
-            self._records[key] = record
+            self._index(request, record)
+
+    def _index(self, request: LLMRequest, record: dict[str, Any]) -> None:
+        key = request.key()
+        record["key"] = key
+        self._records[key] = record
+        self._number_blind.setdefault(request.number_blind_key(), set()).add(key)
 
 
 class CachingClient:
@@ -163,6 +183,15 @@ class CachingClient:
     def _lookup(self, request: LLMRequest) -> LLMReply | None:
         start = time.monotonic()
         response = self.cache.get(request)
+        if response is None and self.mode == "replay":
+            response = self.cache.get_ignoring_numbers(request)
+            if response is not None:
+                log.warning(
+                    "replay: request %s is not in %s; answered by the one recorded exchange "
+                    "that differs from it only in decimal numbers",
+                    request.key()[:12],
+                    self.cache.path,
+                )
         if response is None:
             return None
         return LLMReply.from_dict(response, latency_s=time.monotonic() - start, cached=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack
@@ -80,6 +81,24 @@ class LLMRequest:
             self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def number_blind_key(self) -> str:
+        """The key of this request with every decimal number in its text replaced by ``#``.
+
+        Two requests that differ only in measured values (a camera's estimate of where an
+        object was, printed into the prompt to the centimetre) share it; replay uses it to
+        answer such a request when exactly one recorded exchange matches (``ExchangeCache``).
+        """
+        body = self.to_dict()
+        if body.get("prompt") is not None:
+            body["prompt"] = _DECIMAL.sub("#", body["prompt"])
+        for message in body.get("messages", ()):
+            message["content"] = _DECIMAL.sub("#", str(message.get("content", "")))
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+_DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
 @dataclass(frozen=True)

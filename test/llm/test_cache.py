@@ -127,6 +127,33 @@ def test_replay_miss_names_the_hash_and_the_file(tmp_path):
         caching(path, "replay").complete(other)
 
 
+def test_replay_answers_a_prompt_whose_measured_numbers_moved_when_one_record_matches(
+    tmp_path, caplog
+):
+    path = tmp_path / "exchanges.jsonl"
+    was = "# put the red block in the bowl\n# (the red block was at [{}, -0.07, 0.01])\n"
+    caching(path, "record", StubLive()).complete(was.format("0.25"))
+
+    caplog.set_level(logging.WARNING, logger="lang2policy.llm")
+    reply = caching(path, "replay").complete(was.format("0.26"))
+    assert reply.text == "answer 1" and reply.cached is True
+    assert "differs from it only in decimal numbers" in caplog.text
+    # the words still have to match
+    with pytest.raises(ReplayMissError):
+        caching(path, "replay").complete(was.format("0.26").replace("red", "blue"))
+
+
+def test_replay_misses_when_several_records_differ_only_in_numbers(tmp_path):
+    path = tmp_path / "exchanges.jsonl"
+    recorder = caching(path, "record", StubLive())
+    for x in ("0.25", "0.27"):
+        recorder.complete(f"# go to [{x}, 0.1]\n")
+    replay = caching(path, "replay")
+    assert replay.complete("# go to [0.27, 0.1]\n").text == "answer 2"  # exact still wins
+    with pytest.raises(ReplayMissError):
+        replay.complete("# go to [0.26, 0.1]\n")
+
+
 def test_read_through_calls_live_only_on_a_miss(tmp_path):
     path = tmp_path / "exchanges.jsonl"
     live = StubLive()
