@@ -21,6 +21,7 @@ from lang2policy.mpc import spline
 from lang2policy.mpc.cost import total_cost
 from lang2policy.mpc.model import PlanningModel
 from lang2policy.mpc.proposals import Proposals
+from lang2policy.mpc.workspace import stay_inside_for
 from lang2policy.rewards.spec import RewardSpec
 
 SAMPLERS = ("sampling", "cem")
@@ -112,6 +113,7 @@ class Sampler:
         self._qpos_index = 1 + model.arm_qpos_adr  # FULLPHYSICS = [time, qpos, qvel, ...]
         self.nominal: ControlPlan | None = None
         self.proposals = Proposals(model) if c.proposals else None
+        self.stay_inside = stay_inside_for(model.description.name)
         # Samples cycle through noise scales (1, 1/3, 1/10): coarse ones find the way, fine
         # ones converge on it, so the arm neither stalls far off nor jitters near the goal.
         self._scales = np.resize(np.array(_NOISE_SCALES), c.samples)
@@ -218,7 +220,10 @@ class Sampler:
         controls, sensors = self.rollout(knots)
         qpos = self._states[: len(knots)][..., self._qpos_index]
         features = self.pm.features(sensors, controls, qpos, self.config.timestep)
-        return total_cost(spec, features)
+        costs, per_term = total_cost(spec, features)
+        if self.stay_inside is not None:
+            costs = costs + self.stay_inside.cost(features.tool)
+        return costs, per_term
 
 
 def python_rollout(model: mujoco.MjModel, data: mujoco.MjData, initial: np.ndarray,
