@@ -22,13 +22,13 @@ def test_the_cost_is_zero_inside_and_grows_with_the_distance_outside():
     assert COST_PER_METRE * 0.001 >= 1.0  # 1 mm out outweighs 1 m of a weight-1 term
 
 
-def test_the_planning_box_is_the_safety_box_shrunk_but_for_the_floor():
+def test_the_planning_box_is_the_safety_box_shrunk_with_no_floor():
     limits = load_safety_config("so101")
     box = stay_inside_for("so101")
     inset = limits.workspace_margin + PLAN_MARGIN
     assert box.high == pytest.approx(np.array(limits.workspace.max) - inset)
     assert box.low[:2] == pytest.approx(np.array(limits.workspace.min[:2]) + inset)
-    assert box.low[2] == pytest.approx(limits.workspace_margin)  # grasps 12 mm above the table
+    assert box.low[2] == -np.inf  # the table is the floor
     assert stay_inside_for("a robot safety.yaml does not list") is None
 
 
