@@ -186,3 +186,19 @@ def test_a_ray_address_where_nothing_listens_is_refused_at_once(tmp_path):
     assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there" in child.stderr
     assert time.monotonic() - started < 60  # not Ray's minutes of retries
     assert not (tmp_path / "demos").exists()
+
+
+def test_ray_workers_write_shards_that_merge_into_the_local_pools_bytes(tmp_path):
+    """``--shard-size``: each work item is episodes a worker records and writes as a shard of
+    its own; the parent merges them. On Ray the workers run in other processes of the
+    cluster, and the merged dataset is the local pool's, byte for byte."""
+    datasets = {}
+    for executor in ("local", "ray"):
+        out = tmp_path / executor / "demos"
+        record(out, "--executor", executor, "--shard-size", "2")
+        assert not out.with_name("demos.shards").exists()  # merged, then removed
+        datasets[executor] = files(out)
+    local, ray = datasets["local"], datasets["ray"]
+    assert sum(name.endswith(".parquet") and name.startswith("data/") for name in ray) == 2
+    assert sorted(ray) == sorted(local)
+    assert all(ray[name] == local[name] for name in ray)
