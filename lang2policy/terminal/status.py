@@ -125,6 +125,8 @@ class StatusModel:
         detail = message.get("detail", "")
         if state == "ready":  # the planner warmed its LLM: instructions are answered quickly
             said = short(detail.get("llm", "")) if isinstance(detail, dict) else short(detail)
+            if self.planner_state == "starting":  # the toolbar no longer shows the warm-up
+                self.planner_state, self.progress = "", "ready"
             return Notice("planner", state, "", f"[planner] ready: {said}".rstrip(": "))
         if state in ("busy", "rejected") and self._other_instruction_active(instruction):
             # a refused second instruction does not end the one that runs

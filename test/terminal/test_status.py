@@ -408,3 +408,13 @@ def test_the_planner_saying_ready_is_one_line_and_starts_no_task():
     assert event.line == "[planner] ready: LLM warmed: 6 prompt prefixes processed in 31.0 s"
     assert not event.final and not model.task_running(now=100.0)
     assert model.planner_state != "ready"  # it is no task state
+
+
+def test_the_toolbar_stops_showing_the_warm_up_once_the_planner_is_ready():
+    model = StatusModel()
+    model.fold(planner("starting", "warming the planner's prompts: 6 of 7, ~13 s left",
+                       instruction=""))  # fmt: skip
+    assert "6 of 7" in render_toolbar(toolbar_segments(model))
+    model.fold(planner("ready", {"llm": "LLM warmed"}, instruction=""))
+    toolbar = render_toolbar(toolbar_segments(model))
+    assert "6 of 7" not in toolbar and "starting" not in toolbar and "ready" in toolbar
