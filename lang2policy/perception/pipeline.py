@@ -17,6 +17,7 @@ from lang2policy.errors import ConfigError
 from lang2policy.perception.camera import CameraPose, Intrinsics, PinholeCamera
 from lang2policy.perception.detector import Detector, DetectorSettings, ObjectGeometry
 from lang2policy.perception.holding import HeldBlock, Surfaces
+from lang2policy.perception.misread import keep_tracked_names
 from lang2policy.perception.palette import Palette
 from lang2policy.perception.records import PerceivedObject
 from lang2policy.perception.robot_mask import RobotMask
@@ -99,6 +100,7 @@ class CameraPerception:
             self.mask.pose(joints)
             ignore = self.mask.mask(self.detector.camera)
         detections = self._without_pieces_of_kept_bowls(self.detector.detect(rgb, ignore))
+        detections = keep_tracked_names(detections, self.tracker.objects)
         camera = self.detector.camera.pose.position
         detections, under = restack(
             detections, self.tracker.objects, camera, self.geometry.block_half

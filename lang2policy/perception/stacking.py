@@ -7,6 +7,12 @@ camera sees the upper block's top face along a ray; where that ray passes one bl
 above a hidden block, within ``STACK_TOLERANCE`` of its centre, the upper block stands on it.
 Left on the table plane, the upper block would be placed off the tower by the parallax and a
 block height too low, and the next block stacked on it would be driven into the tower.
+
+Only a block the tracker already held can stand on a hidden one (the arm carries a block it
+picked onto a tower). A new name where a kept block just vanished is that block misnamed, not
+one put on it: under the arm's shade at ``mild`` an orange block read as brown for a few
+frames, the brown block was raised onto the "hidden" orange one, and when the orange one was
+seen again it was raised onto the then-hidden brown one, 5 cm above the table, out of reach.
 """
 
 from __future__ import annotations
@@ -29,11 +35,14 @@ def restack(
     """``found`` with every block that stands on a kept, unseen block raised onto it, and
     the names of the blocks under such a block (hidden by it, not missed). ``kept``: the
     tracker's objects before this frame."""
-    names = {obj.name for obj in found}
+    names, kept = {obj.name for obj in found}, list(kept)
+    tracked = {o.name for o in kept}
     hidden = [o for o in kept if o.kind == "block" and o.name not in names]
     result, under = [], set()
     for obj in found:
         base = _base_of(obj, hidden, camera_position, block_half) if obj.kind == "block" else None
+        if obj.name not in tracked:  # a new name where a block vanished: that block, misnamed
+            base = None
         if base is None:
             result.append(obj)
             continue

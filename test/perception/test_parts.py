@@ -29,7 +29,6 @@ from lang2policy.perception import (
 from lang2policy.perception.palette import UNKNOWN
 from lang2policy.perception.segmentation import find_blobs
 from lang2policy.perception.silhouette import Shape, fit_shape, predicted_outline, signed_distance
-from lang2policy.perception.stacking import restack
 from lang2policy.scene.objects import COLORS
 
 K = np.array([[300.0, 0.0, 159.5], [0.0, 300.0, 119.5], [0.0, 0.0, 1.0]])
@@ -347,23 +346,3 @@ def test_a_new_name_joins_only_after_confirm_frames_in_a_row():
     assert tracker.update([red, glint]).added == ("yellow block",)  # 3 in a row
     with pytest.raises(ConfigError, match="confirm must be an integer >= 1"):
         ObjectTracker(0, confirm=0)
-
-
-def _block(name: str, x: float, y: float, z: float = 0.0125) -> PerceivedObject:
-    return PerceivedObject(name, (x, y, z))
-
-
-def test_restack_raises_a_block_seen_over_a_hidden_one_and_no_block_beside_it():
-    camera, half = np.array([0.2, 0.0, 0.6]), 0.0125
-    kept = [_block("red block", 0.25, 0.1), _block("green block", 0.25, -0.1)]
-    # the blue block's top face is seen where its ray meets the table-block plane: off the
-    # red block by the parallax of one block height
-    on_red = np.array([0.25, 0.1, 3 * half])
-    seen_at = on_red + (half - on_red[2]) / (camera[2] - on_red[2]) * (camera - on_red)
-    beside_green = _block("yellow block", 0.25, -0.1 + 2 * half + 0.001)  # touching, on the table
-    found = [PerceivedObject("blue block", tuple(seen_at)), beside_green]
-    placed, under = restack(found, kept, camera, half)
-    assert np.allclose(placed[0].position, on_red, atol=1e-9)
-    assert under == {"red block"}  # kept though unseen: the blue block hides it
-    assert placed[1] == beside_green  # a block beside a hidden block stays on the table
-    assert restack(found, [], camera, half) == (found, set())  # nothing hidden: as detected
