@@ -77,10 +77,7 @@ class LLMRequest:
 
     def key(self) -> str:
         """SHA-256 hex digest of the canonical JSON of the request."""
-        canonical = json.dumps(
-            self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return _digest(self.to_dict())
 
     def number_blind_key(self) -> str:
         """The key of this request with every decimal number in its text replaced by ``#``.
@@ -94,11 +91,16 @@ class LLMRequest:
             body["prompt"] = _DECIMAL.sub("#", body["prompt"])
         for message in body.get("messages", ()):
             message["content"] = _DECIMAL.sub("#", str(message.get("content", "")))
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return _digest(body)
 
 
 _DECIMAL = re.compile(r"-?\d+\.\d+")
+
+
+def _digest(body: dict[str, Any]) -> str:
+    """SHA-256 hex digest of ``body``'s canonical JSON."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

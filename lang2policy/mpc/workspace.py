@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lang2policy.errors import ConfigError
-from lang2policy.safety.config import load_safety_config
+from lang2policy.config import read_yaml
+from lang2policy.safety.config import default_config_path, load_safety_config
 
 # Metres the planning box is smaller than the safety node's on its sides and top: the tool
 # rests this far inside, so a bulge of the joint path between two commands stays inside the
@@ -45,12 +45,10 @@ class StayInside:
 def stay_inside_for(robot: str, config: str | Path | None = None) -> StayInside | None:
     """The planning box of ``robot`` from its safety limits (default: the packaged
     config/safety.yaml), or None for a robot that file does not list."""
-    try:
-        limits = load_safety_config(robot, config)
-    except ConfigError as exc:
-        if "no safety limits for robot" in str(exc):
-            return None
-        raise
+    path = Path(config) if config else default_config_path()
+    if robot not in read_yaml(path):
+        return None
+    limits = load_safety_config(robot, path)
     inset = limits.workspace_margin + PLAN_MARGIN
     low = np.array(limits.workspace.min, float) + np.array([inset, inset, -np.inf])
     high = np.array(limits.workspace.max, float) - inset

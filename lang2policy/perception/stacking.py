@@ -40,9 +40,9 @@ def restack(
     hidden = [o for o in kept if o.kind == "block" and o.name not in names]
     result, under = [], set()
     for obj in found:
-        base = _base_of(obj, hidden, camera_position, block_half) if obj.kind == "block" else None
-        if obj.name not in tracked:  # a new name where a block vanished: that block, misnamed
-            base = None
+        # a new name where a block vanished is that block misnamed, never one put on it
+        stands = obj.kind == "block" and obj.name in tracked
+        base = _base_of(obj, hidden, camera_position, block_half) if stands else None
         if base is None:
             result.append(obj)
             continue
