@@ -25,6 +25,12 @@ import cv2
 import numpy as np
 
 from lang2policy.errors import ConfigError
+from lang2policy.perception.bowl_wall import (
+    FOREIGN_EDGE_SHARE,
+    family_of,
+    foreign_edge,
+    owner_image,
+)
 from lang2policy.perception.camera import PinholeCamera
 from lang2policy.perception.evidence import visible_share
 from lang2policy.perception.image import check_rgb
@@ -118,12 +124,14 @@ class Detector:
         self.settings = settings or DetectorSettings()
         self.white_balance = white_balance_for(palette.table)
         self._rgba = {c.name: (*c.rgb, 1.0) for c in palette.colors if c.name}
+        self.unclear: list[tuple[float, float, float]] = []  # (x, y, rim) of unnamed bowls
 
     def detect(self, rgb: np.ndarray, ignore: np.ndarray | None = None) -> list[PerceivedObject]:
         """Objects seen in ``rgb`` (H, W, 3 uint8, the camera's resolution), sorted by name.
 
         ``ignore`` (H, W bool) marks pixels that show no object, such as the robot's
-        (``RobotMask``); objects partly behind them are still found.
+        (``RobotMask``); objects partly behind them are still found. A bowl seen in two colours
+        is not named (``bowl_wall``); where it stands is left in ``unclear``.
         """
         rgb = check_rgb(rgb)
         expected = (self.camera.intrinsics.height, self.camera.intrinsics.width)
@@ -142,7 +150,7 @@ class Detector:
         for blob in blobs:
             if not (s.drop_border and blob.touches_border):
                 candidates += self._candidates(blob, ignore)
-        return self._resolve(candidates)
+        return self._resolve(candidates, owner_image(blobs, expected))
 
     def _prepared(self, rgb: np.ndarray, ignore: np.ndarray | None) -> np.ndarray:
         """``rgb`` white-balanced against the table."""
@@ -214,19 +222,24 @@ class Detector:
         }
 
     # ----------------------------------------------------------------- all blobs
-    def _resolve(self, candidates: list[_Candidate]) -> list[PerceivedObject]:
+    def _resolve(self, candidates: list[_Candidate], owners: np.ndarray) -> list[PerceivedObject]:
         """One object per name: pieces of one bowl (cut apart by the gripper) are fitted
         together; a block inside a bowl of its own colour is a piece of that bowl; else the
-        candidate with the largest blob wins."""
+        candidate with the largest blob wins. A bowl whose edge borders on another colour is
+        not named, nor are that colour's blocks within its rim (``bowl_wall``)."""
         bowls = [self._merge_bowl(c) for c in _by_name(c for c in candidates if c.kind == "bowl")]
+        unclear = _unclear_bowls(bowls, owners)
         taken = {b.blob.color: b for b in bowls}
         blocks = []
         for group in _by_name(c for c in candidates if c.kind == "block"):
             bowl = taken.get(group[0].blob.color)
             group = [c for c in group if bowl is None or _gap(c, bowl) > self.geometry.bowl_radius]
+            group = [c for c in group if not _piece_of_unclear(c, unclear, self.geometry)]
             if group:
                 blocks.append(max(group, key=lambda c: c.blob.area))
-        objects = [self._record(c) for c in bowls]
+        self.unclear = [(b.pose[0], b.pose[1], self.geometry.bowl.half) for b, _ in unclear]
+        named = [b for b in bowls if all(b is not u for u, _ in unclear)]
+        objects = [self._record(c) for c in named]
         objects += [self._record_block(c, bowls) for c in blocks]
         return sorted(objects, key=lambda o: o.name)
 
@@ -259,6 +272,25 @@ class Detector:
         """(N, 2) world x, y of ``pixels`` on the plane at height z; None if any ray misses."""
         points = self.camera.to_plane(pixels, z)
         return None if np.isnan(points).any() else points[:, :2]
+
+
+def _unclear_bowls(bowls: list[_Candidate], owners: np.ndarray) -> list[tuple[_Candidate, int]]:
+    """(bowl, the family it borders on) of each bowl whose visible edge mostly borders on
+    another colour family (``bowl_wall.foreign_edge``)."""
+    unclear = []
+    for bowl in bowls:
+        share, other = foreign_edge(bowl.blob, owners)
+        if share > FOREIGN_EDGE_SHARE:
+            unclear.append((bowl, other))
+    return unclear
+
+
+def _piece_of_unclear(block: _Candidate, unclear, geometry: ObjectGeometry) -> bool:
+    """A block of the colour seen on an unnamed bowl's wall, within that bowl's rim."""
+    return any(
+        family_of(block.blob) == other and _gap(block, bowl) < geometry.bowl.half
+        for bowl, other in unclear
+    )
 
 
 def _area(polygon: np.ndarray) -> float:

@@ -7,6 +7,7 @@ is what the ROS node wraps, and can be driven directly (benchmarks, tests, noteb
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -108,7 +109,8 @@ class CameraPerception:
         if self.holding.name:  # in the jaws: kept, wherever the camera sees it
             under.add(self.holding.name)
         update = self.tracker.update(
-            detections, lambda obj: obj.name in under or self._hidden(obj, ignore)
+            detections,
+            lambda obj: obj.name in under or self._hidden(obj, ignore) or self._unclear(obj),
         )
         if self.mask is not None and joints is not None:
             held = self.holding.follow(self.mask.tool(joints), self.tracker.objects)
@@ -149,6 +151,12 @@ class CameraPerception:
         if ignore is not None:
             covered[inside] = ignore[pixels[inside, 1], pixels[inside, 0]]
         return bool(covered.mean() >= HIDDEN_SHARE)
+
+    def _unclear(self, obj: PerceivedObject) -> bool:
+        """Whether ``obj`` stands where the detector saw a bowl it could not name (in two
+        colours: ``bowl_wall``): not a view of the table, so kept, not missed."""
+        x, y = obj.position[:2]
+        return any(math.hypot(x - ux, y - uy) < rim for ux, uy, rim in self.detector.unclear)
 
     def _joints_at(self, stamp: float | None) -> dict[str, float]:
         if stamp is None:
