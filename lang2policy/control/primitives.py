@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from lang2policy.control.bowl_spot import spot_in_bowl
 from lang2policy.control.kinematics import Kinematics
 from lang2policy.control.pusher import PUSH_SPEED, PushPlan, plan_push
 from lang2policy.control.scene_query import SceneQuery, require_object
@@ -231,12 +232,27 @@ class MotionPrimitives:
 
     # ---------------------------------------------------------------- planning helpers
     def drop_point(self, obj: str, target: str) -> np.ndarray:
-        """Where ``obj``'s centre is let go to end up on or in ``target``."""
+        """Where ``obj``'s centre is let go to end up on or in ``target``; in a bowl, clear
+        of the blocks already in it (``bowl_spot``)."""
         base = self.scene.object_pose(target).position
         half = self.scene.object_size(obj)
         if self.scene.object_kind(target) == "bowl":
-            return above(base, 0.008 + half + _DROP_CLEARANCE)
+            others = self._in_bowl(obj, target)
+            x, y = spot_in_bowl(base, self.scene.object_size(target), half, others)
+            return above(np.array([x, y, base[2]]), 0.008 + half + _DROP_CLEARANCE)
         return above(base, self.scene.object_size(target) + half + _DROP_CLEARANCE)
+
+    def _in_bowl(self, obj: str, bowl: str) -> list[np.ndarray]:
+        """Positions of the blocks (``obj`` aside) within ``bowl``'s radius."""
+        centre, radius = self.scene.object_pose(bowl).position, self.scene.object_size(bowl)
+        found = []
+        for name in self.scene.object_names():
+            if name == obj or self.scene.object_kind(name) != "block":
+                continue
+            position = self.scene.object_pose(name).position
+            if math.hypot(*(position[:2] - centre[:2])) < radius:
+                found.append(position)
+        return found
 
     # ---------------------------------------------------------------- execution
     def _follow(self, path: np.ndarray, opening: float | None = None) -> None:
