@@ -114,7 +114,8 @@ TOPIC_TYPES: dict[str, str] = {t.name: t.type for t in TOPICS}
 PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE = "planner", "controller", "safety"
 VLA_NODE = "vla"
 TELEOP_NODE = "teleop"  # its "received" (instruction: the task) and "done" cut demonstrations
-PERCEPTION_NODE = "perception"  # "blind" (detail: no image since when) and "seeing" again
+PERCEPTION_NODE = "perception"  # "blind" (detail: no image since when), "seeing" again, and
+# "unclear" (detail: where a bowl is seen in two colours, not named)
 STATUS_NODES = (PLANNER_NODE, CONTROLLER_NODE, SAFETY_NODE, VLA_NODE, TELEOP_NODE, PERCEPTION_NODE)
 PLANNER_STATES = (
     "starting",  # detail: what start-up waits for ("warming the planner's prompts: 3 of 7")

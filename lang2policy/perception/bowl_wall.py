@@ -29,6 +29,7 @@ FOREIGN_EDGE_SHARE = 0.5  # of a bowl's visible edge: above it, the bowl is not 
 REACH_PX = 2  # how far beyond its edge a bowl's neighbours are looked for (pixels)
 MIN_EDGE_PX = 10  # visible edge points needed to judge at all
 NO_FAMILY = -1
+RESAY_DISTANCE = 0.02  # metres an unnamed bowl must move before it is said again
 
 
 def family_of(blob: Blob) -> int:
@@ -63,3 +64,32 @@ def foreign_edge(blob: Blob, owners: np.ndarray) -> tuple[float, int]:
         return 0.0, NO_FAMILY
     families, counts = np.unique(near[foreign], return_counts=True)
     return float(foreign.any(axis=1).mean()), int(families[np.argmax(counts)])
+
+
+class UnclearNotice:
+    """What to tell a person about bowls seen but not named (``Detector.unclear``): a line
+    when they appear, move or change in number, nothing while they stay, so that a planner's
+    "no object named 'yellow bowl'" has its reason beside it."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[float, float]] = []
+
+    def update(self, unclear: Sequence[tuple[float, float, float]]) -> str | None:
+        """The line to say for this frame's ``unclear`` (x, y, rim), else None."""
+        spots = sorted((float(x), float(y)) for x, y, _ in unclear)
+        if _same_spots(spots, self.said):
+            return None
+        self.said = spots
+        if not spots:
+            return None
+        where = "; ".join(f"[{x:.2f}, {y:.2f}]" for x, y in spots)
+        return (
+            f"not named: a bowl at {where} is seen in two colours (which one cannot be told "
+            "from this view); what was known there is kept"
+        )
+
+
+def _same_spots(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
+    return len(a) == len(b) and all(
+        np.hypot(p[0] - q[0], p[1] - q[1]) <= RESAY_DISTANCE for p, q in zip(a, b, strict=True)
+    )

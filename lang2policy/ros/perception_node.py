@@ -59,7 +59,8 @@ from lang2policy.perception import (
     sim_camera_pose,
     validate_objects,
 )
-from lang2policy.perception.image_watch import BLIND, SEEING, ImageWatch
+from lang2policy.perception.bowl_wall import UnclearNotice
+from lang2policy.perception.image_watch import BLIND, SEEING, UNCLEAR, ImageWatch
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters
@@ -85,6 +86,7 @@ class PerceptionNode(ReadOnlyParameters):
         rate = self._param("publish_rate")
         self.tracker = ObjectTracker(0)  # ground truth is complete: what it omits is gone
         self.camera: CameraPerception | None = None
+        self.unclear_notice = UnclearNotice()
         self._stamp = 0.0
         self._warned: set[str] = set()
         self.frames = 0  # inputs processed (images or ground-truth messages)
@@ -224,7 +226,15 @@ class PerceptionNode(ReadOnlyParameters):
             self._error(f"skipped an image of camera '{self.camera_name}': {exc}")
             return
         self.frame_seconds.append(self.camera.seconds)
+        self._say_unclear()
         self._take(update, stamp)
+
+    def _say_unclear(self) -> None:
+        """Say where a bowl is seen but not named (``bowl_wall``), once per change."""
+        line = self.unclear_notice.update(self.camera.detector.unclear)
+        if line is not None:
+            self.get_logger().warning(line)
+            self._say(UNCLEAR, line)
 
     # ----------------------------------------------------------------- output
     def _take(self, update: Update, stamp: float) -> None:

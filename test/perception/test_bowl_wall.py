@@ -5,16 +5,21 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from support.two_colour_bowl import BOWL_XY, CAMERA, ROBOT, SIZE, two_coloured_bowl
 
 from lang2policy.bench import perception as bench
 from lang2policy.perception import palette_from_colors
-from lang2policy.perception.bowl_wall import FOREIGN_EDGE_SHARE, foreign_edge, owner_image
+from lang2policy.perception.bowl_wall import (
+    FOREIGN_EDGE_SHARE,
+    UnclearNotice,
+    foreign_edge,
+    owner_image,
+)
 from lang2policy.perception.camera_pose import sim_camera_pose
 from lang2policy.perception.pipeline import CameraPerception
 from lang2policy.perception.records import PerceivedObject
 from lang2policy.perception.scene import sim_intrinsics
 from lang2policy.perception.segmentation import find_blobs
-from lang2policy.perception.silhouette import predicted_outline
 from lang2policy.scene.objects import COLORS
 
 TABLE = (150, 140, 130)
@@ -30,10 +35,6 @@ def _bowl_blob(image: np.ndarray, bowl: str):
     blobs = find_blobs(image, palette)
     own = max((b for b in blobs if b.color == bowl), key=lambda b: b.area)
     return own, owner_image(blobs, image.shape[:2])
-
-
-def _polygon(points: np.ndarray):
-    return lambda img, colour: cv2.fillPoly(img, [np.round(points).astype(np.int32)], colour)
 
 
 def _disc(centre, radius):
@@ -79,21 +80,13 @@ def test_a_tracked_bowl_is_kept_while_it_is_seen_in_two_colours():
     """A bowl in full view whose floor and the lit side of its wall read orange, the rest of
     its wall yellow: not a view of the table where the tracked yellow bowl was, so it is kept
     however many frames pass, and not renamed."""
-    pose, size = sim_camera_pose("so101", "top"), 224
-    perception = CameraPerception("so101", pose, robot_mask=False, max_missed=1)
-    perception.set_intrinsics(sim_intrinsics("so101", "top", size, size))
-    g = perception.geometry
-    outline = predicted_outline(perception.detector.camera, g.bowl, (0.2, 0.1, 0.0), g.table_z)
-    image = np.full((size, size, 3), np.round(np.multiply(perception.palette.table, 255)), np.uint8)
-    centre = outline.mean(axis=0)
-    floor = centre + 0.8 * (outline - centre)
-    _paint(image, "yellow", _polygon(outline))
-    _paint(image, "orange", _polygon(floor))
-    lit = (image == [round(v * 255) for v in COLORS["yellow"]]).all(axis=2)
-    lit[:, : int(centre[0] + 0.5 * (outline[:, 0].max() - centre[0]))] = False
-    _paint(image, "orange", lambda img, c: img.__setitem__(lit, c))
+    pose = sim_camera_pose(ROBOT, CAMERA)
+    perception = CameraPerception(ROBOT, pose, robot_mask=False, max_missed=1)
+    perception.set_intrinsics(sim_intrinsics(ROBOT, CAMERA, SIZE, SIZE))
+    image = two_coloured_bowl()
     assert perception.detector.detect(image) == [] and len(perception.detector.unclear) == 1
-    bowl = PerceivedObject("yellow bowl", (0.2, 0.1, 0.0), kind="bowl", size=g.bowl_radius)
+    radius = perception.geometry.bowl_radius
+    bowl = PerceivedObject("yellow bowl", (*BOWL_XY, 0.0), kind="bowl", size=radius)
     perception.tracker.update([bowl])
     for _ in range(4):
         perception.process(image)
@@ -112,3 +105,13 @@ def mild_seed_2():
     finally:
         run.close()
     return {"first": first, "record": record}
+
+
+def test_an_unnamed_bowl_is_said_once_and_again_only_when_it_moves():
+    notice = UnclearNotice()
+    line = notice.update([(0.204, 0.096, 0.046)])
+    assert line is not None and "not named: a bowl at [0.20, 0.10]" in line
+    assert notice.update([(0.209, 0.094, 0.046)]) is None  # the same bowl, 5 mm of jitter
+    assert "[0.23, 0.10]" in notice.update([(0.234, 0.096, 0.046)])  # moved 3 cm
+    assert notice.update([]) is None  # named again, or gone: nothing to say
+    assert notice.update([(0.234, 0.096, 0.046)]) is not None  # back: said again

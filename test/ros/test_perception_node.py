@@ -249,3 +249,64 @@ def test_a_camera_that_stops_makes_perception_say_it_is_blind():
             camera.publish(image)
             seeing = wait_for(lambda: said("seeing"), 10, "perception to see again")
             assert seeing["detail"] == "camera 'top' images again"
+
+
+def test_a_bowl_seen_in_two_colours_is_said_not_named():
+    """The camera shows a bowl whose wall is yellow on one side and orange on the other, like
+    its floor (as at realism ``mild``): perception names no bowl there and says so on the
+    status line, once, with where it stands."""
+    import json
+
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+    from support.two_colour_bowl import BOWL_XY, CAMERA, ROBOT, SIZE, two_coloured_bowl
+
+    from lang2policy.perception.scene import sim_intrinsics
+    from lang2policy.ros.perception_node import PerceptionNode
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ros_env(1 + (os.getpid() + 163) % 200).items():
+            mp.setenv(key, value)
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        perception = PerceptionNode(
+            context=context,
+            parameter_overrides=[
+                Parameter("source", value="camera"),
+                Parameter("robot", value=ROBOT),
+                Parameter("camera", value=CAMERA),
+                Parameter("robot_mask", value=False),
+            ],
+        )
+        node = rclpy.create_node("two_colour_camera", context=context)
+        lines: list[dict] = []
+        node.create_subscription(
+            String, topics.STATUS.name, lambda m: lines.append(json.loads(m.data)), 10
+        )
+        image_topic, info_topic = f"/camera/{CAMERA}/image_raw", f"/camera/{CAMERA}/camera_info"
+        camera = node.create_publisher(Image, image_topic, 10)
+        info = node.create_publisher(CameraInfo, info_topic, 10)
+        k = sim_intrinsics(ROBOT, CAMERA, SIZE, SIZE).k
+        calibration = CameraInfo(width=SIZE, height=SIZE, k=[float(v) for v in k.ravel()])
+        calibration.distortion_model = "plumb_bob"
+        image = Image(height=SIZE, width=SIZE, encoding="rgb8", step=3 * SIZE)
+        image.data = two_coloured_bowl().tobytes()
+
+        def unclear():
+            return [line for line in lines if line["state"] == "unclear"]
+
+        with spinning(context, [perception, node]):
+            wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
+            wait_for(lambda: info.get_subscription_count() >= 1, 10, "its camera_info")
+            for _ in range(6):
+                info.publish(calibration)
+                camera.publish(image)
+                time.sleep(0.2)
+            said = wait_for(unclear, 10, "perception to say a bowl is not named")
+            time.sleep(0.5)
+            assert len(unclear()) == 1, unclear()  # once, not once per image
+            detail = said[0]["detail"]
+            assert said[0]["node"] == "perception" and "seen in two colours" in detail
+            x, y = (float(v) for v in detail.split("[")[1].split("]")[0].split(","))
+            assert math.hypot(x - BOWL_XY[0], y - BOWL_XY[1]) < 0.02, detail
+            assert perception.tracker.objects == []  # no orange bowl, no yellow block
