@@ -8,6 +8,8 @@ Context on a domain of their own (real rclpy, Fast DDS on loopback).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import subprocess
@@ -204,109 +206,89 @@ def test_main_rejects_bad_parameters_with_a_reason(ros_args, reason):
     assert reason in output and "Traceback" not in output, output
 
 
-def test_a_camera_that_stops_makes_perception_say_it_is_blind():
-    """Images that stop arriving: a ``blind`` status line with since when; ``seeing`` when
-    they come back. Its own graph: a camera stand-in that publishes and then goes quiet."""
-    import json
-
-    from sensor_msgs.msg import Image
+@contextlib.contextmanager
+def perception_beside_a_camera(domain_offset: int, *params: Parameter):
+    """A camera-mode PerceptionNode (no robot mask; ``params`` on top) and a camera stand-in
+    node that records the status lines, spinning in a context and domain of their own:
+    yields (perception, camera node, status lines)."""
     from std_msgs.msg import String
 
     from lang2policy.ros.perception_node import PerceptionNode
 
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in ros_env(1 + (os.getpid() + 151) % 200).items():
+        for key, value in ros_env(1 + (os.getpid() + domain_offset) % 200).items():
             mp.setenv(key, value)
         context = rclpy.Context()
         rclpy.init(context=context)
-        perception = PerceptionNode(
-            context=context,
-            parameter_overrides=[
-                Parameter("source", value="camera"),
-                Parameter("image_timeout", value=0.6),
-                Parameter("robot_mask", value=False),
-            ],
-        )
-        node = rclpy.create_node("quiet_camera", context=context)
+        overrides = [Parameter("source", value="camera"), Parameter("robot_mask", value=False)]
+        perception = PerceptionNode(context=context, parameter_overrides=[*overrides, *params])
+        node = rclpy.create_node("camera_stand_in", context=context)
         lines: list[dict] = []
         node.create_subscription(
             String, topics.STATUS.name, lambda m: lines.append(json.loads(m.data)), 10
         )
+        with spinning(context, [perception, node]):
+            yield perception, node, lines
+
+
+def test_a_camera_that_stops_makes_perception_say_it_is_blind():
+    """Images that stop arriving: a ``blind`` status line with since when; ``seeing`` when
+    they come back. Its own graph: a camera stand-in that publishes and then goes quiet."""
+    from sensor_msgs.msg import Image
+
+    with perception_beside_a_camera(151, Parameter("image_timeout", value=0.6)) as graph:
+        _, node, lines = graph
         camera = node.create_publisher(Image, "/camera/top/image_raw", 10)
         image = Image(height=8, width=8, encoding="rgb8", step=24, data=bytes(8 * 8 * 3))
 
         def said(state: str):
             return next((line for line in lines if line["state"] == state), None)
 
-        with spinning(context, [perception, node]):
-            wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
-            for _ in range(5):
-                camera.publish(image)
-                time.sleep(0.1)
-            blind = wait_for(lambda: said("blind"), 10, "perception to say it is blind")
-            assert blind["node"] == "perception"
-            assert "no image from camera 'top' since" in blind["detail"]
+        wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
+        for _ in range(5):
             camera.publish(image)
-            seeing = wait_for(lambda: said("seeing"), 10, "perception to see again")
-            assert seeing["detail"] == "camera 'top' images again"
+            time.sleep(0.1)
+        blind = wait_for(lambda: said("blind"), 10, "perception to say it is blind")
+        assert blind["node"] == "perception"
+        assert "no image from camera 'top' since" in blind["detail"]
+        camera.publish(image)
+        seeing = wait_for(lambda: said("seeing"), 10, "perception to see again")
+        assert seeing["detail"] == "camera 'top' images again"
 
 
 def test_a_bowl_seen_in_two_colours_is_said_not_named():
     """The camera shows a bowl whose wall is yellow on one side and orange on the other, like
     its floor (as at realism ``mild``): perception names no bowl there and says so on the
     status line, once, with where it stands."""
-    import json
-
     from sensor_msgs.msg import CameraInfo, Image
-    from std_msgs.msg import String
     from support.two_colour_bowl import BOWL_XY, CAMERA, ROBOT, SIZE, two_coloured_bowl
 
     from lang2policy.perception.scene import sim_intrinsics
-    from lang2policy.ros.perception_node import PerceptionNode
 
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in ros_env(1 + (os.getpid() + 163) % 200).items():
-            mp.setenv(key, value)
-        context = rclpy.Context()
-        rclpy.init(context=context)
-        perception = PerceptionNode(
-            context=context,
-            parameter_overrides=[
-                Parameter("source", value="camera"),
-                Parameter("robot", value=ROBOT),
-                Parameter("camera", value=CAMERA),
-                Parameter("robot_mask", value=False),
-            ],
-        )
-        node = rclpy.create_node("two_colour_camera", context=context)
-        lines: list[dict] = []
-        node.create_subscription(
-            String, topics.STATUS.name, lambda m: lines.append(json.loads(m.data)), 10
-        )
-        image_topic, info_topic = f"/camera/{CAMERA}/image_raw", f"/camera/{CAMERA}/camera_info"
-        camera = node.create_publisher(Image, image_topic, 10)
-        info = node.create_publisher(CameraInfo, info_topic, 10)
-        k = sim_intrinsics(ROBOT, CAMERA, SIZE, SIZE).k
-        calibration = CameraInfo(width=SIZE, height=SIZE, k=[float(v) for v in k.ravel()])
-        calibration.distortion_model = "plumb_bob"
-        image = Image(height=SIZE, width=SIZE, encoding="rgb8", step=3 * SIZE)
-        image.data = two_coloured_bowl().tobytes()
+    k = sim_intrinsics(ROBOT, CAMERA, SIZE, SIZE).k
+    calibration = CameraInfo(width=SIZE, height=SIZE, k=[float(v) for v in k.ravel()])
+    calibration.distortion_model = "plumb_bob"
+    image = Image(height=SIZE, width=SIZE, encoding="rgb8", step=3 * SIZE)
+    image.data = two_coloured_bowl().tobytes()
+    params = Parameter("robot", value=ROBOT), Parameter("camera", value=CAMERA)
+    with perception_beside_a_camera(163, *params) as (perception, node, lines):
+        camera = node.create_publisher(Image, f"/camera/{CAMERA}/image_raw", 10)
+        info = node.create_publisher(CameraInfo, f"/camera/{CAMERA}/camera_info", 10)
 
         def unclear():
             return [line for line in lines if line["state"] == "unclear"]
 
-        with spinning(context, [perception, node]):
-            wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
-            wait_for(lambda: info.get_subscription_count() >= 1, 10, "its camera_info")
-            for _ in range(6):
-                info.publish(calibration)
-                camera.publish(image)
-                time.sleep(0.2)
-            said = wait_for(unclear, 10, "perception to say a bowl is not named")
-            time.sleep(0.5)
-            assert len(unclear()) == 1, unclear()  # once, not once per image
-            detail = said[0]["detail"]
-            assert said[0]["node"] == "perception" and "seen in two colours" in detail
-            x, y = (float(v) for v in detail.split("[")[1].split("]")[0].split(","))
-            assert math.hypot(x - BOWL_XY[0], y - BOWL_XY[1]) < 0.02, detail
-            assert perception.tracker.objects == []  # no orange bowl, no yellow block
+        wait_for(lambda: camera.get_subscription_count() >= 1, 10, "the perception node")
+        wait_for(lambda: info.get_subscription_count() >= 1, 10, "its camera_info")
+        for _ in range(6):
+            info.publish(calibration)
+            camera.publish(image)
+            time.sleep(0.2)
+        said = wait_for(unclear, 10, "perception to say a bowl is not named")
+        time.sleep(0.5)
+        assert len(unclear()) == 1, unclear()  # once, not once per image
+        detail = said[0]["detail"]
+        assert said[0]["node"] == "perception" and "seen in two colours" in detail
+        x, y = (float(v) for v in detail.split("[")[1].split("]")[0].split(","))
+        assert math.hypot(x - BOWL_XY[0], y - BOWL_XY[1]) < 0.02, detail
+        assert perception.tracker.objects == []  # no orange bowl, no yellow block
