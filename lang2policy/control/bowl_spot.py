@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lang2policy.scene.objects import BOWL_WALL_THICKNESS
+
 RINGS = 5  # rings of candidate spots, the centre included
 ANGLES = 24  # candidate spots per ring
-WALL = 0.004  # metres from a bowl's radius to its wall's inner face (``scene.objects``)
 _BETTER = 1e-3  # metres: a farther spot must beat the nearer one by this much to be chosen
 
 
@@ -35,7 +36,7 @@ def spot_in_bowl(
         return middle
     placed = np.asarray(others, float)[:, :2]
     best, clearance = middle, -math.inf
-    for ring in np.linspace(0.0, max(radius - WALL - half, 0.0), RINGS):
+    for ring in np.linspace(0.0, max(radius - BOWL_WALL_THICKNESS - half, 0.0), RINGS):
         angles = np.linspace(0.0, 2 * math.pi, ANGLES if ring else 1, endpoint=False)
         for angle in angles:
             spot = middle + ring * np.array([math.cos(angle), math.sin(angle)])

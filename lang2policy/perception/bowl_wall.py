@@ -29,6 +29,7 @@ FOREIGN_EDGE_SHARE = 0.5  # of a bowl's visible edge: above it, the bowl is not 
 REACH_PX = 2  # how far beyond its edge a bowl's neighbours are looked for (pixels)
 MIN_EDGE_PX = 10  # visible edge points needed to judge at all
 NO_FAMILY = -1
+UNCLEAR = "unclear"  # the perception node's status state for ``UnclearNotice``'s lines
 RESAY_DISTANCE = 0.02  # metres an unnamed bowl must move before it is said again
 
 
@@ -74,9 +75,9 @@ class UnclearNotice:
     def __init__(self) -> None:
         self.said: list[tuple[float, float]] = []
 
-    def update(self, unclear: Sequence[tuple[float, float, float]]) -> str | None:
-        """The line to say for this frame's ``unclear`` (x, y, rim), else None."""
-        spots = sorted((float(x), float(y)) for x, y, _ in unclear)
+    def update(self, unclear: Sequence[tuple[float, float]]) -> str | None:
+        """The line to say for this frame's ``unclear`` (x, y of each bowl), else None."""
+        spots = sorted((float(x), float(y)) for x, y in unclear)
         if _same_spots(spots, self.said):
             return None
         self.said = spots

@@ -124,7 +124,7 @@ class Detector:
         self.settings = settings or DetectorSettings()
         self.white_balance = white_balance_for(palette.table)
         self._rgba = {c.name: (*c.rgb, 1.0) for c in palette.colors if c.name}
-        self.unclear: list[tuple[float, float, float]] = []  # (x, y, rim) of unnamed bowls
+        self.unclear: list[tuple[float, float]] = []  # (x, y) of bowls seen but not named
 
     def detect(self, rgb: np.ndarray, ignore: np.ndarray | None = None) -> list[PerceivedObject]:
         """Objects seen in ``rgb`` (H, W, 3 uint8, the camera's resolution), sorted by name.
@@ -237,7 +237,7 @@ class Detector:
             group = [c for c in group if not _piece_of_unclear(c, unclear, self.geometry)]
             if group:
                 blocks.append(max(group, key=lambda c: c.blob.area))
-        self.unclear = [(b.pose[0], b.pose[1], self.geometry.bowl.half) for b, _ in unclear]
+        self.unclear = [(b.pose[0], b.pose[1]) for b, _ in unclear]
         named = [b for b in bowls if all(b is not u for u, _ in unclear)]
         objects = [self._record(c) for c in named]
         objects += [self._record_block(c, bowls) for c in blocks]

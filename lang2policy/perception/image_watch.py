@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from lang2policy.errors import ConfigError
 
 BLIND, SEEING = "blind", "seeing"
-UNCLEAR = "unclear"  # perception sees something it cannot name (``bowl_wall.UnclearNotice``)
 
 
 @dataclass

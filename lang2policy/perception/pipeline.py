@@ -155,8 +155,8 @@ class CameraPerception:
     def _unclear(self, obj: PerceivedObject) -> bool:
         """Whether ``obj`` stands where the detector saw a bowl it could not name (in two
         colours: ``bowl_wall``): not a view of the table, so kept, not missed."""
-        x, y = obj.position[:2]
-        return any(math.hypot(x - ux, y - uy) < rim for ux, uy, rim in self.detector.unclear)
+        x, y, rim = *obj.position[:2], self.geometry.bowl.half
+        return any(math.hypot(x - ux, y - uy) < rim for ux, uy in self.detector.unclear)
 
     def _joints_at(self, stamp: float | None) -> dict[str, float]:
         if stamp is None:

@@ -59,8 +59,8 @@ from lang2policy.perception import (
     sim_camera_pose,
     validate_objects,
 )
-from lang2policy.perception.bowl_wall import UnclearNotice
-from lang2policy.perception.image_watch import BLIND, SEEING, UNCLEAR, ImageWatch
+from lang2policy.perception.bowl_wall import UNCLEAR, UnclearNotice
+from lang2policy.perception.image_watch import BLIND, SEEING, ImageWatch
 from lang2policy.ros import convert
 from lang2policy.ros.entry import entry_point
 from lang2policy.ros.params import ReadOnlyParameters

@@ -27,7 +27,7 @@ COLORS: dict[str, tuple[float, float, float]] = {
 }
 KINDS = ("block", "bowl")
 _BOWL_WALLS = 16
-_WALL_THICKNESS = 0.004
+BOWL_WALL_THICKNESS = 0.004
 
 
 @dataclass(frozen=True)
@@ -82,13 +82,13 @@ def add_bowl(spec: mujoco.MjSpec, obj: ObjectSpec, radius: float, height: float)
         rgba=rgba,
         mass=0.15,
     )
-    half_len = radius * math.tan(math.pi / _BOWL_WALLS) + _WALL_THICKNESS
+    half_len = radius * math.tan(math.pi / _BOWL_WALLS) + BOWL_WALL_THICKNESS
     for i in range(_BOWL_WALLS):
         angle = 2 * math.pi * i / _BOWL_WALLS
         body.add_geom(
             name=f"{obj.body_name}_wall{i}",
             type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=[_WALL_THICKNESS, half_len, height / 2],
+            size=[BOWL_WALL_THICKNESS, half_len, height / 2],
             pos=[radius * math.cos(angle), radius * math.sin(angle), 0.0065 + height / 2],
             quat=[math.cos(angle / 2), 0, 0, math.sin(angle / 2)],
             rgba=rgba,

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from lang2policy.control.bowl_spot import spot_in_bowl
+from lang2policy.scene.objects import BOWL_WALL_THICKNESS
 from lang2policy.session.sim import SimSession
 
 RADIUS, HALF = 0.042, 0.0125  # the SO-101's bowl and block
-INSIDE = RADIUS - 0.004  # the wall's inner face
+INSIDE = RADIUS - BOWL_WALL_THICKNESS  # the wall's inner face
 
 
 def test_an_empty_bowl_takes_the_block_at_its_centre():

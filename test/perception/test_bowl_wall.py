@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from support.two_colour_bowl import BOWL_XY, CAMERA, ROBOT, SIZE, two_coloured_bowl
+from support.two_colour_bowl import BOWL_XY, CAMERA, ROBOT, SIZE, rgb_of, two_coloured_bowl
 
 from lang2policy.bench import perception as bench
 from lang2policy.perception import palette_from_colors
@@ -26,8 +26,7 @@ TABLE = (150, 140, 130)
 
 
 def _paint(image: np.ndarray, name: str, draw) -> None:
-    colour = tuple(round(c * 255) for c in COLORS[name])
-    draw(image, colour)
+    draw(image, rgb_of(name))
 
 
 def _bowl_blob(image: np.ndarray, bowl: str):
@@ -72,7 +71,7 @@ def test_the_two_coloured_yellow_bowl_at_mild_is_not_seen_rather_than_misnamed(m
     assert mild_seed_2["record"]["phantoms"] == []
     assert {"blue block", "green block", "orange block", "red block"} <= names
     assert "orange bowl" not in names and "yellow block" not in names
-    x, y, _ = mild_seed_2["first"].detector.unclear[0]
+    x, y = mild_seed_2["first"].detector.unclear[0]
     assert np.hypot(x - 0.217, y - 0.019) < 0.02  # where the yellow bowl stands
 
 
@@ -109,9 +108,9 @@ def mild_seed_2():
 
 def test_an_unnamed_bowl_is_said_once_and_again_only_when_it_moves():
     notice = UnclearNotice()
-    line = notice.update([(0.204, 0.096, 0.046)])
+    line = notice.update([(0.204, 0.096)])
     assert line is not None and "not named: a bowl at [0.20, 0.10]" in line
-    assert notice.update([(0.209, 0.094, 0.046)]) is None  # the same bowl, 5 mm of jitter
-    assert "[0.23, 0.10]" in notice.update([(0.234, 0.096, 0.046)])  # moved 3 cm
+    assert notice.update([(0.209, 0.094)]) is None  # the same bowl, 5 mm of jitter
+    assert "[0.23, 0.10]" in notice.update([(0.234, 0.096)])  # moved 3 cm
     assert notice.update([]) is None  # named again, or gone: nothing to say
-    assert notice.update([(0.234, 0.096, 0.046)]) is not None  # back: said again
+    assert notice.update([(0.234, 0.096)]) is not None  # back: said again
