@@ -1,7 +1,9 @@
 """``lang2policy train vla --dataset D --out M`` trains the shipped model's recipe: the settings
 it builds equal ``models/vla-so101-tiny``'s ``config.json`` (the network) and its
-``train_summary.json`` (the training), field by field, so a default that drifts from the
-shipped recipe fails here; ``train vla --help`` lists at most 15 options."""
+``base_train_summary.json`` (the training of the base the shipped weights were fine-tuned
+from), field by field, so a default that drifts from the shipped recipe fails here; the
+reproduce script's fine-tuning builds the settings of ``train_summary.json`` (the fine-tuning
+under realism that made the shipped weights); ``train vla --help`` lists at most 15 options."""
 
 from __future__ import annotations
 
@@ -59,9 +61,9 @@ def test_no_flags_build_the_shipped_network():
     assert checked >= 15
 
 
-def test_no_flags_train_as_the_shipped_checkpoint_was_trained():
-    ran = flat(json.loads((SHIPPED / "train_summary.json").read_text())["settings"])
-    settings = flat(asdict(built()))
+def same_as_run(settings: dict[str, Any], ran: dict[str, Any]) -> int:
+    """Assert every setting of a recorded run (``ran``) but the machine's and the dataset's is
+    ``settings``'s; how many were compared."""
     checked = 0
     for name, value in ran.items():
         top, _, field = name.partition(".")
@@ -70,8 +72,23 @@ def test_no_flags_train_as_the_shipped_checkpoint_was_trained():
         if name in RETIRED:
             assert value == RETIRED[name], name
             continue
-        assert settings[name] == value, f"train vla's default {name} is not the shipped run's"
+        assert settings[name] == value, f"{name}: {settings[name]!r}, the run had {value!r}"
         checked += 1
+    return checked
+
+
+def reproduce_phase(name: str) -> list[str]:
+    """The command words of ``scripts/reproduce_vla.sh``'s phase ``name``."""
+    script = (share_dir() / "scripts" / "reproduce_vla.sh").read_text()
+    phase = re.search(rf'^phase "{name}" (.*?)(?<!\\)$', script, re.M | re.S)
+    assert phase, f"reproduce_vla.sh has no phase {name!r}"
+    return shlex.split(phase.group(1).replace("\\\n", " "))
+
+
+def test_no_flags_train_as_the_shipped_checkpoints_base_was_trained():
+    ran = flat(json.loads((SHIPPED / "base_train_summary.json").read_text())["settings"])
+    settings = flat(asdict(built()))
+    checked = same_as_run(settings, ran)
     derived = {f"model.{name}" for name in DATASET_DERIVED}
     assert all(settings[name] == value for name, value in ADDED.items())
     assert set(settings) - set(ran) <= derived | set(ADDED)  # every setting is the shipped run's
@@ -79,11 +96,26 @@ def test_no_flags_train_as_the_shipped_checkpoint_was_trained():
 
 
 def test_the_reproduce_script_trains_with_the_defaults_and_its_threads():
-    script = (share_dir() / "scripts" / "reproduce_vla.sh").read_text()
-    phase = re.search(r'^phase "training" (.*?)(?<!\\)$', script, re.M | re.S)
-    words = shlex.split(phase.group(1).replace("\\\n", " "))
+    words = reproduce_phase("training")
     assert words[1:3] == ["train", "vla"], words
     assert {word for word in words if word.startswith("--")} == {"--dataset", "--out", "--threads"}
+
+
+def test_the_reproduce_scripts_fine_tuning_is_the_shipped_weights_run():
+    """The fine-tuning phase's flags, on top of the recipe, build the settings the shipped
+    weights' run recorded (its ``train_summary.json``), the model it starts from aside."""
+    summary = json.loads((SHIPPED / "train_summary.json").read_text())
+    words = reproduce_phase("fine-tuning")
+    assert words[1:3] == ["train", "vla"], words
+    flags = [word if not word.startswith("$") else "X" for word in words[3:]]
+    args = build_parser().parse_args(["train", "vla", *flags])
+    settings = flat(asdict(train_command.settings_from_args(args)))
+    ran = flat(summary["settings"])
+    ran.pop("finetune")  # a path of the run's machine
+    assert same_as_run(settings, ran) >= 40
+    assert summary["finetuned_from"] and settings["steps"] == summary["steps"] == 2000
+    recorded = reproduce_phase("realism data")
+    assert recorded[recorded.index("--realism") + 1] == "mild"
 
 
 def test_help_lists_at_most_15_options(capsys):
