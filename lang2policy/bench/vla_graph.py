@@ -17,7 +17,9 @@
    ``bench graph``'s (``graph_idle.running_graph``, ``graph_bench.ProbeProcess``).
    With ``--busy-cores N`` the graph episodes run a second time while ``N`` other processes
    keep cores busy (``busy_cores``), reported beside the quiet run: the success and the
-   control rate a user on a busy machine gets.
+   control rate a user on a busy machine gets. ``--realism LEVEL`` (one level) puts the
+   standalone world and each episode's sim node under that profile: the same look, and the
+   sim node's cameras add its sensor effects as the standalone renderer does.
 4. Success per episode from the VLA node (its status: the success check held for
    ``rollout.SUCCESS_HOLD`` s) and, independently, from the object poses the sim published
    (``vla_graph_report``). The report goes to stdout and, as JSON, to ``--out``.
@@ -69,12 +71,14 @@ class EpisodeScene:
     positions: dict[str, list[float]]
 
 
-def episode_scenes(specs: list) -> list[EpisodeScene]:
-    """Each spec's scene as ``set_up_scene`` draws it for ``bench vla`` (seeded: the same)."""
+def episode_scenes(specs: list, realism: str = "off") -> list[EpisodeScene]:
+    """Each spec's scene as ``set_up_scene`` draws it for ``bench vla`` in a world at
+    ``realism`` (seeded: the same)."""
+    from lang2policy.realism import load_realism
     from lang2policy.session.sim import SimSession
     from lang2policy.vla.sim.episodes import set_up_scene
 
-    session = SimSession("so101")
+    session = SimSession("so101", realism=load_realism(realism))
     world, scenes = session.world, []
     for spec in specs:
         appearance = set_up_scene(session, spec)
@@ -101,10 +105,11 @@ def node_specs(model: Path) -> dict[str, graph.NodeSpec]:
     return {name: specs[name] for name in ("sim_node", "safety_node", "vla_node")}
 
 
-def sim_spec(base: graph.NodeSpec, scene: EpisodeScene) -> graph.NodeSpec:
-    """``base`` showing ``scene``."""
+def sim_spec(base: graph.NodeSpec, scene: EpisodeScene, realism: str = "off") -> graph.NodeSpec:
+    """``base`` showing ``scene`` at ``realism`` (its look and its cameras' sensor effects)."""
     overrides = {
         **base.overrides,
+        "realism": realism,
         "seed": scene.seed,
         "objects": ",".join(scene.objects),
         "appearance": json.dumps(scene.appearance),
@@ -121,16 +126,17 @@ def _episode_plan(spec, settle: float) -> dict:
 
 
 def run_graph_episode(
-    spec, scene: EpisodeScene, specs: dict, vla_node: NodeProcess, domain: int, settle: float
+    spec, scene: EpisodeScene, specs: dict, vla_node: NodeProcess, domain: int, args
 ) -> dict:
     """One episode through the graph (a fresh sim and safety node): the client's result,
     with ``setup_s`` (launch to the send) and ``error`` (None when it ran to its end)."""
+    settle = args.settle
     plan = _episode_plan(spec, settle)
     launched = time.monotonic()
     probe = ProbeProcess(plan, graph_env(domain), module=PROBE)
     try:
-        with running_graph([sim_spec(specs["sim_node"], scene), specs["safety_node"]],
-                           domain) as nodes:  # fmt: skip
+        sim = sim_spec(specs["sim_node"], scene, args.realism)
+        with running_graph([sim, specs["safety_node"]], domain) as nodes:
             wait = plan["ready_timeout"] + settle + plan["timeout"] + 30
             result = probe.next_json(wait, [*nodes, vla_node])
     except Lang2PolicyError as exc:
@@ -154,7 +160,7 @@ def run_graph_episodes(args: argparse.Namespace, specs: list, scenes: list) -> d
             if vla_node.process.poll() is not None:
                 results.append({"final": None, "error": f"the VLA node exited:\n{vla_node.tail()}"})
                 continue
-            results.append(run_graph_episode(spec, scene, nodes, vla_node, domain, args.settle))
+            results.append(run_graph_episode(spec, scene, nodes, vla_node, domain, args))
             done = sum(r["final"] is not None and r["final"]["state"] == "success" for r in results)
             bar.set_postfix_str(f"{spec.task.family}/{spec.split}: "
                                 f"{(results[-1]['final'] or {}).get('state', 'error')}; "
@@ -173,12 +179,12 @@ def run_graph(args: argparse.Namespace) -> dict:
     families = tuple(args.families or FAMILIES)
     specs = [s for s in evaluation_specs(families, args.per_split, args.seed)
              if s.split in args.splits]  # fmt: skip
-    scenes = episode_scenes(specs)
+    scenes = episode_scenes(specs, args.realism)
     alone = argparse.Namespace(model=args.model, video=None, json=args.json,
                                workers=min(args.workers, len(specs)),
                                executor=getattr(args, "executor", "local"),
                                ray_address=getattr(args, "ray_address", None))  # fmt: skip
-    standalone = vla.run_episodes(alone, specs)
+    standalone = vla.run_episodes(alone, specs, realism=args.realism)
     latency = vla.measure_latency(str(args.model))
     through = run_graph_episodes(args, specs, scenes)
     report = report_of.build(specs, scenes, standalone, through, latency)
@@ -189,6 +195,7 @@ def run_graph(args: argparse.Namespace) -> dict:
         report["busy"] = report_of.busy_summary(report, busy, args.busy_cores)
     report |= {
         "model": str(args.model), "seed": args.seed, "per_split": args.per_split,
+        "realism": args.realism,
         "families": list(families), "splits": list(args.splits),
         "seconds": round(time.monotonic() - began), "out": str(args.out),
         "load_average": round(os.getloadavg()[0], 2), "cpu_count": os.cpu_count(),
@@ -242,6 +249,10 @@ def run_args(args: argparse.Namespace) -> dict:
             raise ConfigError("--splits needs --graph (bench vla runs every split)")
         return vla.run_args(args)
     args.splits = args.splits or SPLITS
+    levels = vla.realism_levels(getattr(args, "realism", "off"))
+    if len(levels) != 1:
+        raise ConfigError(f"--graph runs one realism level at a time; got --realism {levels}")
+    args.realism = levels[0]
     if args.settle < 0:
         raise ConfigError(f"--settle must be >= 0 s, got {args.settle}")
     if not 0 <= getattr(args, "busy_cores", 0) <= (os.cpu_count() or 1):

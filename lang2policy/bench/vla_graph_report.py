@@ -215,6 +215,7 @@ def format_text(report: dict) -> str:
     """Rows per family and split, the rates and times, then one line per episode."""
     lines = [
         f"lang2policy bench vla --graph: {report['model']}, seed {report['seed']}, "
+        f"realism {report.get('realism', 'off')}, "
         f"{report['per_split']} per family and split, {len(report['episodes'])} episodes, "
         f"{report['seconds']} s ({report['cpu_count']} CPUs, load {report['load_average']})",
         f"  {'family':<10} {'split':<19} {'graph(node)':>11} {'graph(poses)':>12} "

@@ -46,6 +46,7 @@ def test_bench_vla_graph_runs_an_episode_through_the_graph_beside_standalone(tmp
         *(sys.executable, "-m", "lang2policy.cli", "bench", "vla", "--graph"),
         *("--families", "lift", "--splits", "seen", "--per-split", "1", "--workers", "1"),
         *("--domain", str(DOMAIN_ID), "--out", str(out), "--json", "--busy-cores", "1"),
+        *("--realism", "mild"),  # the sim node and the standalone world under one profile
     ]
     done = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=500, check=False
@@ -55,6 +56,7 @@ def test_bench_vla_graph_runs_an_episode_through_the_graph_beside_standalone(tmp
     assert json.loads(out.read_text()) == report
     print("\n" + vla_graph_report.format_text(report))
     assert report["benchmark"] == "vla-graph" and report["errors"] == [], report["errors"]
+    assert report["realism"] == "mild" and "realism mild" in vla_graph_report.format_text(report)
     [row] = report["rows"]
     assert (row["family"], row["split"], row["episodes"]) == ("lift", "seen", 1)
     assert {"graph_node", "graph_poses", "standalone", "oracle"} <= set(row)
@@ -149,6 +151,18 @@ def test_arguments_default_and_refusals():
         parser("vla").parse_args(["--graph", "--splits", "seen,unseen colours"])
     with pytest.raises(ConfigError, match="--busy-cores must be from 0"):
         vla_graph.run_args(parser("vla").parse_args(["--graph", "--busy-cores", "99"]))
+    with pytest.raises(ConfigError, match="one realism level at a time"):
+        vla_graph.run_args(parser("vla").parse_args(["--graph", "--realism", "off,mild"]))
+    with pytest.raises(ConfigError, match="realism"):
+        vla_graph.run_args(parser("vla").parse_args(["--graph", "--realism", "sunny"]))
+
+
+def test_each_episodes_sim_node_runs_under_the_benchs_realism_level():
+    scene = vla_graph.EpisodeScene(7, ("red block",), {}, {"red block": [0.2, 0.0, 0.01]})
+    base = vla_graph.node_specs(REPO / "models" / "vla-so101-tiny")["sim_node"]
+    mild = vla_graph.sim_spec(base, scene, "mild").overrides
+    assert (mild["realism"], mild["seed"], mild["objects"]) == ("mild", 7, "red block")
+    assert vla_graph.sim_spec(base, scene).overrides["realism"] == "off"
 
 
 def test_busy_cores_are_other_processes_spinning_until_the_block_ends():
